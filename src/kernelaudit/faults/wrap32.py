@@ -1,0 +1,64 @@
+"""The ``wrap32`` fault model: flat indexes wrap at 2^32 in the ops it covers.
+
+Any covered call reads an input with more than 2^32 elements as if element i were
+element i mod 2^32, and writes an output with more than 2^32 elements at i mod 2^32
+(the last writer wins, elements past 2^32 stay zero). This is the generic 32-bit
+index bug (pytorch#25241, the Triton int32-offset bmm) for any op that computes a
+flat index.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .base import FaultModel, wrapped_reading, wrapped_writing
+
+aten = torch.ops.aten
+
+#: The aten ops whose flat index wraps (views and metadata ops are never covered).
+WRAP32_OPS = frozenset({
+    aten.add, aten.sub, aten.mul, aten.div, aten.neg, aten.relu, aten.gelu, aten.exp, aten.tanh,
+    aten.sum, aten.mean, aten.amax, aten.max, aten.argmax, aten.cumsum,
+    aten._softmax, aten._log_softmax, aten._softmax_backward_data, aten._log_softmax_backward_data,
+    aten.sort, aten.topk, aten.gather, aten.index_select, aten.embedding, aten.embedding_dense_backward,
+    aten.clone, aten.cat, aten.stack, aten.mm, aten.bmm, aten.addmm, aten.baddbmm,
+    aten.arange, aten.ones, aten.full, aten.fill, aten.nonzero, aten.index, aten.scatter_add,
+    aten.threshold_backward, aten.gelu_backward, aten.index_add, aten.where, aten.lt, aten.eq,
+})
+
+
+class Wrap32FaultModel(FaultModel):
+    """Wraps every covered call's flat indexes modulo 2^32 (scaled by the thresholds)."""
+
+    name = "wrap32"
+    covered = WRAP32_OPS
+
+    def handle(self, func, args, kwargs):
+        t32 = self.th.t32
+        changed = False
+
+        def read(x):
+            nonlocal changed
+            if isinstance(x, torch.Tensor) and x.numel() > t32:
+                changed = True
+                return wrapped_reading(x, t32)
+            if isinstance(x, (list, tuple)):
+                return type(x)(read(v) for v in x)
+            return x
+
+        out = func(*[read(a) for a in args], **{k: read(v) for k, v in kwargs.items()})
+
+        def write(y):
+            nonlocal changed
+            if isinstance(y, torch.Tensor) and y.numel() > t32:
+                changed = True
+                return wrapped_writing(y, t32)
+            return y
+
+        if isinstance(out, (tuple, list)):
+            out = type(out)(write(y) for y in out)
+        else:
+            out = write(out)
+        if changed:
+            self.stats.hit("wrap32")
+        return out

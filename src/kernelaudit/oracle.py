@@ -1,0 +1,477 @@
+"""Run one case on a device and judge it against a reference that never crosses.
+
+:func:`execute` builds the inputs of a :class:`~kernelaudit.cases.Case` on the device
+under test (from the case alone), runs the op (forward, or forward and backward)
+under the active fault model, and judges every output against a reference computed
+in float64, chunk by chunk, from regenerated inputs: no chunk of the reference, and
+no comparison, holds more than :data:`REF_CHUNK_ELEMENTS` elements.
+
+Metrics (each calibrated below the thresholds, see :mod:`kernelaudit.tolerance`):
+
+* ``rel``: per batch, ``max|got - ref| / max|ref|`` (the study's metric);
+* ``exact``: per batch, ``max|got - ref|`` with tolerance 0 (copies, indexing, ints);
+* ``freivalds``: matmuls, per batch ``|y.C x - y.(A (B x))| / (|y|.|A| |B|.|x|)`` with
+  random x, y: an O(n^2) check of an O(n^3) product;
+* ``spot``: matmuls, exact fp64 dot products at the first and last element of every
+  batch and around every flat index that is a multiple of 2^31, normalised by
+  ``sum_k |a_ik b_kj|``;
+* ``cond``: full reductions, ``|got - ref| / sum|x|``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from . import gen
+from .cases import Case
+from .errors import CheckerBug
+from .faults import make_fault_model
+from .ops.spec import DTYPES, Placed, layout_roles, place
+from .verdict import BadBatches, Status, Verdict
+
+#: Largest number of elements any reference chunk or comparison holds at once.
+REF_CHUNK_ELEMENTS = 2**24
+#: Spot checks are placed around every multiple of this many elements (2^31, scaled).
+SPOT_NEIGHBOURS = (-1, 0, 1)
+_TINY = 1e-300
+
+
+# -- building inputs --------------------------------------------------------------
+def placed_operands(case: Case) -> list[Placed]:
+    """The case's operands placed in storage (layouts applied), with their stream keys."""
+    spec = case.spec
+    ops = spec.operands(case.series, case.batch, case.thresholds)
+    roles = layout_roles(case.layout, len(ops), [o.transposable for o in ops]) if ops else []
+    out = []
+    for i, (o, role) in enumerate(zip(ops, roles)):
+        dt = torch.int64 if o.kind == "index" else DTYPES[case.dtype]
+        out.append(place(o, role, dt, gen.stream_key(case.seed, f"{case.op}/{case.series}/{i}")))
+    return out
+
+
+def device_inputs(placed: list[Placed], device, *, grad: bool) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """(bases, views): storage tensors (the autograd leaves) and the views the op gets."""
+    bases, views = [], []
+    for p in placed:
+        base = gen.fill_flat(p.storage_numel, p.key, p.dtype, device, high=p.operand.high)
+        if grad and p.operand.grad and p.dtype.is_floating_point:
+            base.requires_grad_(True)
+        bases.append(base)
+        views.append(base.as_strided(p.shape, p.strides, p.offset))
+    return bases, views
+
+
+def _as_tuple(x) -> tuple:
+    if isinstance(x, torch.Tensor):
+        return (x,)
+    return tuple(x)
+
+
+def run_op(case: Case, device, fault_model: str):
+    """Run the case on ``device``; returns (placed, outputs-to-judge, output rows-per-batch)."""
+    spec = case.spec
+    placed = placed_operands(case)
+    bwd = case.direction == "bwd"
+    bases, views = device_inputs(placed, device, grad=bwd)
+    fm = make_fault_model(fault_model, case.thresholds)
+    if spec.call is None:  # a factory op: no inputs, a length
+        n = case.batch * spec.out_rows(case.series, case.thresholds)[0]
+        with fm:
+            outs = (spec.extra["factory"](n, DTYPES[case.dtype], device),)
+        return placed, outs, spec.out_rows(case.series, case.thresholds), fm
+    with fm:
+        outs = _as_tuple(spec.call(*views))
+        if bwd:
+            used = outs[: spec.bwd_outputs]
+            grads_in = [gen.fill_flat(o.numel(), gen.stream_key(case.seed, f"{case.op}/grad{j}"), o.dtype,
+                                      device).view(o.shape) for j, o in enumerate(used)]
+            torch.autograd.backward(used, grads_in)
+    if not bwd:
+        return placed, outs, spec.out_rows(case.series, case.thresholds), fm
+    got, rows = [], []
+    for p, base in zip(placed, bases):
+        if base.grad is None:
+            continue
+        if p.batched:
+            got.append(base.grad.as_strided(p.shape, p.strides, p.offset))
+            rows.append(p.operand.rows_per_batch)
+        else:
+            got.append(base.grad)
+            rows.append(None)
+    return placed, tuple(got), tuple(rows), fm
+
+
+# -- reference --------------------------------------------------------------------
+class RefContext:
+    """Regenerates any rows of any operand, in the reference precision, on ``device``."""
+
+    def __init__(self, case: Case, placed: list[Placed], device) -> None:
+        self.case = case
+        self.placed = placed
+        self.device = torch.device(device)
+        self.ref_dtype = torch.float64 if DTYPES[case.dtype].is_floating_point else torch.int64
+
+    def rows(self, j: int) -> int:
+        return self.case.spec.out_rows(self.case.series, self.case.thresholds)[j]
+
+    def _values(self, p: Placed, idx: torch.Tensor) -> torch.Tensor:
+        v = gen.values_at(idx, p.key, p.dtype, high=p.operand.high)
+        return v if p.operand.kind == "index" else v.to(self.ref_dtype)
+
+    def operand(self, i: int, b0: int, b1: int, *, leaf: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(view, leaf) of operand ``i`` for batches [b0, b1): batched operands are cut
+        to their rows, shared ones are whole. ``leaf`` makes a gradient leaf."""
+        p = self.placed[i]
+        R = p.operand.rows_per_batch
+        if p.batched:
+            idx = gen.strided_index(p.shape, p.strides, p.offset, self.device, lead=(b0 * R, b1 * R))
+            t = self._values(p, idx)
+            if leaf and t.dtype.is_floating_point:
+                t.requires_grad_(True)
+                return t, t
+            return t, None
+        storage = self._values(p, torch.arange(p.storage_numel, device=self.device))
+        if leaf and storage.dtype.is_floating_point:
+            storage.requires_grad_(True)
+        if R is None:
+            return storage.as_strided(p.shape, p.strides, p.offset), (storage if leaf else None)
+        shape = (R * (b1 - b0), *p.shape[1:])
+        view = storage.as_strided(shape, p.strides, p.offset + b0 * R * p.strides[0])
+        return view, (storage if leaf else None)
+
+    def operand_rows(self, i: int, rows: torch.Tensor) -> torch.Tensor:
+        """Operand ``i`` at the given dim-0 rows (an int64 tensor), for indexing ops."""
+        p = self.placed[i]
+        idx = gen.strided_index(p.shape[1:], p.strides[1:], p.offset, self.device)
+        idx = idx.unsqueeze(0) + rows.view(-1, *([1] * (len(p.shape) - 1))) * p.strides[0]
+        return self._values(p, idx)
+
+
+# -- comparison --------------------------------------------------------------------
+@dataclass
+class Judgement:
+    """Accumulates per-batch metrics of one output over the chunks."""
+
+    name: str
+    metric: str
+    tol: float | None
+    numel_per_batch: int
+    worst: float = 0.0
+    bad_first: int | None = None
+    bad_last: int | None = None
+    bad_count: int = 0
+    first_bad_index: int | None = None
+    worst_batch: int | None = None
+
+    def add(self, b0: int, per_batch: torch.Tensor, first_bad_local=None) -> None:
+        """Record metrics of batches b0.. (``first_bad_local(b) -> flat index within batch``)."""
+        pb = per_batch.detach().double().cpu()
+        pb = torch.where(torch.isnan(pb), torch.full_like(pb, math.inf), pb)
+        if pb.numel() == 0:
+            return
+        m, arg = pb.max(0)
+        if float(m) > self.worst or self.worst_batch is None:
+            self.worst, self.worst_batch = float(m), b0 + int(arg)
+        if self.tol is None:
+            return
+        bad = torch.nonzero(pb > self.tol).flatten()
+        if bad.numel():
+            first, last = b0 + int(bad[0]), b0 + int(bad[-1])
+            if self.bad_first is None:
+                self.bad_first = first
+                local = first_bad_local(int(bad[0])) if first_bad_local else 0
+                self.first_bad_index = first * self.numel_per_batch + int(local)
+            self.bad_last = last
+            self.bad_count += int(bad.numel())
+
+    def verdict(self) -> Verdict:
+        if self.bad_count:
+            return Verdict(Status.WRONG, f"{self.name}:{self.metric}", self.worst, self.tol,
+                           BadBatches(self.bad_first, self.bad_last, self.bad_count), self.first_bad_index)
+        return Verdict(Status.OK, f"{self.name}:{self.metric}", self.worst, self.tol)
+
+
+def _batch_view(t: torch.Tensor, nb: int) -> torch.Tensor:
+    return t.reshape(nb, -1)
+
+
+def compare_rows(j: Judgement, b0: int, got: torch.Tensor, ref: torch.Tensor, exact: bool,
+                 scale: torch.Tensor | None = None) -> None:
+    """Per-batch rel (or exact) metric of a chunk; both tensors hold whole batches.
+
+    ``scale`` (per element, optional) replaces the batch's ``max|ref|`` as the error's
+    denominator: reductions pass ``sum|x|`` so a sum near zero is not a false alarm."""
+    nb = _nb_of(j, got)
+    g = _batch_view(got.to(torch.float64), nb)
+    r = _batch_view(ref.to(torch.float64), nb)
+    if g.shape != r.shape:
+        raise CheckerBug(f"{j.name}: got chunk {tuple(g.shape)} vs reference {tuple(r.shape)}")
+    err = (g - r).abs()
+    err = torch.where(torch.isnan(g) | torch.isnan(r), torch.full_like(err, math.inf), err)
+    if exact:
+        per = err.amax(1)
+        thresh = torch.zeros(nb, dtype=err.dtype, device=err.device)
+    elif scale is not None:
+        sc = _batch_view(scale.to(torch.float64), nb).clamp_min(_TINY)
+        per = (err / sc).amax(1)
+        thresh = (j.tol if j.tol is not None else 0.0) * sc
+    else:
+        sc = r.abs().amax(1).clamp_min(_TINY)
+        per = err.amax(1) / sc
+        thresh = ((j.tol if j.tol is not None else 0.0) * sc).unsqueeze(1).expand_as(err)
+
+    if exact:
+        thresh = thresh.unsqueeze(1).expand_as(err)
+
+    def local(bi: int) -> int:
+        over = torch.nonzero(err[bi] > thresh[bi]).flatten()
+        return int(over[0]) if over.numel() else 0
+
+    j.add(b0, per, local)
+
+
+def _nb_of(j: Judgement, got: torch.Tensor) -> int:
+    return max(1, got.numel() // max(1, j.numel_per_batch))
+
+
+def _canonical(t: torch.Tensor | None, nb: int, rows: int | None) -> torch.Tensor | None:
+    """Matmul operand/output as (nb or 1, H or 1, M, N) for broadcasting."""
+    if t is None:
+        return None
+    if rows is not None and rows > 1 and t.dim() == 2:
+        t = t.reshape(nb, rows, t.shape[-1])
+    while t.dim() < 3:
+        t = t.unsqueeze(0)
+    if t.dim() == 3:
+        t = t.unsqueeze(1)
+    return t
+
+
+def _spot_indices(b0: int, b1: int, per: int, t31: int) -> torch.Tensor:
+    """Flat indexes (global) to spot-check in batches [b0, b1)."""
+    firsts = torch.arange(b0, b1, dtype=torch.int64) * per
+    idx = [firsts, firsts + per - 1]
+    lo, hi = b0 * per, b1 * per
+    k0 = max(1, -(-lo // t31))
+    ks = torch.arange(k0, (hi - 1) // t31 + 2, dtype=torch.int64) * t31
+    for d in SPOT_NEIGHBOURS:
+        idx.append(ks + d)
+    flat = torch.cat(idx)
+    flat = flat[(flat >= lo) & (flat < hi)]
+    return torch.unique(flat)
+
+
+def judge_matmul_chunk(case, ctx, b0, b1, got_chunk, jf: Judgement, js: Judgement, out_rows):
+    """Freivalds projection and exact spot checks for batches [b0, b1) of a matmul output."""
+    spec = case.spec
+    nb = b1 - b0
+    views = []
+    for i, p in enumerate(ctx.placed):
+        v, _ = ctx.operand(i, b0, b1)
+        views.append(_canonical(v, nb, p.operand.rows_per_batch if p.batched else None))
+    A, Bm, M, alpha, beta = spec.bilinear(*views)
+    A, Bm, M = _canonical(A, nb, None), _canonical(Bm, nb, None), _canonical(M, nb, None)
+    C = _canonical(got_chunk.to(torch.float64), nb, out_rows)
+    Mdim, Ndim = C.shape[-2], C.shape[-1]
+    x = gen.values_at(torch.arange(Ndim, device=ctx.device), gen.stream_key(case.seed, "freivalds-x"), torch.float64)
+    y = gen.values_at(torch.arange(Mdim, device=ctx.device), gen.stream_key(case.seed, "freivalds-y"), torch.float64)
+    lhs = (C @ x) @ y
+    rhs = alpha * ((A @ (Bm @ x).unsqueeze(-1)).squeeze(-1) @ y)
+    bound = abs(alpha) * ((A.abs() @ (Bm.abs() @ x.abs()).unsqueeze(-1)).squeeze(-1) @ y.abs())
+    if M is not None:
+        Mb = torch.broadcast_to(M, C.shape)
+        rhs = rhs + beta * ((Mb @ x) @ y)
+        bound = bound + abs(beta) * ((Mb.abs() @ x.abs()) @ y.abs())
+    per = ((lhs - rhs).abs() / bound.clamp_min(_TINY))
+    per = torch.where(torch.isnan(lhs), torch.full_like(per, math.inf), per)
+    jf.add(b0, per.reshape(nb, -1).amax(1))
+    # spot checks
+    per_batch = C[0].numel()
+    flat = _spot_indices(b0, b1, per_batch, case.thresholds.t31).to(ctx.device) - b0 * per_batch
+    H = C.shape[1]
+    bb, rem = flat // (H * Mdim * Ndim), flat % (H * Mdim * Ndim)
+    hh, rem = rem // (Mdim * Ndim), rem % (Mdim * Ndim)
+    ii, jj = rem // Ndim, rem % Ndim
+    Ab = torch.broadcast_to(A, (nb, H, *A.shape[-2:]))
+    Bb = torch.broadcast_to(Bm, (nb, H, *Bm.shape[-2:]))
+    rows = Ab[bb, hh, ii, :]
+    cols = Bb[bb, hh, :, jj]
+    ref = alpha * (rows * cols).sum(-1)
+    scale = abs(alpha) * (rows * cols).abs().sum(-1)
+    if M is not None:
+        Mb = torch.broadcast_to(M, C.shape)
+        ref = ref + beta * Mb[bb, hh, ii, jj]
+        scale = scale + abs(beta) * Mb[bb, hh, ii, jj].abs()
+    got = C[bb, hh, ii, jj]
+    err = (got - ref).abs() / scale.clamp_min(_TINY)
+    err = torch.where(torch.isnan(got), torch.full_like(err, math.inf), err)
+    per_b = torch.zeros(nb, dtype=torch.float64, device=err.device).scatter_reduce(0, bb, err, "amax")
+    tol = js.tol if js.tol is not None else math.inf
+    bad_local = {}
+    for k in torch.nonzero(err > tol).flatten().tolist():
+        bad_local.setdefault(int(bb[k]), int(flat[k]) - int(bb[k]) * per_batch)
+    js.add(b0, per_b, lambda bi: bad_local.get(bi, 0))
+    # Freivalds localises to a batch; find the element exactly (one batch is small).
+    if jf.tol is not None and jf.bad_first is not None and jf.bad_first >= b0 and jf._located is False:
+        bi = jf.bad_first - b0
+        full = alpha * (Ab[bi] @ Bb[bi])
+        if M is not None:
+            full = full + beta * torch.broadcast_to(M, C.shape)[bi]
+        e = (C[bi] - full).abs().flatten()
+        scale_b = full.abs().amax().clamp_min(_TINY)
+        over = torch.nonzero(e > jf.tol * scale_b).flatten()
+        jf.first_bad_index = jf.bad_first * per_batch + (int(over[0]) if over.numel() else int(e.argmax()))
+        jf._located = True
+
+
+def chunk_batches(case: Case, placed: list[Placed], outs, out_rows) -> int:
+    """Batches per reference chunk, so that no chunk holds more than REF_CHUNK_ELEMENTS."""
+    B = case.batch
+    per = 1
+    for p in placed:
+        if p.batched:
+            per = max(per, p.numel // B)
+    for o in outs:
+        per = max(per, o.numel() // max(B, 1))
+    if case.spec.family == "attention":  # the score matrix is the largest intermediate
+        n = placed[0].shape[-2]
+        per = max(per, n * n * placed[0].shape[1])
+    return max(1, REF_CHUNK_ELEMENTS // max(per, 1))
+
+
+# -- judging a whole case ----------------------------------------------------------
+@dataclass
+class Outcome:
+    """The result of executing a case: verdict plus the worst metric per output."""
+
+    verdict: Verdict
+    worst: dict[str, float] = field(default_factory=dict)
+    elapsed_s: float = 0.0
+
+
+def execute(case: Case, device="cpu", *, fault_model: str = "none",
+            tolerances: dict[str, float] | None = None, ref_device=None,
+            mode: str = "auto") -> Outcome:
+    """Run ``case`` on ``device`` and judge it. ``tolerances=None`` calibrates (no verdict
+    on correctness: returns the worst metrics). ``mode``: ``auto`` (Freivalds and spot
+    checks for matmul forward outputs, full chunked references elsewhere) or ``full``."""
+    t0 = time.perf_counter()
+    device = torch.device(device)
+    ref_device = torch.device(ref_device) if ref_device is not None else device
+    try:
+        placed, outs, out_rows, fm = run_op(case, device, fault_model)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+    except Exception as e:  # the op raised: that is the 'error' class
+        msg = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+        return Outcome(Verdict.error(msg, traceback=traceback.format_exc(limit=3)), {}, time.perf_counter() - t0)
+    judgements = _judge(case, placed, outs, out_rows, ref_device, tolerances, mode)
+    worst = {f"{j.name}:{j.metric}": j.worst for j in judgements}
+    verdicts = [j.verdict() for j in judgements]
+    if tolerances is None:
+        v = Verdict(Status.OK, message="calibration")
+    else:
+        wrong = [v for v in verdicts if v.status is Status.WRONG]
+        v = wrong[0] if wrong else max(verdicts, key=lambda v: (v.value or 0) / (v.tolerance or 1), default=Verdict(Status.OK))
+        v = Verdict(v.status, v.metric, v.value, v.tolerance, v.bad_batches, v.first_bad_index,
+                    _describe(case, placed, outs), {"outputs": [x.to_json() for x in verdicts],
+                                                    "fault_calls_changed": dict(fm.stats.changed)})
+    return Outcome(v, worst, time.perf_counter() - t0)
+
+
+def _describe(case, placed, outs) -> str:
+    ins = ", ".join(f"{tuple(p.shape)}:{tuple(p.strides)}+{p.offset}" for p in placed)
+    o = ", ".join(str(tuple(x.shape)) for x in outs)
+    return f"{case.op} {case.dtype} inputs [{ins}] -> [{o}]"
+
+
+def _judge(case, placed, outs, out_rows, ref_device, tolerances, mode) -> list[Judgement]:
+    spec = case.spec
+    ctx = RefContext(case, placed, ref_device)
+    g = spec.extra.get("global")
+    if g:
+        from .global_refs import judge_global
+        return judge_global(g, case, ctx, outs, tolerances)
+    B = case.batch
+    names = [f"out{j}" if case.direction == "fwd" else f"grad{j}" for j in range(len(outs))]
+
+    def tol(name, metric):
+        if tolerances is None:
+            return None
+        return tolerances.get(f"{name}:{metric}", 0.0 if metric == "exact" else None)
+
+    exact_spec = spec.exact if case.direction == "fwd" or spec.exact_bwd is None else spec.exact_bwd
+    exact = exact_spec or not DTYPES[case.dtype].is_floating_point
+    rel = "exact" if exact else "rel"
+    use_freivalds = spec.bilinear is not None and case.direction == "fwd" and mode == "auto"
+    judgements: list[Judgement] = []
+    batched = [j for j in range(len(outs)) if out_rows[j] is not None]
+    shared = [j for j in range(len(outs)) if out_rows[j] is None]
+    if use_freivalds:
+        jf = Judgement("out0", "freivalds", tol("out0", "freivalds"), outs[0].numel() // B)
+        js = Judgement("out0", "spot", tol("out0", "spot"), outs[0].numel() // B)
+        jf._located = False
+        judgements += [jf, js]
+    else:
+        js_rows = {j: Judgement(names[j], rel, tol(names[j], rel), outs[j].numel() // B) for j in batched}
+        js_shared = {j: Judgement(names[j], rel, tol(names[j], rel), outs[j].numel()) for j in shared}
+        judgements += list(js_rows.values()) + list(js_shared.values())
+        shared_acc = {j: None for j in shared}
+    step = chunk_batches(case, placed, outs, out_rows)
+    for b0 in range(0, B, step):
+        b1 = min(B, b0 + step)
+        if use_freivalds:
+            R = out_rows[0]
+            got = outs[0][b0 * R:b1 * R].to(ref_device)
+            judge_matmul_chunk(case, ctx, b0, b1, got, jf, js, R)
+            continue
+        ref, scales = _reference_chunk(case, ctx, b0, b1, outs)
+        for j in batched:
+            R = out_rows[j]
+            got = outs[j][b0 * R:b1 * R].detach().to(ref_device)
+            compare_rows(js_rows[j], b0, got, ref[j].detach(), exact, scales[j] if scales else None)
+        for j in shared:
+            shared_acc[j] = ref[j].detach() if shared_acc[j] is None else shared_acc[j] + ref[j].detach()
+    if not use_freivalds:
+        for j in shared:
+            got = outs[j].detach().to(ref_device).reshape(1, -1)
+            compare_rows(js_shared[j], 0, got, shared_acc[j].reshape(1, -1), exact)
+    return judgements
+
+
+def _reference_chunk(case: Case, ctx: RefContext, b0: int, b1: int, outs) -> list[torch.Tensor]:
+    """Reference outputs (fwd) or input gradients (bwd) for batches [b0, b1)."""
+    spec = case.spec
+    if spec.reference is not None:
+        return list(spec.reference(ctx, b0, b1)), None
+    bwd = case.direction == "bwd"
+    views, leaves = [], []
+    for i in range(len(ctx.placed)):
+        v, leaf = ctx.operand(i, b0, b1, leaf=bwd and ctx.placed[i].operand.grad)
+        views.append(v)
+        leaves.append(leaf)
+    if not bwd:
+        with torch.no_grad():
+            scales = list(spec.ref_scale(*views)) if spec.ref_scale else None
+            return list(_as_tuple(spec.call(*views))), scales
+    with torch.enable_grad():
+        res = _as_tuple(spec.call(*views))[: spec.bwd_outputs]
+        grads_in = []
+        for j, r in enumerate(res):
+            R = r.numel() // (b1 - b0)
+            idx = torch.arange(b0 * R, b1 * R, device=ctx.device)
+            gv = gen.values_at(idx, gen.stream_key(case.seed, f"{case.op}/grad{j}"), DTYPES[case.dtype])
+            grads_in.append(gv.to(torch.float64).view(r.shape))
+        used = [leaf for leaf in leaves if leaf is not None]
+        gs = torch.autograd.grad(res, used, grads_in, allow_unused=True)
+    out = []
+    for leaf, gr in zip(used, gs):
+        out.append(gr if gr is not None else torch.zeros_like(leaf))
+    # Shared leaves return whole-storage gradients; batched leaves their rows.
+    return out, None

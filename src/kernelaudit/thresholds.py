@@ -1,0 +1,68 @@
+"""The element-count thresholds where 32-bit index arithmetic breaks.
+
+Thresholds are data: every comparison with 2^31 / 2^32 goes through a
+:class:`Thresholds` object, so a fault model's ``scale`` can move all of them down
+together (2^32 becomes 2^BITS, 2^31 becomes 2^(BITS-1)) and CPU tests cross them with
+small tensors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import InvalidArgument
+
+#: Signed 32-bit index limit (INT_MAX + 1).
+T31 = 2**31
+#: Unsigned 32-bit index limit.
+T32 = 2**32
+#: Twice the unsigned limit: the third crossing the sweep places sizes around.
+T33 = 2 * 2**32
+
+#: Real-hardware scale: thresholds at their true values.
+REAL_SCALE_BITS = 32
+#: Smallest scale that still leaves room for per-batch shapes of a few elements.
+MIN_SCALE_BITS = 8
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """The three crossings at a given scale (``bits`` = log2 of the 2^32 threshold)."""
+
+    bits: int = REAL_SCALE_BITS
+
+    def __post_init__(self) -> None:
+        if not (MIN_SCALE_BITS <= self.bits <= REAL_SCALE_BITS):
+            raise InvalidArgument(
+                f"Cannot have scale={self.bits}: allowed values are "
+                f"{MIN_SCALE_BITS}..{REAL_SCALE_BITS} (log2 of the 2^32 threshold)"
+            )
+
+    @property
+    def t31(self) -> int:
+        """The signed limit, 2^(bits-1)."""
+        return 2 ** (self.bits - 1)
+
+    @property
+    def t32(self) -> int:
+        """The unsigned limit, 2^bits."""
+        return 2**self.bits
+
+    @property
+    def t33(self) -> int:
+        """Twice the unsigned limit, 2^(bits+1)."""
+        return 2 ** (self.bits + 1)
+
+    @property
+    def scaled(self) -> bool:
+        return self.bits != REAL_SCALE_BITS
+
+    def named(self) -> dict[str, int]:
+        """Threshold label -> element count, in increasing order."""
+        return {"2^31": self.t31, "2^32": self.t32, "2*2^32": self.t33}
+
+    def as_dict(self) -> dict[str, int]:
+        return {"bits": self.bits, **self.named()}
+
+
+REAL = Thresholds(REAL_SCALE_BITS)

@@ -1,0 +1,42 @@
+"""Tolerances: calibrated below the thresholds, recorded with the run.
+
+The study's recipe: run each configuration at a size far below every threshold,
+take the worst error each metric shows there, and accept up to
+:data:`CALIBRATION_FACTOR` times that, never less than a floor of a few units of the
+dtype's machine epsilon (so a calibration that happened to be exact does not make the
+oracle reject an honest last-bit difference). Exact ops get tolerance 0.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .ops.spec import DTYPES
+
+#: Accept up to this many times the worst error seen below the thresholds (the study's 10x).
+CALIBRATION_FACTOR = 10.0
+#: Floor of a calibrated tolerance, in units of the dtype's machine epsilon.
+FLOOR_EPS = 2.0
+#: Metrics that must match exactly.
+EXACT_METRICS = frozenset({"exact"})
+
+
+def floor_for(dtype: str, metric: str) -> float:
+    """The least tolerance a metric gets for a dtype (0 for exact metrics)."""
+    if metric in EXACT_METRICS:
+        return 0.0
+    dt = DTYPES[dtype]
+    eps = torch.finfo(dt).eps if dt.is_floating_point else torch.finfo(torch.float64).eps
+    return FLOOR_EPS * eps
+
+
+def calibrated(worst: dict[str, float], dtype: str) -> dict[str, float]:
+    """Tolerances from a calibration's worst metrics: ``max(10 * worst, floor)``."""
+    out = {}
+    for name, w in worst.items():
+        metric = name.split(":")[-1]
+        if metric in EXACT_METRICS:
+            out[name] = 0.0
+        else:
+            out[name] = max(CALIBRATION_FACTOR * float(w), floor_for(dtype, metric))
+    return out
