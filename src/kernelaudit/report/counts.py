@@ -1,0 +1,76 @@
+"""Counting verdicts: per status overall and per op, and skip reasons grouped.
+
+Shared by the terminal summary and the HTML page so both say the same numbers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from ..verdict import Status
+from .run import CaseRecord, Run
+
+#: Column order of every count table: the bad news first after ok.
+STATUS_ORDER: tuple[Status, ...] = (Status.OK, Status.WRONG, Status.ERROR, Status.SKIPPED)
+
+
+@dataclass(frozen=True)
+class Counts:
+    """How many records of each status (missing statuses count 0)."""
+
+    by_status: dict[Status, int]
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_status.values())
+
+    def __getitem__(self, status: Status) -> int:
+        return self.by_status.get(status, 0)
+
+
+def count(records: list[CaseRecord] | tuple[CaseRecord, ...]) -> Counts:
+    c = Counter(r.status for r in records)
+    return Counts({s: c.get(s, 0) for s in STATUS_ORDER})
+
+
+def counts_per_op(run: Run) -> dict[str, Counts]:
+    """Op name -> its counts, ops in the order they were first recorded."""
+    ops: dict[str, list[CaseRecord]] = {}
+    for r in run.records:
+        ops.setdefault(r.op, []).append(r)
+    return {op: count(rs) for op, rs in ops.items()}
+
+
+def by_op(records: list[CaseRecord]) -> dict[str, list[CaseRecord]]:
+    """Group records by op, keeping store order inside each group."""
+    out: dict[str, list[CaseRecord]] = {}
+    for r in records:
+        out.setdefault(r.op, []).append(r)
+    return out
+
+
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+def skip_reasons(run: Run) -> list[tuple[str, int]]:
+    """(example message, count) for skipped cases, most common first.
+
+    Messages that differ only in their numbers (bytes needed, sizes) are one reason,
+    so a thousand "needs N GB" skips make one line, not a thousand.
+    """
+    groups: dict[str, list[str]] = {}
+    for r in run.with_status(Status.SKIPPED):
+        msg = r.verdict.message or "(no reason given)"
+        groups.setdefault(_NUMBER.sub("#", msg), []).append(msg)
+    return sorted(((msgs[0], len(msgs)) for msgs in groups.values()), key=lambda t: -t[1])
+
+
+def progress_text(run: Run) -> str:
+    """``1376 of 1376 planned cases recorded`` (or without the plan when unknown)."""
+    n = len(run.records)
+    planned = run.manifest.planned_cases
+    if planned is None:
+        return f"{n} cases recorded"
+    return f"{n} of {planned} planned cases recorded"
