@@ -25,9 +25,9 @@ def _tol(tolerances, name, metric):
     return tolerances.get(f"{name}:{metric}", 0.0 if metric == "exact" else None)
 
 
-def _step(per: int) -> int:
-    from .oracle import REF_CHUNK_ELEMENTS
-    return max(1, REF_CHUNK_ELEMENTS // max(per, 1))
+def _step(ctx, per: int) -> int:
+    """Batches per chunk so that a chunk holds at most ``ctx.chunk`` elements."""
+    return max(1, ctx.chunk // max(per, 1))
 
 
 def _index_select(case, ctx, outs, tolerances):
@@ -35,8 +35,8 @@ def _index_select(case, ctx, outs, tolerances):
     (got,) = outs
     R = got.shape[1]
     j = Judgement("out0", "exact", _tol(tolerances, "out0", "exact"), R)
-    for b0 in range(0, B, _step(R)):
-        b1 = min(B, b0 + _step(R))
+    for b0 in range(0, B, _step(ctx, R)):
+        b1 = min(B, b0 + _step(ctx, R))
         idx, _ = ctx.operand(1, b0, b1)
         ref = ctx.operand_rows(0, idx)
         compare_rows(j, b0, got[b0:b1].to(ctx.device), ref, True)
@@ -51,8 +51,8 @@ def _nonzero(case, ctx, outs, tolerances):
     j = Judgement("out0", "exact", _tol(tolerances, "out0", "exact"), R)
     got = got.reshape(-1)
     pos = 0
-    for b0 in range(0, B, _step(R)):
-        b1 = min(B, b0 + _step(R))
+    for b0 in range(0, B, _step(ctx, R)):
+        b1 = min(B, b0 + _step(ctx, R))
         x, _ = ctx.operand(0, b0, b1)
         ref = torch.nonzero(x > 0).reshape(-1) + b0 * R
         g = got[pos: pos + ref.numel()].to(ctx.device)
@@ -78,8 +78,8 @@ def _sum_all(case, ctx, outs, tolerances):
     R = ctx.placed[0].operand.rows_per_batch
     total = torch.zeros((), dtype=torch.float64, device=ctx.device)
     absum = torch.zeros((), dtype=torch.float64, device=ctx.device)
-    for b0 in range(0, B, _step(R)):
-        b1 = min(B, b0 + _step(R))
+    for b0 in range(0, B, _step(ctx, R)):
+        b1 = min(B, b0 + _step(ctx, R))
         if case.direction == "fwd":
             x, _ = ctx.operand(0, b0, b1)
             total += x.sum()
@@ -91,8 +91,8 @@ def _sum_all(case, ctx, outs, tolerances):
                              gen.stream_key(case.seed, f"{case.op}/grad0"), DTYPES[case.dtype]).double()
         j = Judgement("grad0", "exact", _tol(tolerances, "grad0", "exact"), R)
         (got,) = outs
-        for b0 in range(0, B, _step(R)):
-            b1 = min(B, b0 + _step(R))
+        for b0 in range(0, B, _step(ctx, R)):
+            b1 = min(B, b0 + _step(ctx, R))
             g = got[b0 * R:b1 * R].to(ctx.device)
             compare_rows(j, b0, g, gval.expand(g.numel()), True)
         return [j]
@@ -108,8 +108,8 @@ def _argmax_all(case, ctx, outs, tolerances):
     B = case.batch
     R = ctx.placed[0].operand.rows_per_batch
     best, best_i = -math.inf, -1
-    for b0 in range(0, B, _step(R)):
-        b1 = min(B, b0 + _step(R))
+    for b0 in range(0, B, _step(ctx, R)):
+        b1 = min(B, b0 + _step(ctx, R))
         x, _ = ctx.operand(0, b0, b1)
         m, i = x.max(0)
         if float(m) > best:  # strictly greater keeps the first occurrence

@@ -35,8 +35,13 @@ from .faults import make_fault_model
 from .ops.spec import DTYPES, Placed, layout_roles, place
 from .verdict import BadBatches, Status, Verdict
 
-#: Largest number of elements any reference chunk or comparison holds at once.
-REF_CHUNK_ELEMENTS = 2**24
+#: Largest number of elements any reference chunk or comparison holds at once, per
+#: device type (far below 2^31; larger on GPUs to keep per-chunk overhead small).
+REF_CHUNK_ELEMENTS = {"cuda": 2**26, "mps": 2**24, "cpu": 2**22}
+
+
+def default_ref_chunk(device) -> int:
+    return REF_CHUNK_ELEMENTS.get(torch.device(device).type, 2**22)
 #: Spot checks are placed around every multiple of this many elements (2^31, scaled).
 SPOT_NEIGHBOURS = (-1, 0, 1)
 _TINY = 1e-300
@@ -111,7 +116,8 @@ def run_op(case: Case, device, fault_model: str):
 class RefContext:
     """Regenerates any rows of any operand, in the reference precision, on ``device``."""
 
-    def __init__(self, case: Case, placed: list[Placed], device) -> None:
+    def __init__(self, case: Case, placed: list[Placed], device, chunk: int | None = None) -> None:
+        self.chunk = chunk or default_ref_chunk(device)
         self.case = case
         self.placed = placed
         self.device = torch.device(device)
@@ -330,7 +336,7 @@ def judge_matmul_chunk(case, ctx, b0, b1, got_chunk, jf: Judgement, js: Judgemen
         jf._located = True
 
 
-def chunk_batches(case: Case, placed: list[Placed], outs, out_rows) -> int:
+def chunk_batches(case: Case, placed: list[Placed], outs, out_rows, chunk: int) -> int:
     """Batches per reference chunk, so that no chunk holds more than REF_CHUNK_ELEMENTS."""
     B = case.batch
     per = 1
@@ -342,7 +348,7 @@ def chunk_batches(case: Case, placed: list[Placed], outs, out_rows) -> int:
     if case.spec.family == "attention":  # the score matrix is the largest intermediate
         n = placed[0].shape[-2]
         per = max(per, n * n * placed[0].shape[1])
-    return max(1, REF_CHUNK_ELEMENTS // max(per, 1))
+    return max(1, chunk // max(per, 1))
 
 
 # -- judging a whole case ----------------------------------------------------------
@@ -357,7 +363,7 @@ class Outcome:
 
 def execute(case: Case, device="cpu", *, fault_model: str = "none",
             tolerances: dict[str, float] | None = None, ref_device=None,
-            mode: str = "auto") -> Outcome:
+            mode: str = "auto", ref_chunk: int | None = None) -> Outcome:
     """Run ``case`` on ``device`` and judge it. ``tolerances=None`` calibrates (no verdict
     on correctness: returns the worst metrics). ``mode``: ``auto`` (Freivalds and spot
     checks for matmul forward outputs, full chunked references elsewhere) or ``full``."""
@@ -371,7 +377,7 @@ def execute(case: Case, device="cpu", *, fault_model: str = "none",
     except Exception as e:  # the op raised: that is the 'error' class
         msg = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
         return Outcome(Verdict.error(msg, traceback=traceback.format_exc(limit=3)), {}, time.perf_counter() - t0)
-    judgements = _judge(case, placed, outs, out_rows, ref_device, tolerances, mode)
+    judgements = _judge(case, placed, outs, out_rows, ref_device, tolerances, mode, ref_chunk)
     worst = {f"{j.name}:{j.metric}": j.worst for j in judgements}
     verdicts = [j.verdict() for j in judgements]
     if tolerances is None:
@@ -391,9 +397,9 @@ def _describe(case, placed, outs) -> str:
     return f"{case.op} {case.dtype} inputs [{ins}] -> [{o}]"
 
 
-def _judge(case, placed, outs, out_rows, ref_device, tolerances, mode) -> list[Judgement]:
+def _judge(case, placed, outs, out_rows, ref_device, tolerances, mode, ref_chunk=None) -> list[Judgement]:
     spec = case.spec
-    ctx = RefContext(case, placed, ref_device)
+    ctx = RefContext(case, placed, ref_device, ref_chunk)
     g = spec.extra.get("global")
     if g:
         from .global_refs import judge_global
@@ -423,7 +429,7 @@ def _judge(case, placed, outs, out_rows, ref_device, tolerances, mode) -> list[J
         js_shared = {j: Judgement(names[j], rel, tol(names[j], rel), outs[j].numel()) for j in shared}
         judgements += list(js_rows.values()) + list(js_shared.values())
         shared_acc = {j: None for j in shared}
-    step = chunk_batches(case, placed, outs, out_rows)
+    step = chunk_batches(case, placed, outs, out_rows, ctx.chunk)
     for b0 in range(0, B, step):
         b1 = min(B, b0 + step)
         if use_freivalds:

@@ -5,11 +5,12 @@ from __future__ import annotations
 from ..errors import check_choice
 from ..thresholds import Thresholds
 from .base import FaultModel, NoFault
-from .mps import MpsFaultModel
+from .mps import MpsAbortFaultModel, MpsFaultModel
 from .rules import Decision, Effect, TensorMeta, attention_scores_decision, mps_matmul_decision
 from .wrap32 import Wrap32FaultModel
 
-FAULT_MODELS = {"none": NoFault, "mps": MpsFaultModel, "wrap32": Wrap32FaultModel}
+FAULT_MODELS = {"none": NoFault, "mps": MpsFaultModel, "mps-abort": MpsAbortFaultModel,
+                "wrap32": Wrap32FaultModel}
 
 
 def make_fault_model(name: str, th: Thresholds):

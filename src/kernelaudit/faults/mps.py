@@ -59,3 +59,23 @@ class MpsFaultModel(FaultModel):
 def _out_shape(op, mats):
     a, b = mats
     return (*a.shape[:-1], b.shape[-1])
+
+
+class MpsAbortFaultModel(MpsFaultModel):
+    """Like ``mps``, but rule B kills the process (as a failed Metal assertion does)
+    instead of raising: the sweep must record an ``error`` and carry on."""
+
+    name = "mps-abort"
+
+    def handle(self, func, args, kwargs):
+        pos = MATMUL_OPERANDS[func.overloadpacket]
+        mats = [args[i] for i in pos]
+        d = mps_matmul_decision(_out_shape(func.overloadpacket, mats), [TensorMeta.of(m) for m in mats], self.th)
+        if d.effect is Effect.RAISE:
+            import os
+            import sys
+
+            sys.stderr.write(f"-[MTLComputeEncoder]: failed assertion: {MPS_INT_MAX_MESSAGE} (kernelaudit mps-abort)\n")
+            sys.stderr.flush()
+            os.abort()
+        return super().handle(func, args, kwargs)

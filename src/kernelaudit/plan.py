@@ -1,0 +1,85 @@
+"""Memory planning: estimate a case's peak bytes before allocating anything.
+
+A case that cannot fit is ``skipped`` with the bytes it needed, never an
+out-of-memory crash. The estimate is deliberately pessimistic (inputs, outputs,
+gradients, autograd's saved tensors, the attention score matrix, fault-model copies
+and the reference's working set).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .cases import Case
+from .ops.spec import DTYPES
+
+#: Use at most this fraction of the memory the device reports free.
+MEMORY_HEADROOM = 0.85
+#: Backward keeps inputs, outputs, their gradients and saved intermediates alive.
+BWD_FACTOR = 2.5
+#: Attention holds scores, their softmax (and in backward their gradients).
+ATTENTION_SCORE_COPIES = {"fwd": 3, "bwd": 6}
+
+
+def estimate_bytes(case: Case, fault_model: str = "none", ref_chunk: int = 2**24) -> int:
+    """Pessimistic peak device bytes of running and judging ``case``."""
+    from .oracle import placed_operands
+
+    spec = case.spec
+    placed = placed_operands(case)
+    itemsize = torch.empty((), dtype=DTYPES[case.dtype]).element_size()
+    inputs = sum(p.storage_numel * p.dtype.itemsize for p in placed)
+    outputs = _output_bytes(case, placed, itemsize)
+    total = inputs + outputs
+    if spec.family == "attention":
+        q = placed[0].shape
+        total += ATTENTION_SCORE_COPIES[case.direction] * math.prod(q[:-1]) * q[-2] * itemsize
+    if case.direction == "bwd":
+        total = int(total * BWD_FACTOR)
+    if fault_model != "none":
+        total += 2 * max([inputs, outputs])
+    total += 12 * ref_chunk * 8   # float64 reference chunks, regenerated inputs, index scratch
+    return int(total)
+
+
+def _output_bytes(case: Case, placed, itemsize: int) -> int:
+    spec = case.spec
+    if spec.call is None:
+        return case.batch * spec.out_rows(case.series, case.thresholds)[0] * itemsize
+    try:
+        views = [torch.empty_strided(p.shape, p.strides, dtype=p.dtype, device="meta") for p in placed]
+        outs = spec.call(*views)
+        outs = (outs,) if isinstance(outs, torch.Tensor) else tuple(outs)
+        return sum(o.numel() * o.element_size() for o in outs)
+    except Exception:  # data-dependent shapes (nonzero): assume int64 per input element
+        return sum(p.numel for p in placed) * 8
+
+
+def available_bytes(device: torch.device) -> int:
+    """Bytes this process may still allocate on ``device``."""
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return int(free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device))
+    if device.type == "mps":
+        return int(torch.mps.recommended_max_memory() - torch.mps.driver_allocated_memory())
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import os
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def fits(case: Case, device: torch.device, fault_model: str, ref_chunk: int,
+         limit: int | None = None) -> tuple[bool, int, int]:
+    """(fits, needed, available) for ``case`` on ``device`` (``limit`` caps available)."""
+    need = estimate_bytes(case, fault_model, ref_chunk)
+    avail = int(available_bytes(device) * MEMORY_HEADROOM)
+    if limit is not None:
+        avail = min(avail, limit)
+    return need <= avail, need, avail

@@ -1,0 +1,145 @@
+"""The sweep: calibrate tolerances, run every case in isolation, record every verdict.
+
+:func:`run_sweep` is what ``kernelaudit sweep`` calls. It is resumable: cases already
+in the run store are never recomputed, tolerances already calibrated are reused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+from .cases import Case, GridSpec, calibration_batch, grid
+from .faults import FAULT_MODELS
+from .errors import check_choice
+from .runner import DEFAULT_CASE_TIMEOUT_S, WorkerConfig, WorkerPool
+from .store import RunStore, environment, now, python_argv
+from .thresholds import Thresholds
+from .tolerance import CALIBRATION_FACTOR, calibrated
+from .verdict import Status, Verdict
+
+
+@dataclass
+class SweepResult:
+    """Counts per status and where the store is."""
+
+    store: RunStore
+    counts: dict[str, int]
+    ran: int
+    resumed: int
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.counts.get("wrong") or self.counts.get("error"))
+
+
+def device_info(device: str) -> dict:
+    import torch
+
+    d = torch.device(device)
+    if d.type == "cuda":
+        p = torch.cuda.get_device_properties(d)
+        return {"type": "cuda", "name": p.name, "memory_bytes": int(p.total_memory)}
+    if d.type == "mps":
+        return {"type": "mps", "name": "Apple MPS", "memory_bytes": int(torch.mps.recommended_max_memory())}
+    import platform
+
+    from .plan import available_bytes
+
+    return {"type": "cpu", "name": platform.processor() or platform.machine(),
+            "memory_bytes": available_bytes(d)}
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` -> cuda if present, else mps, else cpu; validates the others."""
+    import torch
+
+    check_choice("device", device, ("auto", "cpu", "cuda", "mps"))
+    if device == "auto":
+        if torch.cuda.is_available():
+            return "cuda"
+        if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+            return "mps"
+        return "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        from .errors import InvalidArgument
+        raise InvalidArgument("Cannot have device='cuda': this torch sees no CUDA device; allowed: auto, cpu")
+    if device == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        from .errors import InvalidArgument
+        raise InvalidArgument("Cannot have device='mps': this machine has no MPS device; allowed: auto, cpu")
+    return device
+
+
+def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: str = "none",
+              resume: bool = False, case_timeout_s: float = DEFAULT_CASE_TIMEOUT_S,
+              memory_limit: int | None = None, mode: str = "auto",
+              progress: Callable | None = None) -> SweepResult:
+    """Run the grid ``spec`` into the run store at ``out``."""
+    check_choice("fault_model", fault_model, FAULT_MODELS)
+    check_choice("mode", mode, ("auto", "full"))
+    cases = grid(spec)
+    device = resolve_device(device)
+    th = Thresholds(spec.scale)
+    manifest = {
+        **environment(),
+        "device": device_info(device),
+        "thresholds": th.as_dict(),
+        "fault_model": fault_model,
+        "seeds": [spec.seed],
+        "grid": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(spec).items()},
+        "tolerance_rule": f"max({CALIBRATION_FACTOR:g} x worst calibrated error, floor)",
+        "tolerances": {},
+        "mode": mode,
+        "started": now(),
+        "argv": python_argv(),
+        "plan": {"cases": len(cases)},
+    }
+    store = RunStore.create(out, manifest, resume=resume)
+    done = store.recorded_keys() if resume else set()
+    tolerances: dict = dict(store.manifest().get("tolerances", {}))
+    todo = [c for c in cases if c.key not in done]
+    cfg = WorkerConfig(device=device, fault_model=fault_model, memory_limit=memory_limit, mode=mode)
+    need_cal = sorted({c.tolerance_key for c in todo} - set(tolerances))
+    total = len(need_cal) + len(todo)
+    tick = progress or (lambda *a, **k: None)
+    tick(total=total, description="calibrating")
+    with WorkerPool(cfg, case_timeout_s) as pool:
+        by_key = {}
+        for c in todo:
+            by_key.setdefault(c.tolerance_key, c)
+        for key in need_cal:
+            c = by_key[key]
+            cal = c.with_batch(calibration_batch(c), threshold="cal", position="below")
+            res = _calibrate(pool, cal, cfg, case_timeout_s)
+            tolerances[key] = calibrated(res, c.dtype) if res is not None else None
+            store.update_manifest(tolerances={key: tolerances[key]})
+            tick(advance=1, description=f"calibrated {key}")
+        for c in todo:
+            tol = tolerances.get(c.tolerance_key)
+            if tol is None:
+                v = Verdict.error("calibration failed below the thresholds: no tolerance to judge with")
+                store.append(c, v, 0.0)
+                tick(advance=1, description=c.id, status=v.status.value)
+                continue
+            res = pool.run({"case": c.to_json(), "tolerances": tol})
+            v = Verdict.from_json(res["verdict"])
+            store.append(c, v, res["elapsed_s"])
+            tick(advance=1, description=c.id, status=v.status.value)
+    counts: dict[str, int] = {}
+    for r in store.latest().values():
+        if Case.from_json(r["case"]).key in {c.key for c in cases}:
+            s = r["verdict"]["status"]
+            counts[s] = counts.get(s, 0) + 1
+    store.update_manifest(finished=now(), counts=counts)
+    return SweepResult(store, counts, len(todo), len(cases) - len(todo))
+
+
+def _calibrate(pool: WorkerPool, cal: Case, cfg: WorkerConfig, timeout: float):
+    """Worst metrics of one calibration case. Calibration sizes sit far below every
+    threshold (see :func:`~kernelaudit.cases.calibration_batch`), where no fault model
+    changes anything, so the worker's fault model may stay on."""
+    res = pool.run({"case": cal.to_json(), "tolerances": None})
+    if res["verdict"]["status"] != Status.OK.value:
+        return None
+    return res["worst"]
