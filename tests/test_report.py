@@ -318,6 +318,17 @@ def test_boundary_map_draws_each_cell_in_its_status_colour(run_dir):
         assert tuple(drawn[i, j]) == pytest.approx(status_rgb(status))
 
 
+def test_boundary_map_labels_rows_with_layouts_and_columns_with_sizes(run_dir):
+    run = load_run(run_dir)
+    panel = Panel("matmul", "bmm", "out", "float16", "fwd")
+    g = boundary_grid(run)[panel]
+    (ax,) = [ax for ax in render_boundary_map(run).axes if ax.get_title(loc="left") == panel.title]
+    texts = [t.get_text() for t in ax.texts]
+    assert texts[: len(g.cols) + len(g.rows)] == [*g.cols, *g.rows]
+    assert texts.count("W") == sum(row.count(Status.WRONG) for row in g.cells)
+    assert texts.count("E") == sum(row.count(Status.ERROR) for row in g.cells)
+
+
 def test_status_colours_are_distinct_and_not_run_is_white():
     colours = [status_rgb(s) for s in (*Status, None)]
     assert len(set(colours)) == 5

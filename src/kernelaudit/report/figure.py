@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from matplotlib import transforms
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
@@ -43,41 +44,48 @@ MAX_PANELS_PER_FILE = 24
 
 @dataclass(frozen=True)
 class _Layout:
-    """Where each panel goes: panel-grid rows are (op, series), columns (dtype, direction)."""
+    """Where each panel goes: panel-grid rows are (op, series), columns (dtype, direction).
+
+    All panels of one (op, series) share their layouts, so each panel-grid row is as
+    tall as its own layouts need; every column is as wide as the widest panel.
+    """
 
     rows: list[tuple[str, str, str]]
     cols: list[tuple[str, str]]
-    n_rows_cells: int
+    cells_per_row: list[int]  # layouts in each panel-grid row
     n_cols_cells: int
 
     @property
     def panel_w(self) -> float:
         return ROW_LABELS_W + CELL_W * self.n_cols_cells
 
-    @property
-    def panel_h(self) -> float:
-        return PANEL_TITLE_H + CELL_H * self.n_rows_cells + COL_LABELS_H
+    def panel_h(self, i: int) -> float:
+        return PANEL_TITLE_H + CELL_H * self.cells_per_row[i] + COL_LABELS_H
+
+    def top(self, i: int) -> float:
+        """Inches from the figure's top edge to the top of panel-grid row ``i``."""
+        return MARGIN + HEADER_H + sum(self.panel_h(k) + GAP_H for k in range(i))
 
     @property
     def size(self) -> tuple[float, float]:
         w = 2 * MARGIN + len(self.cols) * self.panel_w + (len(self.cols) - 1) * GAP_W
-        h = 2 * MARGIN + HEADER_H + len(self.rows) * self.panel_h + (len(self.rows) - 1) * GAP_H
+        h = self.top(len(self.rows)) - GAP_H + MARGIN
         return max(w, 6.0), h
 
 
 def _layout(grids: dict[Panel, PanelGrid]) -> _Layout:
-    rows, cols = [], []
-    for p in grids:  # grids are already in display order
-        if (p.family, p.op, p.series) not in rows:
-            rows.append((p.family, p.op, p.series))
+    rows: list[tuple[str, str, str]] = []
+    cols: list[tuple[str, str]] = []
+    height: dict[tuple[str, str, str], int] = {}
+    for p, g in grids.items():  # grids are already in display order
+        row = (p.family, p.op, p.series)
+        if row not in rows:
+            rows.append(row)
+        height[row] = max(height.get(row, 0), len(g.rows))
         if (p.dtype, p.direction) not in cols:
             cols.append((p.dtype, p.direction))
     cols.sort(key=lambda c: panel_sort_key(Panel("", "", "", *c)))
-    return _Layout(
-        rows, cols,
-        n_rows_cells=max(len(g.rows) for g in grids.values()),
-        n_cols_cells=max(len(g.cols) for g in grids.values()),
-    )
+    return _Layout(rows, cols, [height[r] for r in rows], max(len(g.cols) for g in grids.values()))
 
 
 def title_text(run: Run) -> str:
@@ -120,7 +128,7 @@ def render_boundary_map(run: Run, grids: dict[Panel, PanelGrid] | None = None) -
         j = lay.cols.index((panel.dtype, panel.direction))
         # Panel box in inches from the figure's bottom-left corner.
         x0 = MARGIN + j * (lay.panel_w + GAP_W) + ROW_LABELS_W
-        top = fh - MARGIN - HEADER_H - i * (lay.panel_h + GAP_H) - PANEL_TITLE_H
+        top = fh - lay.top(i) - PANEL_TITLE_H
         w, h = CELL_W * len(grid.cols), CELL_H * len(grid.rows)
         ax = fig.add_axes((x0 / fw, (top - h) / fh, w / fw, h / fh))
         _draw_panel(ax, panel, grid)
@@ -128,16 +136,22 @@ def render_boundary_map(run: Run, grids: dict[Panel, PanelGrid] | None = None) -
 
 
 def _draw_panel(ax, panel: Panel, grid: PanelGrid) -> None:
+    nr, nc = len(grid.rows), len(grid.cols)
     ax.imshow(grid_rgb(grid), aspect="auto", interpolation="nearest")
     ax.set_title(panel.title, fontsize=8, loc="left", pad=3)
-    ax.set_xticks(range(len(grid.cols)), grid.cols, rotation=45, ha="right", fontsize=7)
-    ax.set_yticks(range(len(grid.rows)), grid.rows, fontsize=7)
-    ax.tick_params(length=0)
-    # Thin lines between cells, so white "not run" cells still read as cells.
-    ax.set_xticks(np.arange(-0.5, len(grid.cols)), minor=True)
-    ax.set_yticks(np.arange(-0.5, len(grid.rows)), minor=True)
-    ax.grid(which="minor", color="0.6", linewidth=0.5)
-    ax.tick_params(which="minor", length=0)
+    # Labels and cell lines are plain artists, not ticks: ticks cost ~1 ms each and a
+    # full sweep has thousands of them.
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.vlines(np.arange(0.5, nc - 1), -0.5, nr - 0.5, colors="0.6", linewidth=0.5)
+    ax.hlines(np.arange(0.5, nr - 1), -0.5, nc - 0.5, colors="0.6", linewidth=0.5)
+    below = transforms.offset_copy(ax.transData, fig=ax.figure, y=-3, units="points")
+    left = transforms.offset_copy(ax.transData, fig=ax.figure, x=-3, units="points")
+    for j, label in enumerate(grid.cols):
+        ax.text(j, nr - 0.5, label, rotation=45, rotation_mode="anchor", ha="right", va="top", fontsize=7,
+                transform=below, clip_on=False)
+    for i, label in enumerate(grid.rows):
+        ax.text(-0.5, i, label, ha="right", va="center", fontsize=7, transform=left, clip_on=False)
     for i, row in enumerate(grid.cells):
         for j, status in enumerate(row):
             if STATUS_MARKS[status]:
