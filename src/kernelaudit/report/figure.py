@@ -12,7 +12,8 @@ display needed, the Agg canvas renders it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import textwrap
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +34,8 @@ ROW_LABELS_W = 0.7  # room for layout names left of each panel
 PANEL_TITLE_H = 0.3
 COL_LABELS_H = 0.55  # rotated size labels under each panel
 GAP_W, GAP_H = 0.3, 0.15
-HEADER_H = 1.0  # figure title, progress line and legend
+LEGEND_H = 0.4
+MIN_WIDTH = 8.0
 MARGIN = 0.2
 #: Largest side of a saved image in pixels; dpi drops to keep big maps under it.
 MAX_PIXELS = 12000
@@ -54,6 +56,7 @@ class _Layout:
     cols: list[tuple[str, str]]
     cells_per_row: list[int]  # layouts in each panel-grid row
     n_cols_cells: int
+    header_h: float = 1.0  # title lines and legend
 
     @property
     def panel_w(self) -> float:
@@ -64,13 +67,13 @@ class _Layout:
 
     def top(self, i: int) -> float:
         """Inches from the figure's top edge to the top of panel-grid row ``i``."""
-        return MARGIN + HEADER_H + sum(self.panel_h(k) + GAP_H for k in range(i))
+        return MARGIN + self.header_h + sum(self.panel_h(k) + GAP_H for k in range(i))
 
     @property
     def size(self) -> tuple[float, float]:
         w = 2 * MARGIN + len(self.cols) * self.panel_w + (len(self.cols) - 1) * GAP_W
         h = self.top(len(self.rows)) - GAP_H + MARGIN
-        return max(w, 6.0), h
+        return max(w, MIN_WIDTH), h
 
 
 def _layout(grids: dict[Panel, PanelGrid]) -> _Layout:
@@ -98,6 +101,17 @@ def title_text(run: Run) -> str:
     )
 
 
+def _header_lines(run: Run, width_in: float) -> list[tuple[str, float, dict]]:
+    """(text, height in inches, text style) per header line, wrapped to the figure width."""
+    # About 0.09 in per character at 10 pt bold and 0.065 in at 8 pt: wrap before the edge.
+    title = textwrap.wrap(title_text(run), int((width_in - 2 * MARGIN) / 0.09))
+    info = textwrap.wrap(
+        f"{progress_text(run)}; rows: layout, columns: size (crossing tensor's elements, increasing); "
+        "several seeds in a cell show the worst", int((width_in - 2 * MARGIN) / 0.065))
+    return ([(t, 0.22, {"fontsize": 10, "weight": "bold"}) for t in title]
+            + [(t, 0.17, {"fontsize": 8}) for t in info])
+
+
 def grid_rgb(grid: PanelGrid) -> np.ndarray:
     """The panel's cells as an RGB image, ``[rows, cols, 3]`` floats: what is drawn."""
     return np.array([[status_rgb(s) for s in row] for row in grid.cells], dtype=float).reshape(
@@ -114,15 +128,17 @@ def render_boundary_map(run: Run, grids: dict[Panel, PanelGrid] | None = None) -
         fig.text(0.5, 0.4, "No cases recorded yet.", ha="center", fontsize=12)
         return fig
     lay = _layout(grids)
+    lines = _header_lines(run, lay.size[0])
+    lay = replace(lay, header_h=sum(h for _, h, _ in lines) + LEGEND_H)
     fw, fh = lay.size
     fig = Figure(figsize=(fw, fh))
-    fig.text(0.5, 1 - MARGIN / fh, title_text(run), ha="center", va="top", fontsize=10, weight="bold")
-    fig.text(0.5, 1 - (MARGIN + 0.3) / fh, f"{progress_text(run)}; rows: layout, columns: size "
-             "(crossing tensor's elements, increasing); several seeds in a cell show the worst",
-             ha="center", va="top", fontsize=8)
+    y = MARGIN
+    for text, h, style in lines:
+        fig.text(0.5, 1 - y / fh, text, ha="center", va="top", **style)
+        y += h
     handles = [Patch(facecolor=c, edgecolor="0.5", label=STATUS_LABELS[s]) for s, c in STATUS_COLOURS.items()]
     fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=8, frameon=False,
-               bbox_to_anchor=(0.5, 1 - (MARGIN + 0.5) / fh))
+               bbox_to_anchor=(0.5, 1 - y / fh))
     for panel, grid in grids.items():
         i = lay.rows.index((panel.family, panel.op, panel.series))
         j = lay.cols.index((panel.dtype, panel.direction))

@@ -53,7 +53,9 @@ def _case_lines(r: CaseRecord, *, seed: bool) -> Group:
     head = Text()
     head.append(f"{r.status.value:>5} ", style=STATUS_STYLES[r.status])
     head.append(r.label(seed=seed), style="bold")
-    head.append(f"  B={'-' if r.batch is None else r.batch}  {r.shapes_text}", style="cyan")
+    head.append(f"  B={'-' if r.batch is None else r.batch}", style="cyan")
+    if r.shapes:
+        head.append(f"  {r.shapes_text}", style="cyan")
     return Group(head, Padding(Text(r.verdict.explain()), (0, 0, 0, 6)))
 
 
@@ -65,6 +67,7 @@ def _header(run: Run) -> RichPanel:
         ("versions", f"torch {m.torch}, triton {m.triton or '-'}, kernelaudit {m.kernelaudit}"),
         ("fault model", f"{m.fault_model}; scale 2^32 -> {scale}"),
         ("started", m.started or "?"),
+        *((k, str(m.raw[k])) for k in ("git", "mode") if m.raw.get(k)),
         ("progress", progress_text(run)),
     ]
     grid = Table.grid(padding=(0, 1))
