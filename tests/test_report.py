@@ -233,6 +233,12 @@ def test_summary_groups_skips_that_differ_only_in_numbers(run_dir):
     assert "68.7 GB" not in text
 
 
+def test_summary_groups_error_messages_with_counts(run_dir):
+    text = summary_text(load_run(run_dir))
+    assert "Errors, by message" in text
+    assert re.search(r"│\s+2 │ RuntimeError: MPSGraph does not support", text)
+
+
 def test_summary_shows_load_notes_and_progress(run_dir):
     text = summary_text(load_run(run_dir))
     assert "10 of 12 planned cases recorded" in text

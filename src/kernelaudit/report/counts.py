@@ -54,14 +54,14 @@ def by_op(records: list[CaseRecord]) -> dict[str, list[CaseRecord]]:
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 
-def skip_reasons(run: Run) -> list[tuple[str, int]]:
-    """(example message, count) for skipped cases, most common first.
+def reasons(run: Run, status: Status) -> list[tuple[str, int]]:
+    """(example message, count) for the cases of ``status``, most common first.
 
     Messages that differ only in their numbers (bytes needed, sizes) are one reason,
     so a thousand "needs N GB" skips make one line, not a thousand.
     """
     groups: dict[str, list[str]] = {}
-    for r in run.with_status(Status.SKIPPED):
+    for r in run.with_status(status):
         msg = r.verdict.message or "(no reason given)"
         groups.setdefault(_NUMBER.sub("#", msg), []).append(msg)
     return sorted(((msgs[0], len(msgs)) for msgs in groups.values()), key=lambda t: -t[1])

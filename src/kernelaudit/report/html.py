@@ -1,7 +1,7 @@
 """The HTML report: one self-contained page (inline CSS, images as data URIs).
 
 Sections: the manifest facts (versions, device, thresholds, fault model, seeds, command,
-tolerances), the counts, the boundary map(s), the evidence of every wrong and error
+tolerances), the counts, skip reasons and error messages grouped, the boundary map(s), the evidence of every wrong and error
 case, then a table of all cases. Nothing is fetched from anywhere, so the page can be
 mailed, attached to an issue or archived next to the run.
 """
@@ -14,7 +14,7 @@ from html import escape
 from pathlib import Path
 
 from ..verdict import Status
-from .counts import STATUS_ORDER, by_op, count, counts_per_op, progress_text, skip_reasons
+from .counts import STATUS_ORDER, by_op, count, counts_per_op, progress_text, reasons
 from .grid import STATUS_COLOURS
 from .run import CaseRecord, Run
 
@@ -45,7 +45,7 @@ def render_html(run: Run, images: dict[str, Path] | None = None) -> str:
         f"<p>{escape(progress_text(run))}; started {escape(m.started or '?')}.</p>",
         *(f'<p class="note">note: {escape(n)}</p>' for n in run.notes),
         "<h2>Run</h2>", _facts(run),
-        "<h2>Verdicts</h2>", _counts(run), _skips(run),
+        "<h2>Verdicts</h2>", _counts(run), _reasons(run),
     ]
     if images:
         parts.append("<h2>Boundary map</h2>")
@@ -108,12 +108,14 @@ def _counts(run: Run) -> str:
     return _table(header, rows, numeric=set(range(1, len(header))))
 
 
-def _skips(run: Run) -> str:
-    reasons = skip_reasons(run)
-    if not reasons:
-        return ""
-    rows = [[str(n), escape(msg)] for msg, n in reasons]
-    return "<h3>Skipped, by reason</h3>" + _table(["cases", "reason (one example)"], rows, numeric={0})
+def _reasons(run: Run) -> str:
+    out = []
+    for status, title in ((Status.SKIPPED, "Skipped, by reason"), (Status.ERROR, "Errors, by message")):
+        grouped = reasons(run, status)
+        if grouped:
+            rows = [[str(n), escape(msg)] for msg, n in grouped]
+            out.append(f"<h3>{title}</h3>" + _table(["cases", "message (one example)"], rows, numeric={0}))
+    return "\n".join(out)
 
 
 def _anchors(run: Run) -> dict[str, str]:

@@ -1,7 +1,7 @@
 """The terminal summary of a run, with rich.
 
 In order: what ran (device, versions, fault model, scale, progress), the counts per
-status overall and per op, the skip reasons grouped, then every ``wrong`` and
+status overall and per op, skip reasons and error messages grouped, then every ``wrong`` and
 ``error`` case with its evidence, one table per op so a thousand cases stay readable.
 """
 
@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..verdict import Status
-from .counts import STATUS_ORDER, by_op, count, counts_per_op, progress_text, skip_reasons
+from .counts import STATUS_ORDER, by_op, count, counts_per_op, progress_text, reasons
 from .run import CaseRecord, Run
 
 STATUS_STYLES: dict[Status, str] = {
@@ -32,9 +32,10 @@ def print_summary(run: Run, console: Console | None = None) -> None:
     for note in run.notes:
         console.print(f"[yellow]note:[/] {note}")
     console.print(_counts_table(run))
-    reasons = skip_reasons(run)
-    if reasons:
-        console.print(_skips_table(reasons))
+    for status in (Status.SKIPPED, Status.ERROR):
+        grouped = reasons(run, status)
+        if grouped:
+            console.print(_reasons_table(status, grouped))
     bad = run.with_status(Status.WRONG, Status.ERROR)
     if not bad:
         console.print("[green]No wrong or error cases.[/]" if run.records else "[dim]Nothing recorded yet.[/]")
@@ -92,11 +93,12 @@ def _counts_table(run: Run) -> Table:
     return table
 
 
-def _skips_table(reasons: list[tuple[str, int]]) -> Table:
-    table = Table(title="Skipped, by reason", title_justify="left")
+def _reasons_table(status: Status, grouped: list[tuple[str, int]]) -> Table:
+    title = {Status.SKIPPED: "Skipped, by reason", Status.ERROR: "Errors, by message"}[status]
+    table = Table(title=title, title_justify="left")
     table.add_column("cases", justify="right")
-    table.add_column("reason (one example)", overflow="fold")
-    for msg, n in reasons:
+    table.add_column("message (one example)", overflow="fold")
+    for msg, n in grouped:
         table.add_row(str(n), msg)
     return table
 
