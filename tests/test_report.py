@@ -399,6 +399,36 @@ def test_html_report_shows_manifest_facts_and_tolerances(run_dir):
         assert fact in html
 
 
+def test_html_report_is_well_formed(run_dir):
+    from html.parser import HTMLParser
+
+    class Balance(HTMLParser):
+        void = {"meta", "img", "br", "link"}
+
+        def __init__(self):
+            super().__init__()
+            self.stack: list[str] = []
+
+        def handle_starttag(self, tag, attrs):
+            if tag not in self.void:
+                self.stack.append(tag)
+
+        def handle_endtag(self, tag):
+            assert self.stack and self.stack[-1] == tag, (tag, self.stack[-5:])
+            self.stack.pop()
+
+    parser = Balance()
+    parser.feed(report.write_reports(run_dir)["report"].read_text())
+    assert parser.stack == []
+
+
+def test_load_run_derives_a_missing_size_label_from_threshold_and_position(tmp_path):
+    c = case(size="2^32-")
+    del c["size"]
+    (r,) = load_run(store(tmp_path, [line(c, OK)])).records
+    assert r.size == "2^32-"
+
+
 def test_html_report_colours_each_status(run_dir):
     html = report.write_reports(run_dir)["report"].read_text()
     for s in Status:

@@ -153,10 +153,15 @@ def _tolerances(run: Run) -> str:
     if not tol:
         return "<p>None recorded.</p>"
     rows = [
-        [f"<code>{escape(key)}</code>", escape(metric), f"{value:.3g}" if isinstance(value, (int, float)) else escape(str(value))]
-        for key, metrics in sorted(tol.items()) for metric, value in metrics.items()
+        [f"<code>{escape(key)}</code>",
+         "<br>".join(f"<code>{escape(metric)}</code> {_tol(value)}" for metric, value in metrics.items())]
+        for key, metrics in sorted(tol.items())
     ]
-    return _table(["op/dtype/layout/direction", "metric", "tolerance"], rows, numeric={2})
+    return _table(["op/dtype/layout/direction", "metric tolerance"], rows)
+
+
+def _tol(value: object) -> str:
+    return f"{value:.3g}" if isinstance(value, (int, float)) else escape(str(value))
 
 
 def _num(x: float | None) -> str:

@@ -102,7 +102,8 @@ class Manifest:
             ),
             thresholds=dict(d.get("thresholds") or {}),
             fault_model=str(d.get("fault_model") or "none"),
-            tolerances={k: dict(v) for k, v in (d.get("tolerances") or {}).items()},
+            tolerances={k: dict(v) if isinstance(v, dict) else {"tolerance": v}
+                        for k, v in (d.get("tolerances") or {}).items()},
             seeds=tuple(d.get("seeds") or ()),
             started=str(d.get("started") or ""),
             argv=tuple(str(a) for a in d.get("argv") or ()),
@@ -227,6 +228,12 @@ def _read_verdicts(path: Path) -> tuple[list[CaseRecord], list[str]]:
     return list(by_key.values()), notes
 
 
+def _size_label(case: dict[str, Any]) -> str:
+    """``2^32+`` from threshold and position, for a case recorded without its label."""
+    mark = {"below": "-", "at": "", "above": "+"}.get(case.get("position", ""), "?")
+    return f"{case.get('threshold', '?')}{mark}"
+
+
 def _record(obj: Any, where: str) -> CaseRecord:
     if not isinstance(obj, dict) or not isinstance(obj.get("case"), dict) or not isinstance(obj.get("verdict"), dict):
         raise RunStoreError(f"Cannot read {where}: expected an object with 'case' and 'verdict' objects")
@@ -252,7 +259,7 @@ def _record(obj: Any, where: str) -> CaseRecord:
             dtype=str(case.get("dtype", "?")),
             layout=str(case.get("layout", "?")),
             series=str(case.get("series", "-")),
-            size=str(case.get("size", "?")),
+            size=str(case.get("size") or _size_label(case)),
             direction=str(case.get("direction", "fwd")),
             batch=case.get("batch"),
             shapes=tuple(tuple(int(n) for n in s) for s in get("shapes") or ()),
