@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from matplotlib.image import AxesImage
 from rich.console import Console
 
 from kernelaudit import report

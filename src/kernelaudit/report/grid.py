@@ -123,7 +123,8 @@ def _ordered_layouts(layouts: set[str]) -> list[str]:
 
 
 def panel_sort_key(p: Panel) -> tuple:
-    return (p.family, p.op, _rank(p.series, _SERIES_ORDER), _rank(p.dtype, _DTYPE_ORDER), _rank(p.direction, _DIRECTION_ORDER))
+    return (p.family, p.op, _rank(p.series, _SERIES_ORDER), _rank(p.dtype, _DTYPE_ORDER),
+            _rank(p.direction, _DIRECTION_ORDER))
 
 
 _SIZE_LABEL = re.compile(r"^(?:(\d+)\*)?2\^(\d+)([+-]?)$")

@@ -1,9 +1,10 @@
 """The HTML report: one self-contained page (inline CSS, images as data URIs).
 
 Sections: the manifest facts (versions, device, thresholds, fault model, seeds, command,
-tolerances), the counts, skip reasons and error messages grouped, the boundary map(s), the evidence of every wrong and error
-case, then a table of all cases. Nothing is fetched from anywhere, so the page can be
-mailed, attached to an issue or archived next to the run.
+tolerances), the counts, skip reasons and error messages grouped, the boundary map(s),
+the evidence of every wrong and error case, then a table of all cases. Nothing is
+fetched from anywhere, so the page can be mailed, attached to an issue or archived
+next to the run.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 from ..verdict import Status
 from .counts import STATUS_ORDER, by_op, count, counts_per_op, progress_text, reasons
 from .grid import STATUS_COLOURS
-from .run import CaseRecord, Run
+from .run import Run
 
 _CSS = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; }
@@ -140,7 +141,8 @@ def _bad_cases(run: Run) -> str:
                 text = json.dumps(r.verdict.details, indent=1, default=str)
                 details = f"<details><summary>details</summary><pre>{escape(text)}</pre></details>"
             rows.append([
-                _badge(r.status), f'<span class="id" id="{anchors[r.key]}">{escape(r.label(seed=run.several_seeds))}</span>',
+                _badge(r.status),
+                f'<span class="id" id="{anchors[r.key]}">{escape(r.label(seed=run.several_seeds))}</span>',
                 f"<code>{escape(r.shapes_text)}</code>", "-" if r.batch is None else str(r.batch),
                 escape(r.verdict.explain()) + details,
             ])
