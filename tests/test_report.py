@@ -248,6 +248,15 @@ def test_summary_of_a_run_with_nothing_bad_says_so(tmp_path):
     assert "No wrong or error cases" in summary_text(load_run(store(tmp_path, [line(case(), OK)])))
 
 
+def test_summary_of_a_thousand_wrong_cases_has_one_heading_per_op(tmp_path):
+    lines = [line(case(op=op, seed=seed), WRONG) for op in ("bmm", "matmul") for seed in range(600)]
+    text = summary_text(load_run(store(tmp_path, lines)))
+    assert len(re.findall(r"^bmm: 600 wrong, 0 error", text, re.M)) == 1
+    assert len(re.findall(r"^matmul: 600 wrong, 0 error", text, re.M)) == 1
+    assert text.count("first bad flat index 4295032832") == 1200
+    assert "seed 599" in text
+
+
 def test_summary_stays_readable_in_a_narrow_terminal(run_dir):
     text = summary_text(load_run(run_dir), width=80)
     assert all(len(s) <= 80 for s in text.splitlines())
