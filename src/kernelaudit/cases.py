@@ -71,6 +71,10 @@ class Case:
     def to_json(self) -> dict:
         d = asdict(self)
         d.update(id=self.id, size=self.size, family=self.spec.family)
+        if self.threshold in self.thresholds.named():
+            ops = self.spec.operands(self.series, self.batch, self.thresholds)
+            d["shapes"] = [list(o.shape) for o in ops]
+            d["crossing_numel"] = self.batch * per_batch_max(self.spec, self.series, self.thresholds)
         return d
 
     @classmethod

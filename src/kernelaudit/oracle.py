@@ -92,10 +92,12 @@ def run_op(case: Case, device, fault_model: str):
         return placed, outs, spec.out_rows(case.series, case.thresholds), fm
     with fm:
         outs = _as_tuple(spec.call(*views))
-        if bwd:
-            used = outs[: spec.bwd_outputs]
-            grads_in = [gen.fill_flat(o.numel(), gen.stream_key(case.seed, f"{case.op}/grad{j}"), o.dtype,
-                                      device).view(o.shape) for j, o in enumerate(used)]
+    if bwd:
+        used = outs[: spec.bwd_outputs]
+        # Upstream gradients are generated outside the fault model: they are inputs.
+        grads_in = [gen.fill_flat(o.numel(), gen.stream_key(case.seed, f"{case.op}/grad{j}"), o.dtype,
+                                  device).view(o.shape) for j, o in enumerate(used)]
+        with fm:
             torch.autograd.backward(used, grads_in)
     if not bwd:
         return placed, outs, spec.out_rows(case.series, case.thresholds), fm

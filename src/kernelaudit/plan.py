@@ -19,6 +19,8 @@ from .ops.spec import DTYPES
 MEMORY_HEADROOM = 0.85
 #: Backward keeps inputs, outputs, their gradients and saved intermediates alive.
 BWD_FACTOR = 2.5
+#: Float64 chunk-sized tensors the reference holds at once (inputs, outputs, scratch).
+REF_WORKING_COPIES = 12
 #: Attention holds scores, their softmax (and in backward their gradients).
 ATTENTION_SCORE_COPIES = {"fwd": 3, "bwd": 6}
 
@@ -40,7 +42,9 @@ def estimate_bytes(case: Case, fault_model: str = "none", ref_chunk: int = 2**24
         total = int(total * BWD_FACTOR)
     if fault_model != "none":
         total += 2 * max([inputs, outputs])
-    total += 12 * ref_chunk * 8   # float64 reference chunks, regenerated inputs, index scratch
+    biggest = max([p.numel for p in placed] + [outputs // itemsize, 1])
+    # float64 reference chunks, regenerated inputs, index scratch
+    total += REF_WORKING_COPIES * min(ref_chunk, biggest) * 8
     return int(total)
 
 

@@ -145,7 +145,10 @@ class WorkerPool:
                     v = Verdict.error(f"timed out after {self.case_timeout_s:.0f} s (worker killed)")
                     return {"verdict": v.to_json(), "worst": {}, "elapsed_s": time.perf_counter() - t0}
         except (EOFError, OSError, BrokenPipeError):
-            code = self._proc.exitcode if self._proc is not None else None
+            code = None
+            if self._proc is not None:
+                self._proc.join(10)  # reap it, so its exit status is known
+                code = self._proc.exitcode
             self._kill()
             v = Verdict.error(f"the process running the case died: {_describe_exit(code)}", exitcode=code)
             return {"verdict": v.to_json(), "worst": {}, "elapsed_s": time.perf_counter() - t0}

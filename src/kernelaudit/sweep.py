@@ -104,19 +104,25 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
     total = len(need_cal) + len(todo)
     tick = progress or (lambda *a, **k: None)
     tick(total=total, description="calibrating")
+    # Calibration sizes sit far below every threshold (cases.calibration_batch), where
+    # no fault model changes anything, so calibration runs in the same worker.
     with WorkerPool(cfg, case_timeout_s) as pool:
-        by_key = {}
+        by_key, cal_skipped = {}, {}
         for c in todo:
             by_key.setdefault(c.tolerance_key, c)
         for key in need_cal:
             c = by_key[key]
             cal = c.with_batch(calibration_batch(c), threshold="cal", position="below")
-            res = _calibrate(pool, cal, cfg, case_timeout_s)
-            tolerances[key] = calibrated(res, c.dtype) if res is not None else None
+            res = pool.run({"case": cal.to_json(), "tolerances": None})
+            status = res["verdict"]["status"]
+            cal_skipped[key] = status == Status.SKIPPED.value
+            tolerances[key] = calibrated(res["worst"], c.dtype) if status == Status.OK.value else None
             store.update_manifest(tolerances={key: tolerances[key]})
             tick(advance=1, description=f"calibrated {key}")
         for c in todo:
             tol = tolerances.get(c.tolerance_key)
+            if tol is None and cal_skipped.get(c.tolerance_key):
+                tol = {}  # the case cannot fit either: the worker's plan will say so
             if tol is None:
                 v = Verdict.error("calibration failed below the thresholds: no tolerance to judge with")
                 store.append(c, v, 0.0)
@@ -133,13 +139,3 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
             counts[s] = counts.get(s, 0) + 1
     store.update_manifest(finished=now(), counts=counts)
     return SweepResult(store, counts, len(todo), len(cases) - len(todo))
-
-
-def _calibrate(pool: WorkerPool, cal: Case, cfg: WorkerConfig, timeout: float):
-    """Worst metrics of one calibration case. Calibration sizes sit far below every
-    threshold (see :func:`~kernelaudit.cases.calibration_batch`), where no fault model
-    changes anything, so the worker's fault model may stay on."""
-    res = pool.run({"case": cal.to_json(), "tolerances": None})
-    if res["verdict"]["status"] != Status.OK.value:
-        return None
-    return res["worst"]

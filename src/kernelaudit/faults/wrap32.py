@@ -62,3 +62,9 @@ class Wrap32FaultModel(FaultModel):
         if changed:
             self.stats.hit("wrap32")
         return out
+
+    def extra_contexts(self):
+        # Attention through its math path, so the score product is a covered bmm
+        # (fused attention kernels are not covered).
+        from .mps import _math_attention_only
+        return [_math_attention_only()]

@@ -1,0 +1,209 @@
+"""The sweep finds exactly what the fault models plant, and nothing on a clean run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from kernelaudit import GridSpec, Thresholds, run_sweep
+from kernelaudit.cases import Case, batch_for
+from kernelaudit.faults.predict import EITHER, predict
+from kernelaudit.oracle import execute
+from kernelaudit.store import RunStore
+from kernelaudit.verdict import Verdict
+
+
+def _records(store):
+    return [(Case.from_json(r["case"]), Verdict.from_json(r["verdict"])) for r in store.latest().values()]
+
+
+def test_mps_fault_model_run_is_classified_exactly_as_the_rules_predict(mps_run):
+    recs = _records(mps_run.store)
+    assert len(recs) == mps_run.store.manifest()["plan"]["cases"]
+    mismatches = []
+    for case, v in recs:
+        expected, why = predict(case, "mps")
+        assert expected != "unknown", case.id
+        if v.status.value != expected:
+            mismatches.append(f"{case.id} B={case.batch}: got {v.explain()} but rules say {expected} ({why})")
+    assert not mismatches, "\n".join(mismatches[:20])
+    statuses = {v.status.value for _, v in recs}
+    assert {"ok", "wrong", "error"} <= statuses  # the grid exercises every rule
+
+
+def test_mps_rule_a_transposed_operand_over_2p32_output_is_wrong_in_every_batch(mps_run):
+    th = Thresholds(14)
+    by_id = {c.id: (c, v) for c, v in _records(mps_run.store)}
+    for layout in ("aT", "bT", "abT"):
+        case, v = by_id[f"bmm/float32/{layout}/out/2^32+/fwd"]
+        assert v.status.value == "wrong"
+        assert (v.bad_batches.first, v.bad_batches.last, v.bad_batches.count) == (0, case.batch - 1, case.batch)
+    for layout in ("contig", "slice"):  # the tiled path is right without a transposed view
+        assert by_id[f"bmm/float32/{layout}/out/2^32+/fwd"][1].status.value == "ok"
+    assert th.t32 == 2**14
+
+
+def test_mps_rule_b_big_view_with_small_output_raises_int_max(mps_run):
+    by_id = {c.id: v for c, v in _records(mps_run.store)}
+    for size in ("2^31", "2^31+", "2^32", "2^32+"):
+        for layout in ("aT", "slice"):
+            v = by_id[f"bmm/float32/{layout}/in/{size}/fwd"]
+            assert v.status.value == "error" and "INT_MAX" in v.message
+    assert by_id["bmm/float32/aT/in/2^31-/fwd"].status.value == "ok"
+
+
+def test_mps_rule_c_wraps_exactly_the_batches_past_2p32(mps_run):
+    th = Thresholds(14)
+    by_id = {c.id: (c, v) for c, v in _records(mps_run.store)}
+    case, v = by_id["bmm/float32/contig/in/2^32+/fwd"]
+    per = case.spec.series["in"].per_batch(th)
+    first = -(-th.t32 // per)
+    assert v.status.value == "wrong"
+    assert v.bad_batches.first == first and v.bad_batches.last == case.batch - 1
+    out_per_batch = case.spec.operands("in", case.batch, th)[0].shape[1] * case.spec.operands("in", case.batch, th)[1].shape[2]
+    assert v.first_bad_index == first * out_per_batch
+    assert by_id["bmm/float32/contig/in/2^32/fwd"][1].status.value == "ok"  # exactly 2^32 is fine
+
+
+def test_mps_backward_of_contiguous_bmm_is_wrong_in_exactly_the_wrapped_batch(mps_run):
+    """BACKGROUND: (256x64)@(64x256), B = 65537: forward right, grads wrong in batch 65536."""
+    th = Thresholds(14)
+    by_id = {c.id: (c, v) for c, v in _records(mps_run.store)}
+    case, fwd = by_id["bmm/float32/contig/out/2^32+/fwd"]
+    _, bwd = by_id["bmm/float32/contig/out/2^32+/bwd"]
+    assert fwd.status.value == "ok"
+    assert bwd.status.value == "wrong"
+    assert case.batch == th.t32 // case.spec.series["out"].per_batch(th) + 1
+    assert (bwd.bad_batches.first, bwd.bad_batches.count) == (case.batch - 1, 1)
+
+
+def test_wrap32_fault_model_run_is_classified_as_predicted(tmp_path):
+    spec = GridSpec(ops=("bmm", "add", "cat", "cumsum", "softmax", "sort", "gather", "arange", "argmax_all",
+                         "sum_all", "embedding", "attention"),
+                    dtypes=("float32",), thresholds=("2^32",), positions=("below", "above"), scale=12)
+    res = run_sweep(spec, tmp_path, device="cpu", fault_model="wrap32")
+    recs = _records(res.store)
+    wrong = 0
+    for case, v in recs:
+        expected, why = predict(case, "wrap32")
+        if expected == EITHER:
+            assert v.status.value in ("ok", "wrong"), case.id
+        else:
+            assert v.status.value == expected, f"{case.id}: {v.explain()} vs rules {expected} ({why})"
+        wrong += v.status.value == "wrong"
+        if case.position == "below" and case.series == "out":  # nothing crosses 2^32 yet
+            assert v.status.value == "ok", case.id
+    assert wrong >= 10
+
+
+def test_clean_run_has_no_wrong_or_error_case(tmp_path):
+    spec = GridSpec(dtypes=("float32", "float16", "bfloat16"), thresholds=("2^32",), positions=("above",),
+                    scale=14)
+    res = run_sweep(spec, tmp_path, device="cpu", fault_model="none")
+    bad = [(c.id, v.explain()) for c, v in _records(res.store) if v.status.value != "ok"]
+    assert not bad, bad
+    assert res.counts["ok"] == res.store.manifest()["plan"]["cases"] > 300
+
+
+def test_process_abort_becomes_error_verdict_and_the_sweep_goes_on(tmp_path):
+    spec = GridSpec(ops=("bmm",), dtypes=("float32",), layouts=("aT", "contig"), directions=("fwd",),
+                    thresholds=("2^32",), positions=("below", "above"), scale=12)
+    res = run_sweep(spec, tmp_path, device="cpu", fault_model="mps-abort")
+    recs = {c.id: v for c, v in _records(res.store)}
+    assert len(recs) == res.store.manifest()["plan"]["cases"] == 8
+    died = recs["bmm/float32/aT/in/2^32+/fwd"]
+    assert died.status.value == "error" and "SIGABRT" in died.message
+    assert recs["bmm/float32/contig/in/2^32-/fwd"].status.value == "ok"
+    assert recs["bmm/float32/aT/out/2^32+/fwd"].status.value == "wrong"
+
+
+def test_interrupted_sweep_resumes_without_recomputing_or_losing_cases(tmp_path):
+    spec = GridSpec(ops=("bmm", "add"), dtypes=("float32",), thresholds=("2^32",), positions=("above",), scale=12)
+    seen = []
+
+    def stop_after_five(**kw):
+        if kw.get("status"):
+            seen.append(kw["description"])
+            if len(seen) == 5:
+                raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(spec, tmp_path, device="cpu", fault_model="mps", progress=stop_after_five)
+    store = RunStore.open(tmp_path)
+    assert len(store.latest()) == 5
+    first = {k: r["recorded"] for k, r in store.latest().items()}
+    res = run_sweep(spec, tmp_path, device="cpu", fault_model="mps", resume=True)
+    lines = (tmp_path / "verdicts.jsonl").read_text().splitlines()
+    assert res.resumed == 5 and res.ran == len(lines) - 5
+    assert len({json.loads(l)["case"]["id"] for l in lines}) == len(lines)  # nothing twice
+    latest = store.latest()
+    assert all(latest[k]["recorded"] == t for k, t in first.items())
+
+
+def test_case_that_cannot_fit_is_skipped_with_the_bytes_it_needs(tmp_path):
+    spec = GridSpec(ops=("bmm",), dtypes=("float32",), layouts=("contig",), directions=("fwd",),
+                    thresholds=("2^32",), positions=("above",), scale=16)
+    res = run_sweep(spec, tmp_path, device="cpu", memory_limit=2**20)
+    for _, v in _records(res.store):
+        assert v.status.value == "skipped"
+        assert v.details["needed_bytes"] > 2**20 and "GiB" in v.message
+
+
+class _PlantOne(torch.utils._python_dispatch.TorchDispatchMode):
+    """A fault model that nudges chosen flat elements of every bmm output."""
+
+    name = "plant"
+
+    def __init__(self, th, where, by):
+        super().__init__()
+        self.th, self.where, self.by = th, where, by
+        from kernelaudit.faults.base import FaultStats
+        self.stats = FaultStats()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func.overloadpacket is torch.ops.aten.bmm:
+            flat = out.view(-1)
+            for i in self.where(out):
+                flat[i] += self.by * flat.abs().max()
+        return out
+
+
+def _judge_with_plant(monkeypatch, where, by):
+    from kernelaudit import faults
+    from kernelaudit.tolerance import calibrated
+
+    th = Thresholds(12)
+    n = 2 ** (th.bits // 4)
+    case = Case("bmm", "float32", "contig", "out", "2^32", "above", batch_for(th.t32, n * n, "above"), "fwd", 0, 12)
+    tol = calibrated(execute(case.with_batch(8), tolerances=None).worst, "float32")
+    monkeypatch.setitem(faults.FAULT_MODELS, "plant", lambda th: _PlantOne(th, where, by))
+    return case, execute(case, fault_model="plant", tolerances=tol)
+
+
+def test_spot_checks_catch_one_small_error_at_the_2p31_flat_index(monkeypatch):
+    th = Thresholds(12)
+    case, out = _judge_with_plant(monkeypatch, lambda o: [th.t31], 1e-3)
+    v = out.verdict
+    assert v.status.value == "wrong" and v.metric == "out0:spot", v.explain()
+    assert v.first_bad_index == th.t31 and isinstance(v.first_bad_index, int)
+    n2 = (2 ** (th.bits // 4)) ** 2
+    assert (v.bad_batches.first, v.bad_batches.count) == (th.t31 // n2, 1)
+
+
+def test_freivalds_catches_a_batch_wrong_away_from_the_spot_checks(monkeypatch):
+    th = Thresholds(12)
+    n2 = (2 ** (th.bits // 4)) ** 2
+    # element (3, 5) of batch 7: neither first, last, nor near a multiple of 2^31
+    case, out = _judge_with_plant(monkeypatch, lambda o: [7 * n2 + 3 * o.shape[-1] + 5], 0.5)
+    v = out.verdict
+    assert v.status.value == "wrong" and v.metric == "out0:freivalds", v.explain()
+    assert (v.bad_batches.first, v.bad_batches.count) == (7, 1)
+    assert v.first_bad_index == 7 * n2 + 3 * 2 ** (th.bits // 4) + 5
+
+
+def test_clean_matmul_passes_freivalds_and_spot_checks(monkeypatch):
+    case, out = _judge_with_plant(monkeypatch, lambda o: [], 0.0)
+    assert out.verdict.ok, out.verdict.explain()
