@@ -1,0 +1,171 @@
+"""ProblemCase: one concrete run of a problem (shape, inputs, seed, device, dtype).
+
+A case is what every oracle judges: ``judge(case, got)``. It is regenerated from the
+problem, the shape overrides and the seed alone, so a reference can be built on any
+device. Models are built the way KernelBench builds them (seed 42, then
+``get_init_inputs()``, then the seed again before each constructor), so a candidate
+that creates its parameters in the same order as ``Model`` gets the same values.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import torch
+
+from .loader import Candidate, Problem
+
+#: The seed KernelBench uses to build models and derive the trial seeds.
+KERNELBENCH_SEED = 42
+
+
+def set_seed(seed: int) -> None:
+    """Seed torch (CPU and every CUDA device), numpy and random, as KernelBench does."""
+    torch.manual_seed(seed)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(seed)
+    random.seed(seed)
+    try:
+        import numpy as np
+
+        np.random.seed(seed % 2**32)
+    except ImportError:  # pragma: no cover
+        pass
+
+
+def to_device(values: Sequence[Any], device: str | torch.device) -> list[Any]:
+    """Move every tensor of a list to ``device``; other values pass through."""
+    return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
+
+
+def as_tensors(out: Any) -> list[torch.Tensor]:
+    """A forward's output as a list of tensors (a tensor, or a tuple/list of them)."""
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (tuple, list)) and all(isinstance(t, torch.Tensor) for t in out):
+        return list(out)
+    raise TypeError(f"expected a tensor or a tuple of tensors as output, got {type(out).__name__}")
+
+
+def floating_dtype(values: Sequence[Any]) -> torch.dtype:
+    """The dtype of the first floating-point tensor (float32 when there is none)."""
+    for v in values:
+        if isinstance(v, torch.Tensor) and v.is_floating_point():
+            return v.dtype
+    return torch.float32
+
+
+@dataclass
+class ProblemCase:
+    """One concrete configuration of a problem.
+
+    ``inputs`` are on ``device``; ``shapes`` are the shape constants in effect;
+    ``label`` says where the case comes from (``fixed``, ``shape N=17``,
+    ``values large``, ``trial 3``) and appears in verdict messages.
+    """
+
+    problem: Problem
+    inputs: list[Any]
+    init_inputs: list[Any]
+    seed: int
+    device: str
+    dtype: torch.dtype
+    shapes: dict[str, int]
+    label: str = "fixed"
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    # -- construction ---------------------------------------------------------
+    @classmethod
+    def make(
+        cls,
+        problem: Problem,
+        *,
+        seed: int = KERNELBENCH_SEED,
+        device: str = "cpu",
+        shapes: Mapping[str, int] | None = None,
+        small: bool = False,
+        label: str = "fixed",
+    ) -> "ProblemCase":
+        """Build the case at the problem's shape (``small=True``: its small shape).
+
+        ``shapes`` overrides single constants on top of that.
+        """
+        over = dict(problem.small()) if small else {}
+        over.update(shapes or {})
+        # On a GPU, get_inputs() runs under the device context so torch.rand & co. create
+        # the tensors there: generating large inputs on the CPU would dominate the cost.
+        gen_device = torch.device(device) if str(device).startswith("cuda") else contextlib.nullcontext()
+        with problem.at_shapes(over) as in_effect:
+            set_seed(KERNELBENCH_SEED)
+            init = list(problem.module.get_init_inputs())
+            set_seed(seed)
+            with gen_device:
+                inputs = list(problem.module.get_inputs())
+        inputs = to_device(inputs, device)
+        return cls(problem, inputs, to_device(init, device), seed, str(device), floating_dtype(inputs), in_effect, label)
+
+    def with_inputs(self, inputs: Sequence[Any], label: str) -> "ProblemCase":
+        """The same problem, shape and models, with other input values."""
+        return replace(self, inputs=list(inputs), label=label, _cache={})
+
+    # -- description ----------------------------------------------------------
+    def describe(self) -> str:
+        """``relu [N=16384] float32 on cpu (fixed)``: op, shapes, dtype, device, origin."""
+        shapes = ", ".join(f"{k}={v}" for k, v in self.shapes.items())
+        return f"{self.problem.name} [{shapes}] {str(self.dtype).replace('torch.', '')} on {self.device} ({self.label})"
+
+    def input_shapes(self) -> list[tuple[int, ...]]:
+        return [tuple(v.shape) for v in self.inputs if isinstance(v, torch.Tensor)]
+
+    # -- models and the reference -------------------------------------------
+    def model(self) -> torch.nn.Module:
+        """The problem's ``Model`` built KernelBench-style, cached per shape and device."""
+        return build_model(self.problem, self.problem.Model, self.init_inputs, self.device, self.shapes)
+
+    def reference(self, dtype: torch.dtype = torch.float64) -> list[torch.Tensor]:
+        """``Model``'s output at ``dtype`` (float64: the trusted answer), cached on the case.
+
+        Floating inputs and parameters are converted to ``dtype``; integer inputs
+        (class indexes) are kept.
+        """
+        key = f"ref:{dtype}"
+        if key not in self._cache:
+            model = self.model()
+            if dtype != self.dtype:
+                model = copy.deepcopy(model).to(dtype)
+            inputs = cast_floating(self.inputs, dtype)
+            with torch.no_grad():
+                self._cache[key] = [t.detach() for t in as_tensors(model(*inputs))]
+        return self._cache[key]
+
+
+def cast_floating(values: Sequence[Any], dtype: torch.dtype) -> list[Any]:
+    """Cast floating-point tensors to ``dtype`` (copies, so inputs are never aliased)."""
+    return [v.to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in values]
+
+
+def build_model(
+    problem: Problem, cls: type, init_inputs: Sequence[Any], device: str, shapes: Mapping[str, int]
+) -> torch.nn.Module:
+    """``cls(*init_inputs)`` after seeding with 42, on ``device``, in eval mode; cached."""
+    cache = problem.__dict__.setdefault("_model_cache", {})
+    key = (id(cls), str(device), tuple(sorted(shapes.items())))
+    hit = cache.get(key)
+    if hit is None or hit[0] is not cls:  # the class is kept alive so its id stays unique
+        set_seed(KERNELBENCH_SEED)
+        with torch.no_grad():
+            m = cls(*init_inputs)
+        if isinstance(m, torch.nn.Module):
+            m = m.to(device).eval()
+        hit = cache[key] = (cls, m)
+    return hit[1]
+
+
+def build_candidate_model(case: ProblemCase, candidate: Candidate) -> torch.nn.Module:
+    """The candidate's ``ModelNew`` for the case's shape, built like ``Model``."""
+    return build_model(case.problem, candidate.ModelNew, case.init_inputs, case.device, case.shapes)

@@ -1,0 +1,37 @@
+"""ELU with alpha 1.0.
+
+Project corpus problem (activation), KernelBench format. Inputs follow the
+official generator: ``torch.rand`` (uniform [0, 1)) at the fixed shape below.
+"""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+CATEGORY = "activation"
+
+BATCH = 64
+DIM = 16384
+
+#: Tensor sizes the shapes oracle may vary, and their values for CPU runs.
+SHAPE_PARAMS = ('BATCH', 'DIM')
+SMALL_SHAPES = {'BATCH': 4, 'DIM': 200}
+
+ERROR_MODEL = {"kind": "elementwise"}
+
+
+class Model(nn.Module):
+    def __init__(self, alpha):
+        super().__init__()
+        self.alpha = alpha
+
+    def forward(self, x):
+        return F.elu(x, alpha=self.alpha)
+
+
+def get_inputs():
+    return [torch.rand(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return [1.0]

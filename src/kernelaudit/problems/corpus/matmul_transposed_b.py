@@ -1,0 +1,36 @@
+"""C = A @ B.T with B stored as (N, K).
+
+Project corpus problem (matmul), KernelBench format. Inputs follow the
+official generator: ``torch.rand`` (uniform [0, 1)) at the fixed shape below.
+"""
+
+import torch
+import torch.nn as nn
+
+CATEGORY = "matmul"
+
+M = 1024
+K = 4096
+N = 2048
+
+#: Tensor sizes the shapes oracle may vary, and their values for CPU runs.
+SHAPE_PARAMS = ('M', 'K', 'N')
+SMALL_SHAPES = {'M': 20, 'K': 36, 'N': 24}
+
+ERROR_MODEL = {"kind": "multilinear", "length": 'K'}
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, A, B):
+        return torch.matmul(A, B.T)
+
+
+def get_inputs():
+    return [torch.rand(M, K), torch.rand(N, K)]
+
+
+def get_init_inputs():
+    return []

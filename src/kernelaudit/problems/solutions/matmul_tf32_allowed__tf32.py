@@ -1,0 +1,17 @@
+"""Known-correct variant of ``matmul_tf32_allowed``: TF32 operands, which this problem allows."""
+
+import torch
+import torch.nn as nn
+
+from kernelaudit.problems.kernels import matmul
+
+PROBLEM = "matmul_tf32_allowed"
+EXPECT = "correct"
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, A, B):
+        return matmul(A, B, tf32=True)

@@ -1,0 +1,17 @@
+"""Known-correct variant of ``relu``: 128-element blocks."""
+
+import torch
+import torch.nn as nn
+
+from kernelaudit.problems.kernels import unary
+
+PROBLEM = "relu"
+EXPECT = "correct"
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return unary(x, "relu", block=128)

@@ -1,0 +1,18 @@
+"""Known-correct variant of ``sum_dim``: 4-row reduction tiles (another summation order)."""
+
+import torch
+import torch.nn as nn
+
+from kernelaudit.problems.kernels import reduce
+
+PROBLEM = "sum_dim"
+EXPECT = "correct"
+
+
+class ModelNew(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        return reduce(x, self.dim, "sum", block_r=4, block_i=8)
