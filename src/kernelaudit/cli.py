@@ -76,8 +76,11 @@ def _fail_usage(e: Exception) -> None:
 @click.option("--case-timeout", type=float, default=600.0, show_default=True, help="Seconds per case.")
 @click.option("--memory-limit-gib", type=float, default=None, help="Cap on device memory a case may plan for.")
 @click.option("--no-report", is_flag=True, help="Do not write the PNG/HTML reports at the end.")
+@click.option("--expect-rules", is_flag=True,
+              help="With a fault model: exit 0 only if every case is classified exactly as the model's "
+                   "rules predict (wrong where they corrupt, error where they raise, ok elsewhere).")
 def sweep(device, ops, dtypes, layouts, directions, thresholds, positions, fault_model, scale, seed, out,
-          resume, preset, mode, case_timeout, memory_limit_gib, no_report):
+          resume, preset, mode, case_timeout, memory_limit_gib, no_report, expect_rules):
     """Run ops around 2^31 / 2^32 / 2*2^32 elements and map where they go wrong."""
     from .sweep import run_sweep
 
@@ -105,6 +108,17 @@ def sweep(device, ops, dtypes, layouts, directions, thresholds, positions, fault
         sys.exit(130)
     _summarise(res.store.path, write=not no_report)
     click.echo(f"run store: {res.store.path} ({res.ran} cases run, {res.resumed} resumed)")
+    if expect_rules:
+        if fault_model == "none":
+            _fail_usage(InvalidArgument("Cannot have --expect-rules with fault_model='none': "
+                                        "allowed fault models are mps, mps-abort, wrap32"))
+        from .sweep import check_against_rules
+
+        checked, bad = check_against_rules(res.store, fault_model)
+        for line in bad:
+            click.echo(f"MISMATCH {line}")
+        click.echo(f"{checked - len(bad)} of {checked} cases classified exactly as the {fault_model} rules predict")
+        sys.exit(EXIT_FOUND if bad else EXIT_OK)
     sys.exit(EXIT_FOUND if res.failed else EXIT_OK)
 
 

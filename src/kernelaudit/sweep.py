@@ -20,6 +20,10 @@ from .tolerance import CALIBRATION_FACTOR, calibrated
 from .verdict import Status, Verdict
 
 
+#: Order in which thresholds are swept.
+SCHEDULE = ("2^32", "2^31", "2*2^32")
+
+
 @dataclass
 class SweepResult:
     """Counts per status and where the store is."""
@@ -98,7 +102,8 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
     store = RunStore.create(out, manifest, resume=resume)
     done = store.recorded_keys() if resume else set()
     tolerances: dict = dict(store.manifest().get("tolerances", {}))
-    todo = [c for c in cases if c.key not in done]
+    # 2^32 first: a run cut short by its time budget still maps the main boundary.
+    todo = sorted((c for c in cases if c.key not in done), key=lambda c: SCHEDULE.index(c.threshold))
     cfg = WorkerConfig(device=device, fault_model=fault_model, memory_limit=memory_limit, mode=mode)
     need_cal = sorted({c.tolerance_key for c in todo} - set(tolerances))
     total = len(need_cal) + len(todo)
@@ -139,3 +144,23 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
             counts[s] = counts.get(s, 0) + 1
     store.update_manifest(finished=now(), counts=counts)
     return SweepResult(store, counts, len(todo), len(cases) - len(todo))
+
+
+def check_against_rules(store: RunStore, fault_model: str) -> tuple[int, list[str]]:
+    """(cases checked, mismatches): every verdict compared with what the fault model's
+    rules predict for it from metadata (:func:`~kernelaudit.faults.predict.predict`)."""
+    from .faults.predict import EITHER, predict
+
+    checked, bad = 0, []
+    for r in store.latest().values():
+        case = Case.from_json(r["case"])
+        got = r["verdict"]["status"]
+        if got == Status.SKIPPED.value:
+            continue
+        expected, why = predict(case, fault_model)
+        checked += 1
+        if expected == "unknown" or (expected == EITHER and got in ("ok", "wrong")):
+            continue
+        if got != expected:
+            bad.append(f"{case.id} B={case.batch}: sweep says {got}, rules say {expected} ({why})")
+    return checked, bad

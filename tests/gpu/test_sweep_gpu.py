@@ -1,0 +1,28 @@
+"""The sweep on a real CUDA device (skipped without one)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
+
+
+def test_mps_fault_model_on_cuda_is_classified_as_the_rules_predict(tmp_path):
+    from kernelaudit import GridSpec, run_sweep
+    from kernelaudit.sweep import check_against_rules
+
+    spec = GridSpec(ops=("bmm", "linear", "attention", "addmm"), dtypes=("float32", "bfloat16"),
+                    thresholds=("2^31", "2^32"), positions=("below", "above"), scale=20)
+    res = run_sweep(spec, tmp_path, device="cuda", fault_model="mps")
+    checked, bad = check_against_rules(res.store, "mps")
+    assert checked > 100 and not bad, bad[:10]
+
+
+def test_real_bmm_just_past_2p32_outputs_is_judged_ok_on_cuda(tmp_path):
+    from kernelaudit import GridSpec, run_sweep
+
+    spec = GridSpec(ops=("bmm",), dtypes=("float16",), layouts=("contig", "aT"), directions=("fwd",),
+                    thresholds=("2^32",), positions=("above",), scale=32)
+    res = run_sweep(spec, tmp_path, device="cuda")
+    assert res.counts.get("ok", 0) + res.counts.get("skipped", 0) == res.store.manifest()["plan"]["cases"]
