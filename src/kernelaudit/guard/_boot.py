@@ -1,0 +1,66 @@
+"""Arming the guard in a child started by ``kernelaudit run``.
+
+The guard is installed right after ``torch`` finishes importing (an import hook), so
+programs that never import torch are not slowed down. At exit the counters are
+printed to stderr and, with ``$KERNELAUDIT_GUARD_STATS``, written as JSON.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.abc
+import importlib.util
+import json
+import os
+import sys
+
+#: Path where the child writes its counters as JSON at exit (set by ``--stats-json``).
+ENV_STATS = "KERNELAUDIT_GUARD_STATS"
+#: Set to 1 to suppress the one-line summary at exit.
+ENV_QUIET = "KERNELAUDIT_GUARD_QUIET"
+
+
+def _install() -> None:
+    from kernelaudit.guard import install_from_env, stats
+
+    engine = install_from_env()
+
+    def report() -> None:
+        s = stats()
+        if os.environ.get(ENV_QUIET) != "1":
+            sys.stderr.write(s.summary() + "\n")
+        path = os.environ.get(ENV_STATS)
+        if path:
+            with open(path, "w") as f:
+                json.dump(s.to_json(), f)
+
+    if engine is not None:
+        atexit.register(report)
+
+
+class _AfterTorch(importlib.abc.MetaPathFinder):
+    """Wraps torch's loader so the guard installs once ``import torch`` has finished."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_then_install(module):
+            exec_module(module)
+            _install()
+
+        spec.loader.exec_module = exec_then_install
+        return spec
+
+
+def arm() -> None:
+    """Install now if torch is loaded, otherwise right after it is."""
+    if "torch" in sys.modules:
+        _install()
+    else:
+        sys.meta_path.insert(0, _AfterTorch())

@@ -1,0 +1,265 @@
+"""The guard's decision and actions for one intercepted call.
+
+:class:`Engine` owns a policy, the action per rule, the plan cache and the counters.
+Its callers (the ``torch.library`` overrides in :mod:`.install`, or the what-if
+:class:`~kernelaudit.guard.install.GuardMode`) hand it the call and a ``run`` function
+that reaches the unguarded kernels; the engine never calls a guarded op itself, so
+the pieces of a fix cannot re-enter the guard.
+
+The fast path (a call whose every tensor is below the policy's floor, i.e. no rule
+can fire) costs a few ``numel()`` reads and one counter increment; only calls past
+the floor build a :class:`~kernelaudit.guard.rules.Call` and ask the rules.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from dataclasses import dataclass, field
+
+import torch
+
+from ..errors import UnsafeCallError, check_choice
+from .rules import ACTIONS, Call, Hit, Policy, strongest
+from .split import Plan, Planner, piece_views
+from .verify import freivalds
+
+log = logging.getLogger("kernelaudit.guard")
+
+#: The ops an engine handles, and whether each carries ``self``/``beta``/``alpha``.
+WITH_BIAS = {"mm": False, "bmm": False, "addmm": True, "baddbmm": True}
+
+
+@dataclass
+class Normalised:
+    """``out = beta * bias + alpha * a @ b`` with bias expanded to the output's shape."""
+
+    op: str
+    a: torch.Tensor
+    b: torch.Tensor
+    bias: torch.Tensor | None
+    beta: float
+    alpha: float
+    out: torch.Tensor | None
+
+    @classmethod
+    def of(cls, op: str, args, kwargs) -> "Normalised":
+        if WITH_BIAS[op]:
+            bias, a, b = args[0], args[1], args[2]
+            beta, alpha = kwargs.get("beta", 1), kwargs.get("alpha", 1)
+        else:
+            a, b = args[0], args[1]
+            bias, beta, alpha = None, 0, 1
+        return cls(op, a, b, bias, beta, alpha, kwargs.get("out"))
+
+    @property
+    def out_shape(self) -> tuple[int, ...]:
+        return (*self.a.shape[:-1], self.b.shape[-1])
+
+    def call(self) -> Call:
+        return Call.of(self.op, (self.a, self.b))
+
+
+@dataclass(frozen=True)
+class GuardStats:
+    """How many intercepted calls the guard inspected and what it did with them.
+
+    ``passed``: no rule flagged them (untouched); ``fixed``/``refused``/``verified``/
+    ``warned``: flagged and handled by that action; ``ignored``: flagged under action
+    ``off`` (counted, passed through); ``mismatches``: verified calls that
+    failed the check (they are also counted in ``verified`` and raised);
+    ``by_rule``: flagged calls per rule name."""
+
+    inspected: int = 0
+    passed: int = 0
+    fixed: int = 0
+    refused: int = 0
+    verified: int = 0
+    warned: int = 0
+    ignored: int = 0
+    mismatches: int = 0
+    by_rule: dict = field(default_factory=dict)
+
+    @property
+    def flagged(self) -> int:
+        return self.inspected - self.passed
+
+    def to_json(self) -> dict:
+        return {k: getattr(self, k) for k in ("inspected", "passed", "fixed", "refused", "verified", "warned",
+                                               "ignored", "mismatches", "by_rule")}
+
+    def summary(self) -> str:
+        rules = ", ".join(f"rule {k}: {v}" for k, v in sorted(self.by_rule.items()))
+        return (f"kernelaudit guard: {self.inspected} calls inspected, {self.passed} untouched, "
+                f"{self.fixed} fixed, {self.refused} refused, {self.verified} verified "
+                f"({self.mismatches} mismatches), {self.warned} warned, {self.ignored} ignored" + (f" [{rules}]" if rules else ""))
+
+
+class _Counters:
+    """Thread-safe counters: the hot ``inspected`` count is per thread (no lock on the
+    fast path) and summed on read; the rare flagged-call counts take a lock."""
+
+    def __init__(self) -> None:
+        self._tls = threading.local()
+        self._threads: list[list[int]] = []
+        self._lock = threading.Lock()
+        self._flagged: dict[str, int] = {}
+        self._rules: dict[str, int] = {}
+
+    def cell(self) -> list[int]:
+        """This thread's [inspected] cell (created on first use)."""
+        try:
+            return self._tls.c
+        except AttributeError:
+            c = self._tls.c = [0]
+            with self._lock:
+                self._threads.append(c)
+            return c
+
+    def add(self, what: str, hits: list[Hit] = ()) -> None:
+        with self._lock:
+            self._flagged[what] = self._flagged.get(what, 0) + 1
+            for h in hits:
+                self._rules[h.rule.name] = self._rules.get(h.rule.name, 0) + 1
+
+    def snapshot(self) -> GuardStats:
+        with self._lock:
+            inspected = sum(c[0] for c in self._threads)
+            f = dict(self._flagged)
+            rules = dict(self._rules)
+        flagged = sum(v for k, v in f.items() if k not in ("mismatches",))
+        return GuardStats(inspected, inspected - flagged, f.get("fixed", 0), f.get("refused", 0),
+                          f.get("verified", 0), f.get("warned", 0), f.get("ignored", 0), f.get("mismatches", 0),
+                          rules)
+
+    def reset(self) -> None:
+        with self._lock:
+            for c in self._threads:
+                c[0] = 0
+            self._flagged.clear()
+            self._rules.clear()
+
+
+class Engine:
+    """Decides and acts on intercepted matmul-family calls for one policy.
+
+    ``action``: the global action (``fix``, ``raise``, ``verify``, ``warn``, ``off``);
+    ``rule_actions``: rule name -> action, overriding the global one (and a rule's own
+    ``action``). When several rules flag one call, the most severe action wins."""
+
+    def __init__(self, policy: Policy, action: str = "fix", rule_actions: dict | None = None) -> None:
+        check_choice("action", action, ACTIONS)
+        for name, a in (rule_actions or {}).items():
+            check_choice(f"action for rule {name}", a, ACTIONS)
+        self.policy = policy
+        self.action = action
+        self.rule_actions = dict(rule_actions or {})
+        self.planner = Planner(policy)
+        self.counters = _Counters()
+        self._floors: dict = {}
+
+    # -- fast path ----------------------------------------------------------------------
+    def floor(self, op: str, device_type: str | None = None) -> int:
+        """Below this many elements in every tensor, no rule on ``op`` can fire."""
+        key = (op, device_type)
+        f = self._floors.get(key)
+        if f is None:
+            f = self._floors[key] = self.policy.floor(op, device_type)
+        return f
+
+    def intercept(self, op: str, overload: str, args, kwargs, run):
+        """Handle one call of ``op.overload`` (the entry point of the what-if mode)."""
+        cell = self.counters.cell()
+        cell[0] += 1
+        if WITH_BIAS[op]:
+            a, b = args[1], args[2]
+        else:
+            a, b = args[0], args[1]
+        floor = self.floor(op, a.device.type)
+        if a.numel() < floor and b.numel() < floor and \
+                math.prod(a.shape[:-1]) * b.shape[-1] < floor:
+            return run(op, overload, *args, **kwargs)
+        return self.slow(op, overload, args, kwargs, run)
+
+    # -- flagged calls --------------------------------------------------------------------
+    def decide(self, call: Call) -> tuple[str, list[Hit]]:
+        """(action, hits) for a call: ``pass`` when no rule flags it."""
+        hits = self.policy.check(call)
+        if not hits:
+            return "pass", hits
+        acts = [self.rule_actions.get(h.rule.name) or h.rule.action or self.action for h in hits]
+        return strongest(acts), hits
+
+    def slow(self, op: str, overload: str, args, kwargs, run):
+        mm = Normalised.of(op, args, kwargs)
+        call = mm.call()
+        action, hits = self.decide(call)
+        if action == "pass" or action == "off":
+            if action == "off":
+                self.counters.add("ignored", hits)
+            return run(op, overload, *args, **kwargs)
+        if action == "warn":
+            self.counters.add("warned", hits)
+            log.warning("unsafe call passed through (action warn): %s; %s", call.describe(),
+                        "; ".join(h.explain() for h in hits))
+            return run(op, overload, *args, **kwargs)
+        if action == "raise":
+            self.counters.add("refused", hits)
+            raise UnsafeCallError(refusal_message(call, hits, self.planner.plan(call)))
+        if action == "verify":
+            result = run(op, overload, *args, **kwargs)
+            mm.out = result
+            if mm.bias is not None:
+                mm.bias = mm.bias.expand(mm.out_shape)
+            plan = self.planner.plan(call, limit=self._verify_limit(call))
+            self.counters.add("verified", hits)
+            if plan is None:
+                raise UnsafeCallError(refusal_message(call, hits, None, "cannot be verified in safe pieces"))
+            bad = freivalds(plan, mm, run)
+            if bad is not None:
+                self.counters.add("mismatches")
+                raise UnsafeCallError(f"kernelaudit guard: verification failed for {call.describe()}: "
+                                      f"{bad.explain()}; flagged by " + "; ".join(h.explain() for h in hits))
+            return result
+        plan = self.planner.plan(call)
+        if plan is None:
+            self.counters.add("refused", hits)
+            raise UnsafeCallError(refusal_message(call, hits, None, "cannot be split into safe pieces"))
+        out = self.fix(mm, plan, run)
+        self.counters.add("fixed", hits)
+        return out
+
+    def _verify_limit(self, call: Call) -> int:
+        f = self.floor(call.op, call.device_type)
+        th = self.policy.thresholds
+        return f if 0 < f < 2**62 else (th.t31 if th else 2**31)
+
+    def fix(self, mm: Normalised, plan: Plan, run) -> torch.Tensor:
+        """Compute the call piece by piece into its output (allocated once)."""
+        shape = mm.out_shape
+        out = mm.out
+        if out is None:
+            out = torch.empty(shape, dtype=mm.a.dtype, device=mm.a.device)
+        elif tuple(out.shape) != shape:
+            out.resize_(shape)
+        bias = mm.bias.expand(shape) if mm.bias is not None else None
+        for piece in plan.pieces():
+            a, b, bp, o = piece_views(plan, piece, mm.a, mm.b, bias, out)
+            if bp is None:
+                run(mm.op, "out", a, b, out=o)
+            else:
+                run(mm.op, "out", bp, a, b, beta=mm.beta, alpha=mm.alpha, out=o)
+        return out
+
+    def stats(self) -> GuardStats:
+        return self.counters.snapshot()
+
+
+def refusal_message(call: Call, hits: list[Hit], plan: Plan | None, why: str = "refused") -> str:
+    """The ``UnsafeCallError`` text: op, shapes, strides, dtype, rule, largest safe chunk."""
+    chunk = (f"largest safe chunk: {plan.describe()}, {plan.piece_out_numel} output elements each"
+             if plan is not None else "no safe chunk: one row of a or one column of b is unsafe alone")
+    return (f"kernelaudit guard {why}: {call.describe()}; "
+            + "; ".join(h.explain() for h in hits)
+            + f"; {chunk}. Use action 'fix' to split it automatically.")

@@ -1,0 +1,290 @@
+"""Putting the guard in front of the kernels: two ways, one engine.
+
+**Real backends** (``install()``): one ``torch.library`` override per covered aten op
+and overload (``mm``, ``bmm``, ``addmm``, ``baddbmm``, default and ``out``), on the
+dispatch key of each device type the policy's rules name (``MPS`` for the ``mps``
+policy), and nothing else: ops and devices no rule covers keep their exact dispatch
+path. Each override keeps a handle to the kernel it replaces
+(``torch._C._dispatch_get_computed_kernel_for_dispatch_key``) and calls it directly,
+both for calls it lets through and for the pieces of a fix, so the pieces never
+re-enter the guard. The overrides sit below autograd and autocast, so the backward
+pass (whose aten calls are the same ops), ``no_grad``, ``inference_mode`` and autocast
+are all covered.
+
+**What-if runs** (``install(fault_model="mps", scale=16)``): a fault model is a
+``TorchDispatchMode``, and dispatch modes run *above* the backend keys, so a backend
+override would only see the calls after the fault model has corrupted them. The guard
+then is a mode too, :class:`GuardMode`, entered *after* (inside) the fault model so
+that it sees each call first; the pieces it calls go on to the fault model, which
+leaves safe pieces alone. It only handles the covered ops and passes everything else
+straight through (the fault model already costs a Python hop per op).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import warnings
+from dataclasses import dataclass
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from ..errors import InvalidArgument, check_choice
+from ..thresholds import REAL, Thresholds
+from .engine import WITH_BIAS, Engine, GuardStats
+from .rules import ACTIONS, Policy, mps_policy, policy_for
+
+aten = torch.ops.aten
+
+#: Environment variable read by :func:`install` when no action is given.
+ENV_ACTION = "KERNELAUDIT_GUARD"
+#: Fault model and scale for a what-if run (set by ``kernelaudit run``).
+ENV_FAULT_MODEL = "KERNELAUDIT_FAULT_MODEL"
+ENV_SCALE = "KERNELAUDIT_SCALE"
+DEFAULT_ACTION = "fix"
+
+#: Overloads overridden per op. The ``out`` overloads are what ``torch.compile``'s
+#: extern kernels and user ``out=`` calls reach.
+OVERLOADS = ("default", "out")
+#: torch device type -> dispatch key name.
+DISPATCH_KEYS = {"cpu": "CPU", "cuda": "CUDA", "mps": "MPS", "xpu": "XPU"}
+
+
+def _kernel(op: str, overload: str, key: str):
+    name = f"aten::{op}" + ("" if overload == "default" else f".{overload}")
+    dk = getattr(torch._C.DispatchKey, key)
+    if not torch._C._dispatch_has_kernel_for_dispatch_key(name, dk):
+        return None
+    return torch._C._dispatch_get_computed_kernel_for_dispatch_key(name, dk)
+
+
+# -- the library overrides -------------------------------------------------------------
+def _make_override(engine: Engine, op: str, overload: str, device_type: str, kernels: dict):
+    """The Python kernel registered for ``aten::op.overload`` on one dispatch key."""
+    kernel = kernels[(op, overload)]
+    floor = engine.floor(op, device_type)
+    cell_of = engine.counters.cell
+    slow = engine.slow
+
+    def runner_for(keyset):
+        def run(o, ov, *args, **kwargs):
+            return kernels[(o, ov)].call_boxed(keyset, *args, **kwargs)
+        return run
+
+    if WITH_BIAS[op]:
+        def override(keyset, bias, a, b, **kwargs):
+            cell_of()[0] += 1
+            if a.numel() < floor and b.numel() < floor and a.shape[-2] * b.shape[-1] * (
+                    a.shape[0] if a.dim() == 3 else 1) < floor:
+                return kernel.call_boxed(keyset, bias, a, b, **kwargs)
+            return slow(op, overload, (bias, a, b), kwargs, runner_for(keyset))
+    else:
+        def override(keyset, a, b, **kwargs):
+            cell_of()[0] += 1
+            # a: [B, M, K] or [M, K]; b: [B, K, N] or [K, N]
+            if a.numel() < floor and b.numel() < floor and a.shape[-2] * b.shape[-1] * (
+                    a.shape[0] if a.dim() == 3 else 1) < floor:
+                return kernel.call_boxed(keyset, a, b, **kwargs)
+            return slow(op, overload, (a, b), kwargs, runner_for(keyset))
+    override.__name__ = f"kernelaudit_guard_{op}_{overload}_{device_type}"
+    return override
+
+
+class _Overrides:
+    """The ``torch.library`` registrations of one engine (removed by :meth:`remove`)."""
+
+    def __init__(self, engine: Engine, device_types: tuple[str, ...] | None = None) -> None:
+        self.lib = torch.library.Library("aten", "IMPL")
+        self.registered: list[tuple[str, str, str]] = []
+        policy = engine.policy
+        for op in sorted(set(policy.ops()) & set(WITH_BIAS)):
+            dts = policy.device_types_for(op)
+            if dts is None:
+                dts = device_types or tuple(DISPATCH_KEYS)
+            for dt in dts:
+                key = DISPATCH_KEYS.get(dt)
+                if key is None:
+                    continue
+                kernels = {(o, ov): _kernel(o, ov, key) for o in WITH_BIAS for ov in OVERLOADS}
+                if any(k is None for k in kernels.values()):
+                    continue  # this build has no kernel for that backend: nothing to guard
+                for ov in OVERLOADS:
+                    fn = _make_override(engine, op, ov, dt, kernels)
+                    name = op if ov == "default" else f"{op}.{ov}"
+                    with warnings.catch_warnings():
+                        # "Overriding a previously registered kernel": that is the point.
+                        warnings.simplefilter("ignore", UserWarning)
+                        self.lib.impl(name, fn, key, with_keyset=True)
+                    self.registered.append((op, ov, dt))
+
+    def remove(self) -> None:
+        self.lib._destroy()
+        self.registered = []
+
+
+# -- the what-if mode ---------------------------------------------------------------------
+class GuardMode(TorchDispatchMode):
+    """The guard as a dispatch mode, for what-if runs under a fault model (enter it
+    inside the fault model). Only the covered ops reach the engine."""
+
+    def __init__(self, engine: Engine) -> None:
+        super().__init__()
+        self.engine = engine
+        ops = set(engine.policy.ops()) & set(WITH_BIAS)
+        self.table = {getattr(getattr(aten, op), ov): (op, ov) for op in ops for ov in OVERLOADS}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        entry = self.table.get(func)
+        if entry is None:
+            return func(*args, **kwargs)
+        return self.engine.intercept(entry[0], entry[1], args, kwargs, _mode_run)
+
+
+def _mode_run(op, overload, *args, **kwargs):
+    # Inside __torch_dispatch__ this mode is off: the call goes on to the modes below
+    # it (the fault model) and then to the kernels.
+    return getattr(getattr(aten, op), overload)(*args, **kwargs)
+
+
+# -- global installation ---------------------------------------------------------------------
+@dataclass
+class _Installed:
+    engine: Engine
+    config: tuple
+    overrides: _Overrides | None = None
+    fault: object = None
+    mode: GuardMode | None = None
+    thread: int = 0
+
+    def remove(self) -> None:
+        if self.overrides is not None:
+            self.overrides.remove()
+        if self.mode is not None:
+            self.mode.__exit__(None, None, None)
+        if self.fault is not None:
+            self.fault.__exit__(None, None, None)
+
+
+_LOCK = threading.RLock()
+_STATE: _Installed | None = None
+#: Counters of the last engine, kept after uninstall so a summary can still be read.
+_LAST: Engine | None = None
+
+
+def _env_action() -> str:
+    a = os.environ.get(ENV_ACTION, "").strip().lower() or DEFAULT_ACTION
+    check_choice(ENV_ACTION, a, ACTIONS)
+    return a
+
+
+def install(action: str | None = None, *, policy: Policy | None = None, rule_actions: dict | None = None,
+            fault_model: str | None = None, scale: int | None = None) -> Engine | None:
+    """Guard every later call the policy covers. Idempotent and thread-safe.
+
+    ``action``: ``fix`` (default), ``raise``, ``verify``, ``warn`` or ``off`` (same as
+    :func:`uninstall`); when omitted, ``$KERNELAUDIT_GUARD`` decides. ``policy``: default
+    the ``mps`` policy for MPS tensors, or, with ``fault_model``, the fault model's own
+    policy at ``scale`` for every device. ``fault_model`` (``mps``, ``wrap32``, ...)
+    starts a what-if run on this thread: the fault model and the guard above it.
+    ``rule_actions``: per-rule actions, e.g. ``{"B": "raise"}``. Returns the engine
+    (``None`` when the action is ``off``; with a fault model, ``off`` runs the fault
+    model alone and only counts the calls the guard would flag).
+    """
+    global _STATE, _LAST
+    action = action or _env_action()
+    check_choice("action", action, ACTIONS)
+    if fault_model is None and scale is not None:
+        raise InvalidArgument(f"Cannot have scale={scale} without a fault model: scale moves a fault model's thresholds")
+    th = Thresholds(scale) if scale is not None else REAL
+    if fault_model is not None and fault_model != "none":
+        policy = policy or policy_for(fault_model, th)
+    policy = policy or mps_policy()
+    config = (action, policy, tuple(sorted((rule_actions or {}).items())), fault_model, th.bits)
+    what_if = fault_model is not None and fault_model != "none"
+    with _LOCK:
+        if action == "off" and not what_if:
+            uninstall()
+            return None
+        if _STATE is not None and _STATE.config == config:
+            return _STATE.engine
+        uninstall()
+        engine = Engine(policy, action, rule_actions)
+        state = _Installed(engine, config, thread=threading.get_ident())
+        try:
+            if what_if:
+                # action "off" here still counts what the guard would flag
+                from ..faults import make_fault_model
+
+                state.fault = make_fault_model(fault_model, th)
+                state.fault.__enter__()
+                state.mode = GuardMode(engine)
+                state.mode.__enter__()
+            else:
+                state.overrides = _Overrides(engine)
+        except Exception:
+            state.remove()
+            raise
+        _STATE = state
+        _LAST = engine
+        return engine
+
+
+def uninstall() -> None:
+    """Remove the guard (a no-op when none is installed)."""
+    global _STATE
+    with _LOCK:
+        if _STATE is not None:
+            state, _STATE = _STATE, None
+            state.remove()
+
+
+def is_installed() -> bool:
+    return _STATE is not None
+
+
+def current() -> Engine | None:
+    """The installed engine, or None."""
+    return _STATE.engine if _STATE is not None else None
+
+
+def stats() -> GuardStats:
+    """Counters of the installed guard (or of the last one, after uninstall)."""
+    e = current() or _LAST
+    return e.stats() if e is not None else GuardStats()
+
+
+def reset_stats() -> None:
+    e = current() or _LAST
+    if e is not None:
+        e.counters.reset()
+
+
+@contextlib.contextmanager
+def guarding(action: str | None = None, **kwargs):
+    """``install(...)`` for the body of a ``with`` block, then restore what was there.
+
+    Yields the engine: ``with guarding("fix") as g: ...; g.stats()``."""
+    with _LOCK:
+        prev = _STATE.config if _STATE is not None else None
+        engine = install(action, **kwargs)
+    try:
+        yield engine
+    finally:
+        with _LOCK:
+            uninstall()
+            if prev is not None:
+                a, policy, ra, fm, bits = prev
+                install(a, policy=policy, rule_actions=dict(ra), fault_model=fm,
+                        scale=bits if fm is not None else None)
+
+
+def install_from_env() -> Engine | None:
+    """Install as ``$KERNELAUDIT_GUARD``, ``$KERNELAUDIT_FAULT_MODEL`` and
+    ``$KERNELAUDIT_SCALE`` say (what ``kernelaudit run`` sets up in the child)."""
+    fm = os.environ.get(ENV_FAULT_MODEL) or None
+    scale = os.environ.get(ENV_SCALE)
+    return install(_env_action(), fault_model=fm if fm != "none" else None,
+                   scale=int(scale) if (scale and fm and fm != "none") else None)

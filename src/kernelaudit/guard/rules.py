@@ -1,0 +1,319 @@
+"""Guard rules and policies: which calls are unsafe on which backend, and why.
+
+A :class:`Rule` is a named predicate over one intercepted call's metadata (shapes,
+strides, storage offset, dtype, device type; never data, never a device sync) with a
+one-line explanation. A :class:`Policy` is an ordered list of rules, the device types
+they apply to and the thresholds they were built at.
+
+Built-in policies:
+
+* ``mps``: rules A, B, C of BACKGROUND section 1 (through the same pure predicates as
+  the ``mps`` fault model, :func:`kernelaudit.faults.rules.mps_matmul_decision`) and
+  the attention-score rule, at the exact thresholds of the study, for MPS tensors;
+* ``wrap32``: a matmul whose operand or output has more than 2^32 elements (the
+  ``wrap32`` fault model's index wrap);
+* ``blanket``: the study's own guard, ">= 2^32 elements anywhere"; kept only to
+  measure how many correct calls it blocks (:mod:`benchmarks.guard_precision`).
+
+:func:`policy_for` gives the policy that matches a fault model at its scale, so a
+what-if run (``--fault-model mps --scale 16``) is guarded by the same rules, scaled.
+
+Adding a rule takes a few lines::
+
+    from kernelaudit.guard import Rule, mps_policy
+
+    def huge_fp16_batch(call):
+        if call.dtype == torch.float16 and call.operands[0].shape[0] > 65535:
+            return f"batch {call.operands[0].shape[0]} > 65535 in fp16"
+
+    policy = mps_policy().with_rules(
+        Rule("fp16-batch", huge_fp16_batch, "CUDA fp16 bmm with batch > 65535 returned zeros",
+             device_types=("cuda",)))
+
+A rule that declares ``min_elements`` (it can only fire when some tensor of the call
+has at least that many elements) keeps the guard's fast path for small calls; one
+that does not is evaluated on every intercepted call of its ops.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Callable, Iterable, Sequence
+
+import torch
+
+from ..errors import InvalidArgument, check_choice
+from ..faults.rules import TensorMeta, attention_scores_decision, mps_matmul_decision
+from ..thresholds import REAL, Thresholds
+
+#: The matmul-family aten ops the guard intercepts (matmul, einsum, linear, eager and
+#: math-path attention, and every backward decompose into these).
+MATMUL_OPS = frozenset({"mm", "bmm", "addmm", "baddbmm"})
+#: MPS's fused attention op (``aten::_scaled_dot_product_attention_math_for_mps``).
+SDPA_MPS = "sdpa_mps"
+#: Every op name a rule may name.
+KNOWN_OPS = MATMUL_OPS | {SDPA_MPS}
+#: Actions, in the order of severity used when several rules with different actions hit.
+ACTIONS = ("fix", "raise", "verify", "warn", "off")
+_SEVERITY = {"off": 0, "warn": 1, "verify": 2, "fix": 3, "raise": 4}
+
+
+class Call:
+    """What a rule may look at for one intercepted call: metadata only.
+
+    ``operands`` are the two matrix operands of a matmul-family op (``mat1``/``mat2``
+    of addmm, ``batch1``/``batch2`` of baddbmm) or ``(q, k, v)`` of attention;
+    ``out_shape`` is the result's shape; ``scores_numel`` the attention score count.
+    """
+
+    __slots__ = ("op", "operands", "out_shape", "dtype", "device_type", "scores_numel", "_memo")
+
+    def __init__(self, op: str, operands: Sequence[TensorMeta], out_shape: Sequence[int],
+                 dtype: torch.dtype, device_type: str, scores_numel: int | None = None) -> None:
+        self.op = op
+        self.operands = tuple(operands)
+        self.out_shape = tuple(out_shape)
+        self.dtype = dtype
+        self.device_type = device_type
+        self.scores_numel = scores_numel
+        self._memo: dict = {}
+
+    @classmethod
+    def of(cls, op: str, tensors: Sequence[torch.Tensor]) -> "Call":
+        """The call of ``op`` on real (or meta) tensors."""
+        metas = [TensorMeta.of(t) for t in tensors]
+        t0 = tensors[0]
+        if op == SDPA_MPS:
+            q, k, v = tensors
+            return cls(op, metas, (*q.shape[:-1], v.shape[-1]), t0.dtype, t0.device.type,
+                       math.prod(q.shape[:-1]) * k.shape[-2])
+        a, b = tensors
+        return cls(op, metas, (*a.shape[:-1], b.shape[-1]), t0.dtype, t0.device.type)
+
+    @property
+    def out_numel(self) -> int:
+        return math.prod(self.out_shape)
+
+    def memo(self, key, compute: Callable[[], object]):
+        """Cache a value several rules share (e.g. the A/B/C decision)."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
+    def describe(self) -> str:
+        """``bmm float32 [(B,M,K) strides (..) offset 0, ...] -> (B,M,N)``."""
+        ops = ", ".join(f"{m.shape} strides {m.strides} offset {m.offset}" for m in self.operands)
+        return f"{self.op} {str(self.dtype).replace('torch.', '')} on {self.device_type}: [{ops}] -> {self.out_shape}"
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One rule flagging one call, with the reason in a sentence."""
+
+    rule: "Rule"
+    reason: str
+
+    def explain(self) -> str:
+        return f"rule {self.rule.name} ({self.rule.explain}): {self.reason}"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A named predicate over a :class:`Call`: ``check(call)`` returns a reason when the
+    call is unsafe, ``None`` otherwise. ``explain`` is the one-line why.
+
+    ``ops``: the op names it looks at (see :data:`KNOWN_OPS`); ``device_types``: ``None``
+    for the policy's; ``min_elements``: the rule can only fire when an operand, the
+    output (or the attention scores) has at least this many elements (0: unknown, which
+    disables the fast path for these ops); ``action``: overrides the global action.
+    """
+
+    name: str
+    check: Callable[[Call], str | None]
+    explain: str
+    ops: frozenset = MATMUL_OPS
+    device_types: tuple[str, ...] | None = None
+    min_elements: int = 0
+    action: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ops", frozenset(self.ops))
+        unknown = sorted(set(self.ops) - KNOWN_OPS)
+        if unknown:
+            raise InvalidArgument(f"Cannot have rule ops={unknown}: allowed values are {', '.join(sorted(KNOWN_OPS))}")
+        if self.action is not None:
+            check_choice("action", self.action, ACTIONS)
+        if self.min_elements < 0:
+            raise InvalidArgument(f"Cannot have min_elements={self.min_elements} < 0")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """An ordered list of rules for some device types (``None``: every device type,
+    as in a what-if run under a fault model), built at ``thresholds``."""
+
+    name: str
+    rules: tuple[Rule, ...]
+    device_types: tuple[str, ...] | None = ("mps",)
+    thresholds: Thresholds | None = None
+
+    def with_rules(self, *rules: Rule) -> "Policy":
+        """This policy plus ``rules`` (checked after the existing ones)."""
+        return replace(self, rules=(*self.rules, *rules))
+
+    def on(self, *device_types: str) -> "Policy":
+        """The same rules for other device types (``on()`` with no argument: every device)."""
+        return replace(self, device_types=tuple(device_types) or None)
+
+    def rule_device_types(self, rule: Rule) -> tuple[str, ...] | None:
+        return rule.device_types if rule.device_types is not None else self.device_types
+
+    def ops(self) -> frozenset:
+        return frozenset().union(*(r.ops for r in self.rules)) if self.rules else frozenset()
+
+    def device_types_for(self, op: str) -> tuple[str, ...] | None:
+        """Device types where ``op`` needs intercepting (``None``: all)."""
+        out: set[str] = set()
+        for r in self.rules:
+            if op in r.ops:
+                dts = self.rule_device_types(r)
+                if dts is None:
+                    return None
+                out.update(dts)
+        return tuple(sorted(out))
+
+    def floor(self, op: str, device_type: str | None = None) -> int:
+        """Below this many elements in every tensor of the call, no rule on ``op`` can fire."""
+        mins = [r.min_elements for r in self._rules_for(op, device_type)]
+        return min(mins) if mins else 2**62
+
+    def _rules_for(self, op: str, device_type: str | None) -> list[Rule]:
+        out = []
+        for r in self.rules:
+            if op not in r.ops:
+                continue
+            dts = self.rule_device_types(r)
+            if device_type is not None and dts is not None and device_type not in dts:
+                continue
+            out.append(r)
+        return out
+
+    def check(self, call: Call) -> list[Hit]:
+        """Every rule that flags ``call``, in policy order."""
+        hits = []
+        for r in self._rules_for(call.op, call.device_type):
+            reason = r.check(call)
+            if reason:
+                hits.append(Hit(r, reason))
+        return hits
+
+    def describe(self) -> str:
+        where = ", ".join(self.device_types) if self.device_types else "every device"
+        scale = f" at 2^32 = 2^{self.thresholds.bits}" if self.thresholds else ""
+        return f"policy {self.name} ({len(self.rules)} rules, {where}{scale})"
+
+
+# -- the mps policy -----------------------------------------------------------------
+def _mps_rule(letter: str, th: Thresholds) -> Callable[[Call], str | None]:
+    def check(call: Call) -> str | None:
+        d = call.memo(("mps", th.bits), lambda: mps_matmul_decision(call.out_shape, call.operands, th))
+        return d.reason if d.rule == letter else None
+    check.__name__ = f"mps_rule_{letter}"
+    return check
+
+
+def _attention_rule(th: Thresholds) -> Callable[[Call], str | None]:
+    def check(call: Call) -> str | None:
+        q, k = call.operands[0], call.operands[1]
+        d = attention_scores_decision(q.shape, k.shape, th)
+        return d.reason or None
+    return check
+
+
+def mps_rules(th: Thresholds = REAL) -> tuple[Rule, ...]:
+    """Rules A, B, C and the attention-score rule at thresholds ``th``."""
+    return (
+        Rule("A", _mps_rule("A", th),
+             "an output over 2^32 elements takes MPS's tiled path, which reads transposed views as packed",
+             min_elements=th.t32 + 1),
+        Rule("B", _mps_rule("B", th),
+             "a view operand with >= 2^31 elements raises 'MPSGraph does not support tensor dims larger "
+             "than INT_MAX'", min_elements=th.t31),
+        Rule("C", _mps_rule("C", th),
+             "a contiguous operand over 2^32 elements has its flat index wrap modulo 2^32",
+             min_elements=th.t32 + 1),
+        Rule("attention-scores", _attention_rule(th),
+             "attention whose score tensor has over 2^32 elements goes through the faulty tiled bmm",
+             ops=frozenset({SDPA_MPS}), min_elements=th.t32 + 1),
+    )
+
+
+def mps_policy(th: Thresholds = REAL, device_types: Iterable[str] | None = ("mps",)) -> Policy:
+    """Rules A, B, C and the attention-score rule, for ``device_types`` (default MPS)."""
+    return Policy("mps", mps_rules(th), tuple(device_types) if device_types is not None else None, th)
+
+
+# -- other policies ---------------------------------------------------------------------
+def _wrap32_check(th: Thresholds) -> Callable[[Call], str | None]:
+    def check(call: Call) -> str | None:
+        sizes = [m.numel for m in call.operands] + [call.out_numel]
+        big = max(sizes)
+        return f"a tensor of the call has {big} > {th.t32} elements: its flat index wraps" if big > th.t32 else None
+    return check
+
+
+def wrap32_policy(th: Thresholds = REAL, device_types: Iterable[str] | None = None) -> Policy:
+    """A matmul whose operand or output has more than 2^32 elements (index wraps)."""
+    rule = Rule("wrap32", _wrap32_check(th), "flat indexes past 2^32 wrap modulo 2^32", min_elements=th.t32 + 1)
+    return Policy("wrap32", (rule,), tuple(device_types) if device_types is not None else None, th)
+
+
+def _blanket_check(th: Thresholds) -> Callable[[Call], str | None]:
+    def check(call: Call) -> str | None:
+        sizes = [m.numel for m in call.operands] + [call.out_numel]
+        if call.scores_numel is not None:
+            sizes.append(call.scores_numel)
+        return f"a tensor has {max(sizes)} >= {th.t32} elements" if max(sizes) >= th.t32 else None
+    return check
+
+
+def blanket_policy(th: Thresholds = REAL, device_types: Iterable[str] | None = ("mps",)) -> Policy:
+    """The study's guard: refuse anything with >= 2^32 elements (for comparison only)."""
+    rule = Rule("blanket", _blanket_check(th), "any tensor with >= 2^32 elements", ops=KNOWN_OPS,
+                min_elements=th.t32)
+    return Policy("blanket", (rule,), tuple(device_types) if device_types is not None else None, th)
+
+
+def empty_policy() -> Policy:
+    return Policy("none", (), None, None)
+
+
+#: Fault model name -> policy factory (thresholds, device types).
+_FAULT_POLICIES = {"mps": mps_policy, "mps-abort": mps_policy, "wrap32": wrap32_policy}
+
+
+def policy_for(fault_model: str | object, th: Thresholds | None = None) -> Policy:
+    """The policy matching a fault model (a name, or a fault-model object with ``name``
+    and ``th``), at its thresholds, for every device type (the fault model runs on any)."""
+    name = fault_model if isinstance(fault_model, str) else getattr(fault_model, "name", None)
+    if th is None:
+        th = getattr(fault_model, "th", None) or REAL
+    if name == "none":
+        return empty_policy()
+    check_choice("fault_model", name, ["none", *_FAULT_POLICIES])
+    return _FAULT_POLICIES[name](th, device_types=None)
+
+
+POLICIES = {"mps": mps_policy, "wrap32": wrap32_policy, "blanket": blanket_policy}
+
+
+def make_policy(name: str, th: Thresholds = REAL, device_types: Iterable[str] | None = ("mps",)) -> Policy:
+    """A built-in policy by name."""
+    check_choice("policy", name, POLICIES)
+    return POLICIES[name](th, device_types=device_types)
+
+
+def strongest(actions: Iterable[str]) -> str:
+    """The most severe of several actions (raise > fix > verify > warn > off)."""
+    return max(actions, key=_SEVERITY.__getitem__)
