@@ -345,7 +345,7 @@ class DetectionTable:
 
     def faults_markdown(self) -> str:
         """One line per candidate: what its fault (or variation) is."""
-        return "\n".join(f"- `{r.candidate}` ({r.problem}): {r.fault}" for r in self.rows)
+        return "\n".join(f"- `{r.candidate}` ({r.problem}, {r.expect}): {r.fault}" for r in self.rows)
 
     def to_json(self) -> dict[str, Any]:
         return {"device": self.device, "small": self.small, "columns": list(self.columns),
@@ -383,7 +383,7 @@ def detection_table(
         if pname not in problems:
             problems[pname] = load_problem(CORPUS_DIR / f"{pname}.py")
         problem = problems[pname]
-        row = TableRow(cand.name, pname, cand.expect or "correct", cand.fault or cand.module.__doc__.strip().splitlines()[0],
+        row = TableRow(cand.name, pname, cand.expect or "correct", cand.fault or (cand.module.__doc__ or "").strip(),
                        bool(getattr(cand.module, "CUDA_ONLY", False)))
         verdicts: dict[str, Verdict] = {}
         subject = Subject(cand)
@@ -410,8 +410,13 @@ def replace_table(text: str, table: DetectionTable) -> str:
         raise InvalidArgument(f"Cannot write the table: the file has no markers {TABLE_START!r} ... {TABLE_END!r}")
     head, rest = text.split(TABLE_START, 1)
     _, tail = rest.split(TABLE_END, 1)
-    block = f"{TABLE_START}\n{table.to_markdown()}\n{TABLE_END}"
+    block = f"{TABLE_START}\n{table_block(table)}\n{TABLE_END}"
     return head + block + tail
+
+
+def table_block(table: DetectionTable) -> str:
+    """What goes between the markers: the table, then what each candidate is."""
+    return f"{table.to_markdown()}\n\n{table.faults_markdown()}"
 
 
 def committed_table(text: str) -> str:
@@ -437,10 +442,8 @@ def table_command(device, full_shapes, write_path, check_path, json_path) -> Non
         table = detection_table(device=device, small=not full_shapes)
     except InvalidArgument as exc:
         raise click.UsageError(str(exc)) from exc
-    md = table.to_markdown()
+    md = table_block(table)
     click.echo(md)
-    click.echo()
-    click.echo(table.faults_markdown())
     if json_path:
         Path(json_path).write_text(json.dumps(table.to_json(), indent=2))
     if write_path:

@@ -84,7 +84,7 @@ def run_subject(subject: Subject, case: ProblemCase, inputs: Sequence[Any] | Non
     """Run the subject; an exception becomes :class:`CandidateFailed` with an error verdict."""
     try:
         return subject(case, inputs)
-    except Exception as exc:  # noqa: BLE001 - any candidate failure is an error verdict
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - any candidate failure, even sys.exit(), is an error verdict
         raise CandidateFailed(candidate_error(case, exc)) from exc
 
 

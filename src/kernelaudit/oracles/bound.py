@@ -11,7 +11,9 @@ reference and ``tiny`` the smallest normal number (room for underflow). The prob
 declares how ``n`` and ``S`` arise in ``ERROR_MODEL``:
 
 ``{"kind": "elementwise"}``
-    one evaluation of a function per element: ``n = 1``, ``S = max(|ref|, 1)``.
+    one evaluation of a function per element: ``n = 1``, ``S = max(|ref|, rms(ref))``
+    (relative error, with an absolute floor at the output's typical magnitude, where
+    functions such as ``exp(x) - 1`` lose relative accuracy near zero).
 ``{"kind": "exact"}``
     max, min, argmax, max-pooling, copies: no rounding at all, bound 0.
 ``{"kind": "multilinear", "length": "K"}``
@@ -96,13 +98,20 @@ def _model64(case: ProblemCase, *, absolute: bool) -> torch.nn.Module:
     return case._cache[key]
 
 
+def _elementwise_scale(ref: torch.Tensor) -> torch.Tensor:
+    """max(|ref|, rms(ref)): relative error, with an absolute floor at the output's typical size."""
+    finite = ref[torch.isfinite(ref)]
+    rms = float(finite.pow(2).mean().sqrt()) if finite.numel() else 0.0
+    return torch.nan_to_num(ref.abs(), posinf=0.0).clamp_min(rms)
+
+
 def magnitude(case: ProblemCase) -> list[torch.Tensor] | None:
     """The ``S`` of the module docs for every output (``None`` for exact ops)."""
     model = case.problem.error_model or {}
     kind = model.get("kind")
     refs = case.reference()
     if kind == "elementwise":
-        return [r.abs().clamp_min(1.0) if r.is_floating_point() else None for r in refs]
+        return [_elementwise_scale(r) if r.is_floating_point() else None for r in refs]
     if kind == "exact":
         return None
     inputs64 = cast_floating(case.inputs, torch.float64)

@@ -61,7 +61,7 @@ class KernelBenchOracle(Driver):
         model = case.model()
         try:
             model_new = subject.model(case)
-        except Exception as exc:  # noqa: BLE001
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - sys.exit() in a kernel is an error too
             return candidate_error(case, exc)
         diffs = []
         for trial, seed in enumerate(trial_seeds(self.trials)):
@@ -74,7 +74,7 @@ class KernelBenchOracle(Driver):
                 try:
                     out_new = as_tensors(model_new(*inputs))
                     synchronize(case.device)
-                except Exception as exc:  # noqa: BLE001
+                except (Exception, SystemExit) as exc:  # noqa: BLE001 - sys.exit() in a kernel is an error too
                     return candidate_error(tcase, exc)
             for i, (ref, got) in enumerate(zip(out, out_new)):
                 if got.shape != ref.shape:

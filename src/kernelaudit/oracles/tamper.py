@@ -145,7 +145,7 @@ class TamperOracle(Driver):
     def drive(self, case: ProblemCase, subject: Subject) -> Verdict:
         try:
             model = subject.model(case)
-        except Exception as exc:  # noqa: BLE001
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - sys.exit() in a kernel is an error too
             return candidate_error(case, exc)
         snapshot = [x.clone() if isinstance(x, torch.Tensor) else None for x in case.inputs]
         findings: list[Verdict] = []
@@ -156,7 +156,7 @@ class TamperOracle(Driver):
                 if run == "A":
                     findings += self._check_inputs(case, snapshot)
                     findings += self._check_alias(case, runs["A"][0])
-        except Exception as exc:  # noqa: BLE001
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - sys.exit() in a kernel is an error too
             return candidate_error(case, exc)
         finally:
             for x, s in zip(case.inputs, snapshot):

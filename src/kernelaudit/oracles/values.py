@@ -17,7 +17,8 @@ plus the adversarial kinds the problem lists in ``ADVERSARIAL``:
 ``ties``          normal rounded to multiples of 0.5, so that maxima repeat.
 
 An input declared ``positive`` takes the absolute value, ``probability`` /
-``log_probability`` a (log-)softmax over the last dim, ``fixed`` (class indexes, masks,
+``log_probability`` a (log-)softmax over the last dim of the values divided by their
+rms and clamped to [-40, 40] (no probability underflows to an exact 0), ``fixed`` (class indexes, masks,
 signs) is never changed. Each kind is judged by the comparator(s) of the sequence
 (``bound`` by default).
 """
@@ -36,6 +37,8 @@ VALUE_KINDS = ("normal", "negative", "large", "small", "mixed")
 ADVERSARIAL_KINDS = ("neg_inf_rows", "ties")
 #: Scale exponents of the ``large`` and ``small`` kinds, and the range of ``mixed``.
 LARGE_EXP, SMALL_EXP, MIXED_EXP = 12, -40, 16
+#: Logits of probability inputs stay in [-40, 40]: exp(-80) is still a normal float32.
+PROB_LOGIT_CLAMP = 40.0
 #: Fraction of each row set to -inf by ``neg_inf_rows``.
 NEG_INF_FRACTION = 0.25
 
@@ -77,10 +80,16 @@ def shape_for_kind(v: torch.Tensor, input_kind: str) -> torch.Tensor:
     """Apply an input's declared domain (``positive``, ``probability``, ...) to drawn values."""
     if input_kind == "positive":
         return v.abs()
-    if input_kind == "probability":
-        return torch.softmax(v.to(torch.float64).nan_to_num(neginf=-1e300), dim=-1).to(v.dtype)
-    if input_kind == "log_probability":
-        return torch.log_softmax(v.to(torch.float64).nan_to_num(neginf=-1e300), dim=-1).to(v.dtype)
+    if input_kind in ("probability", "log_probability"):
+        # Probabilities have no scale of their own: normalise the drawn values and clamp
+        # the logits so that every probability stays a normal number (no exact zeros,
+        # where log() would turn a well-posed problem into inf - inf).
+        z = v.to(torch.float64).nan_to_num(neginf=-PROB_LOGIT_CLAMP)
+        finite = z[torch.isfinite(z)]
+        rms = float(finite.pow(2).mean().sqrt()) if finite.numel() else 1.0
+        z = (z / (rms or 1.0)).clamp(-PROB_LOGIT_CLAMP, PROB_LOGIT_CLAMP)
+        f = torch.softmax if input_kind == "probability" else torch.log_softmax
+        return f(z, dim=-1).to(v.dtype)
     return v
 
 

@@ -250,7 +250,8 @@ class Candidate:
 
     @property
     def fault(self) -> str:
-        return str(getattr(self.module, "FAULT", ""))
+        """What is wrong (``FAULT``, known-wrong) or what differs (``VARIANT``, known-correct)."""
+        return str(getattr(self.module, "FAULT", "") or getattr(self.module, "VARIANT", ""))
 
 
 def _infer_shape_params(module: ModuleType) -> tuple[str, ...]:

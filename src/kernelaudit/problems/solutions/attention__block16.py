@@ -7,6 +7,7 @@ from kernelaudit.problems.kernels import attention
 
 PROBLEM = "attention"
 EXPECT = "correct"
+VARIANT = "16x16 query/key tiles (more online-softmax steps)"
 
 
 class ModelNew(nn.Module):

@@ -7,6 +7,7 @@ from kernelaudit.problems.kernels import scan
 
 PROBLEM = "cumsum"
 EXPECT = "correct"
+VARIANT = "8-wide scan blocks (more carries)"
 
 
 class ModelNew(nn.Module):

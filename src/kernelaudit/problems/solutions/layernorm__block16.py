@@ -7,6 +7,7 @@ from kernelaudit.problems.kernels import row_norm
 
 PROBLEM = "layernorm"
 EXPECT = "correct"
+VARIANT = "16-wide column blocks (another summation order)"
 
 
 class ModelNew(nn.Module):

@@ -7,6 +7,7 @@ from kernelaudit.problems.kernels import matmul
 
 PROBLEM = "matmul_rect"
 EXPECT = "correct"
+VARIANT = "64x32x16 tiles"
 
 
 class ModelNew(nn.Module):

@@ -7,6 +7,7 @@ from kernelaudit.problems.kernels import matmul
 
 PROBLEM = "matmul_square"
 EXPECT = "correct"
+VARIANT = "16x16x16 tiles (another accumulation order)"
 
 
 class ModelNew(nn.Module):

@@ -7,6 +7,7 @@ from kernelaudit.problems.kernels import matmul
 
 PROBLEM = "matmul_square"
 EXPECT = "correct"
+VARIANT = "64x64x64 tiles (another accumulation order)"
 
 
 class ModelNew(nn.Module):

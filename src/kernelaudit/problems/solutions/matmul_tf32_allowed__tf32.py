@@ -7,6 +7,7 @@ from kernelaudit.problems.kernels import matmul
 
 PROBLEM = "matmul_tf32_allowed"
 EXPECT = "correct"
+VARIANT = "TF32 operands, which this problem allows"
 
 
 class ModelNew(nn.Module):

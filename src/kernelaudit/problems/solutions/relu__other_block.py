@@ -7,6 +7,7 @@ from kernelaudit.problems.kernels import unary
 
 PROBLEM = "relu"
 EXPECT = "correct"
+VARIANT = "128-element blocks"
 
 
 class ModelNew(nn.Module):

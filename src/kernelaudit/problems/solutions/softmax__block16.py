@@ -7,6 +7,7 @@ from kernelaudit.problems.kernels import softmax
 
 PROBLEM = "softmax"
 EXPECT = "correct"
+VARIANT = "16-wide column blocks (more online rescaling steps)"
 
 
 class ModelNew(nn.Module):

@@ -7,6 +7,7 @@ from kernelaudit.problems.kernels import reduce
 
 PROBLEM = "sum_dim"
 EXPECT = "correct"
+VARIANT = "4-row reduction tiles (another summation order)"
 
 
 class ModelNew(nn.Module):

@@ -1,0 +1,168 @@
+"""Oracle building blocks: parsing --oracle, ULP arithmetic, the error bound, KernelBench's seeds."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from kernelaudit.errors import InvalidArgument
+from kernelaudit.oracles import ORACLE_NAMES, Subject, make_oracle, parse_oracle_names
+from kernelaudit.oracles.bound import BoundOracle, error_bounds
+from kernelaudit.oracles.kernelbench import KernelBenchOracle, trial_seeds
+from kernelaudit.oracles.shapes import prime_below, shape_variants
+from kernelaudit.oracles.ulp import UlpOracle, spacing, ulp_distance
+from kernelaudit.problems import CORPUS_DIR, ProblemCase, load_problem
+from kernelaudit.verdict import Status
+
+# -- parsing ---------------------------------------------------------------------------
+
+
+def test_oracle_sequence_parses_in_order_expands_strongest_and_deduplicates():
+    assert parse_oracle_names("tamper, bound,tamper") == ["tamper", "bound"]
+    assert parse_oracle_names("strongest") == ["bound", "shapes", "values", "tamper"]
+    assert make_oracle("bound").name == "bound"
+    assert make_oracle("bound,tamper").name == "bound,tamper"
+
+
+@pytest.mark.parametrize(
+    "call, kwargs, message",
+    [
+        (parse_oracle_names, {"spec": "bogus"}, "Cannot have --oracle='bogus': allowed values are kernelbench, assert-close"),
+        (parse_oracle_names, {"spec": ""}, "Cannot have an empty --oracle"),
+        (parse_oracle_names, {"spec": "bound,Bound"}, "Cannot have --oracle='Bound'"),
+        (make_oracle, {"spec": "kernelbench", "tol": -1.0}, "Cannot have --tol=-1.0"),
+    ],
+)
+def test_bad_oracle_arguments_raise_invalid_argument_naming_the_argument(call, kwargs, message):
+    with pytest.raises(InvalidArgument) as err:
+        call(**kwargs)
+    assert message in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["kernelbench", "shapes", "values", "tamper"])
+def test_driver_given_a_bare_output_asks_for_a_subject(name):
+    case = ProblemCase.make(load_problem(CORPUS_DIR / "relu.py"), small=True)
+    with pytest.raises(InvalidArgument, match="pass got=Subject"):
+        make_oracle(name).judge(case, torch.zeros(4, 200))
+
+
+def test_comparators_accept_a_bare_output():
+    case = ProblemCase.make(load_problem(CORPUS_DIR / "relu.py"), small=True)
+    good = torch.relu(case.inputs[0])
+    for name in ("assert-close", "ulp", "bound"):
+        assert make_oracle(name).judge(case, good).ok
+    bad = make_oracle("bound").judge(case, good * 1.01)
+    assert bad.status is Status.WRONG and bad.first_bad_index is not None
+    assert "relu [BATCH=4, DIM=200] float32 on cpu (fixed)" in bad.message
+    assert "Mismatched elements" in bad.message and "first bad flat index" in bad.message
+
+
+# -- ULP -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype, mantissa", [(torch.float32, 23), (torch.float16, 10), (torch.bfloat16, 7)])
+def test_adjacent_floats_are_one_ulp_apart_in_their_own_dtype(dtype, mantissa):
+    one = torch.tensor([1.0], dtype=dtype)
+    nxt = torch.nextafter(one, torch.tensor([2.0], dtype=dtype)) if dtype != torch.bfloat16 else torch.tensor([1.0 + 2.0**-7], dtype=dtype)
+    assert float(nxt - one) == 2.0**-mantissa
+    assert ulp_distance(nxt, one).item() == 1
+    assert spacing(torch.tensor([1.0]), dtype).item() == 2.0**-mantissa
+
+
+def test_bfloat16_ulps_count_bfloat16_spacing_not_float16_or_float32():
+    a = torch.tensor([1.0], dtype=torch.bfloat16)
+    b = torch.tensor([1.0 + 4 * 2.0**-7], dtype=torch.bfloat16)
+    assert ulp_distance(b, a).item() == 4  # four bf16 steps
+    assert ulp_distance(b.float(), a.float()).item() == 4 * 2**16  # the same gap in float32 ULPs
+    assert ulp_distance(b.half(), a.half()).item() == 4 * 2**3
+
+
+def test_ulp_distance_crosses_zero_and_treats_nan_and_signed_zero():
+    tiny = torch.tensor([torch.finfo(torch.float32).tiny * 2.0**-23])  # smallest subnormal
+    assert ulp_distance(tiny, -tiny).item() == 2
+    assert ulp_distance(torch.tensor([0.0]), torch.tensor([-0.0])).item() == 0
+    nan = torch.tensor([float("nan")])
+    assert ulp_distance(nan, nan).item() == 0
+    assert math.isinf(ulp_distance(nan, torch.tensor([1.0])).item())
+
+
+def test_ulp_oracle_reports_the_distribution_and_rejects_a_bf16_rounded_fp32_output():
+    case = ProblemCase.make(load_problem(CORPUS_DIR / "sigmoid.py"), small=True)
+    ref = case.reference()[0]
+    ok = UlpOracle().judge(case, ref.float())
+    assert ok.ok and ok.value <= 1
+    bad = UlpOracle().judge(case, ref.to(torch.bfloat16).float())
+    assert bad.status is Status.WRONG and "ULP distribution p50=" in bad.message
+
+
+# -- bound -----------------------------------------------------------------------------
+
+
+def _matmul_case(n: int = 64) -> ProblemCase:
+    return ProblemCase.make(load_problem(CORPUS_DIR / "matmul_square.py"), shapes={"N": n})
+
+
+def test_bound_accepts_fp32_accumulation_and_rejects_bf16_operands():
+    case = _matmul_case(256)
+    a, b = case.inputs
+    assert BoundOracle().judge(case, a @ b).ok
+    assert BoundOracle().judge(case, (a.double() @ b.double()).float()).ok
+    down = BoundOracle().judge(case, a.bfloat16().float() @ b.bfloat16().float())
+    assert down.status is Status.WRONG and "u=2^-24" in down.message
+
+
+def test_bound_is_the_probabilistic_sqrt_k_bound_not_the_worst_case():
+    case = _matmul_case(512)
+    a, b = case.inputs
+    (bnd,) = error_bounds(case)
+    worst_case = 512 * 2.0**-24 * (a.abs().double() @ b.abs().double())
+    assert bool((bnd < worst_case / 2).all())  # u * (8 * sqrt(512) + 8) |a|.|b| < 512 u |a|.|b| / 2
+
+
+def test_bound_widens_to_tf32_when_the_problem_allows_it():
+    strict = _matmul_case(64)
+    loose = ProblemCase.make(load_problem(CORPUS_DIR / "matmul_tf32_allowed.py"), shapes={"N": 64})
+    assert float(error_bounds(loose)[0].max()) > 1000 * float(error_bounds(strict)[0].max()) / 8
+
+
+def test_bound_without_an_error_model_is_skipped_and_says_why(tmp_path):
+    p = tmp_path / "prob.py"
+    p.write_text("import torch\nimport torch.nn as nn\nN = 8\nclass Model(nn.Module):\n    def forward(self, x):\n"
+                 "        return x * 2\ndef get_inputs():\n    return [torch.rand(N)]\ndef get_init_inputs():\n    return []\n")
+    case = ProblemCase.make(load_problem(p))
+    v = BoundOracle().judge(case, case.inputs[0] * 2)
+    assert v.status is Status.SKIPPED and "ERROR_MODEL" in v.message
+
+
+def test_exact_ops_must_match_bit_for_bit():
+    case = ProblemCase.make(load_problem(CORPUS_DIR / "argmax_dim.py"), small=True)
+    ref = case.reference()[0]
+    assert BoundOracle().judge(case, ref.clone()).ok
+    off = ref.clone()
+    off.view(-1)[5] += 1
+    v = BoundOracle().judge(case, off)
+    assert v.status is Status.WRONG and v.first_bad_index == 5
+
+
+# -- shapes and KernelBench ------------------------------------------------------------
+
+
+def test_shape_variants_cover_one_a_prime_below_and_one_past_each_size():
+    labels = [label for label, _ in shape_variants({"M": 32, "N": 8})]
+    assert labels == ["M=1", "M=31", "M=33", "N=1", "N=7", "N=9", "all prime"]
+    assert prime_below(2048) == 2039 and prime_below(2) is None
+
+
+def test_kernelbench_trial_seeds_are_drawn_like_the_official_script():
+    torch.manual_seed(42)
+    expected = [torch.randint(0, 2**32 - 1, (1,)).item() for _ in range(5)]
+    assert trial_seeds(5) == expected
+
+
+def test_kernelbench_tolerance_names_the_column():
+    assert KernelBenchOracle().name == "kernelbench"
+    assert KernelBenchOracle(tol=1e-4).name == "kernelbench@0.0001"
+    assert set(ORACLE_NAMES) == {"kernelbench", "assert-close", "ulp", "bound", "shapes", "values", "tamper"}
+    assert isinstance(Subject, type)
