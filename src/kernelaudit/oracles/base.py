@@ -106,16 +106,23 @@ class Comparator(Oracle):
 
     def judge(self, case: ProblemCase, got: Any) -> Verdict:
         if isinstance(got, Subject):
-            self.prepare(case)  # the reference first
-            # Copies, so that a candidate that clobbers its inputs spoils neither this
-            # comparison nor the next oracle's: catching that is tamper's job.
-            inputs = [x.clone() if isinstance(x, torch.Tensor) else x for x in case.inputs]
-            try:
-                outputs = run_subject(got, case, inputs)
-            except CandidateFailed as failed:
-                return failed.verdict
-        else:
-            outputs = as_tensors(got)
+            # A sequence may judge one case with one comparator twice (``bound`` and
+            # ``shapes`` both look at the fixed shape): the candidate runs once.
+            key = ("verdict", type(self).__name__, self.name, id(got))
+            if key not in case._cache:
+                case._cache[key] = (got, self._judge_subject(case, got))  # got kept alive: its id stays unique
+            return case._cache[key][1]
+        return self.compare(case, as_tensors(got))
+
+    def _judge_subject(self, case: ProblemCase, got: "Subject") -> Verdict:
+        self.prepare(case)  # the reference first
+        # Copies, so that a candidate that clobbers its inputs spoils neither this
+        # comparison nor the next oracle's: catching that is tamper's job.
+        inputs = [x.clone() if isinstance(x, torch.Tensor) else x for x in case.inputs]
+        try:
+            outputs = run_subject(got, case, inputs)
+        except CandidateFailed as failed:
+            return failed.verdict
         return self.compare(case, outputs)
 
     def prepare(self, case: ProblemCase) -> None:
