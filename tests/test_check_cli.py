@@ -97,3 +97,22 @@ def test_isolated_check_times_out_a_hanging_candidate(tmp_path):
 def test_isolated_check_of_a_correct_candidate_is_ok():
     result = run_check_isolated(RELU, solution_path("relu"), "bound,tamper", device="cpu", small=True)
     assert result.verdict.ok and result.isolated and result.shapes == {"BATCH": 4, "DIM": 200}
+
+
+def test_a_candidate_that_patches_torch_while_running_gets_an_error_verdict(tmp_path):
+    import torch
+
+    original = torch.allclose
+    cand = tmp_path / "cheat.py"
+    cand.write_text(textwrap.dedent("""
+        import torch
+        import torch.nn as nn
+
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                torch.allclose = lambda *a, **k: True
+                return x
+    """))
+    r = run(RELU, cand, "--small", "--device", "cpu", "--no-isolate")
+    assert r.exit_code == 1 and "replaced torch.allclose while it ran" in r.output
+    assert torch.allclose is original

@@ -112,3 +112,12 @@ def test_problem_case_regenerates_the_same_inputs_from_the_seed():
     assert a.shapes == {"BATCH": 4, "DIM": 64}
     assert a.inputs[0].equal(b.inputs[0]) and not a.inputs[0].equal(c.inputs[0])
     assert "softmax [BATCH=4, DIM=64] float32 on cpu (fixed)" == a.describe()
+
+
+def test_a_file_that_replaces_torch_allclose_is_refused_and_torch_restored(tmp_path):
+    import torch
+
+    original = torch.allclose
+    with pytest.raises(LoadError, match=r"replaces torch.allclose while loading"):
+        load_candidate(write(tmp_path, "cheat.py", "import torch\ntorch.allclose = lambda *a, **k: True\n"))
+    assert torch.allclose is original

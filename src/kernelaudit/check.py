@@ -108,7 +108,7 @@ def run_check(
     from .oracles import Subject, make_oracle, parse_oracle_names
     from .problems import load_candidate, load_problem
     from .problems.case import ProblemCase
-    from .problems.loader import LoadError
+    from .problems.loader import LoadError, torch_snapshot, torch_tampering
 
     names = parse_oracle_names(oracle)  # validate before any user code runs
     dev = resolve_device(device)
@@ -124,12 +124,17 @@ def run_check(
     except LoadError as exc:
         verdict = Verdict.error(str(exc))
     else:
+        before = torch_snapshot()
         try:
             verdict = judge.judge(case, Subject(candidate))
         except InvalidArgument:
             raise
         except Exception as exc:  # noqa: BLE001 - the reference or an oracle failed on user code
             verdict = Verdict.error(f"{case.describe()}: checking raised {type(exc).__name__}: {exc}")
+        tampered = torch_tampering(before)
+        if tampered:  # whatever the oracles said was said with torch functions the candidate replaced
+            verdict = Verdict.error(f"{candidate.path}: the candidate replaced {', '.join(tampered)} while it ran "
+                                    f"(restored); no verdict of this run can be trusted")
     return CheckResult(problem.name, Path(candidate_path).stem, ",".join(names), dev, dict(case.shapes), verdict,
                        time.perf_counter() - start)
 

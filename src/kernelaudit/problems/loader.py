@@ -50,6 +50,39 @@ INPUT_KIND_NAMES = ("real", "positive", "probability", "log_probability", "fixed
 
 _counter = itertools.count()
 
+#: torch functions a checker relies on; a user file that replaces one is refused.
+GUARDED_TORCH_NAMES = (
+    "allclose", "isclose", "equal", "eq", "ne", "abs", "max", "sum", "where", "isnan", "isinf", "isfinite",
+    "manual_seed", "rand", "randn", "randint", "empty", "empty_like",
+)
+#: torch.Tensor methods a checker relies on.
+GUARDED_TENSOR_NAMES = ("__eq__", "__ne__", "__sub__", "__gt__", "__le__", "abs", "max", "any", "all", "item", "to", "clone")
+
+
+def torch_snapshot() -> dict[str, Any]:
+    """Identity of the torch functions and methods the oracles call (see :func:`torch_tampering`)."""
+    import torch
+    import torch.testing
+
+    snap = {f"torch.{n}": getattr(torch, n) for n in GUARDED_TORCH_NAMES}
+    snap.update({f"torch.Tensor.{n}": getattr(torch.Tensor, n) for n in GUARDED_TENSOR_NAMES})
+    snap["torch.testing.assert_close"] = torch.testing.assert_close
+    return snap
+
+
+def torch_tampering(before: dict[str, Any], *, restore: bool = True) -> list[str]:
+    """Names whose object changed since ``before`` (and put the originals back)."""
+    import torch
+    import torch.testing
+
+    changed = [k for k, v in torch_snapshot().items() if v is not before[k]]
+    if restore:
+        for k in changed:
+            owner_name, attr = k.rsplit(".", 1)
+            owner = {"torch": torch, "torch.Tensor": torch.Tensor, "torch.testing": torch.testing}[owner_name]
+            setattr(owner, attr, before[k])
+    return changed
+
 
 class LoadError(KernelAuditError):
     """A problem or candidate file could not be loaded; the message names file and line."""
@@ -73,9 +106,10 @@ def load_module(path: str | Path) -> ModuleType:
     """Execute ``path`` in a fresh module namespace and return the module.
 
     Raises :class:`LoadError` naming the file (and line, for a syntax or import error
-    or any exception raised while the file runs). ``SystemExit`` and
-    ``KeyboardInterrupt`` raised by the file are converted too: loading a file can
-    never end the checker.
+    or any exception raised while the file runs). ``SystemExit`` raised by the file is
+    converted too: loading a file can never end the checker. A file that replaces a
+    torch function the oracles rely on (``torch.allclose = lambda *a, **k: True``) is
+    refused and the original restored.
     """
     path = Path(path).resolve()
     if not path.is_file():
@@ -90,6 +124,7 @@ def load_module(path: str | Path) -> ModuleType:
     # Registered only while it executes (dataclasses and pickling look it up), under
     # a name no one else uses, and removed afterwards.
     sys.modules[name] = module
+    before = torch_snapshot()
     try:
         spec.loader.exec_module(module)
     except SyntaxError as exc:
@@ -102,6 +137,9 @@ def load_module(path: str | Path) -> ModuleType:
         raise LoadError(f"{where}: {type(exc).__name__} while loading: {exc}") from exc
     finally:
         sys.modules.pop(name, None)
+    tampered = torch_tampering(before)
+    if tampered:
+        raise LoadError(f"{path}: replaces {', '.join(tampered)} while loading (restored; the file is refused)")
     return module
 
 
