@@ -122,7 +122,9 @@ def magnitude(case: ProblemCase) -> list[torch.Tensor] | None:
         else:
             fn = getattr(case.problem.module, "error_scale", None)
             if fn is None:
-                raise ValueError(f"{case.problem.path}: ERROR_MODEL kind 'scaled' needs a function error_scale(model, *inputs)")
+                raise ValueError(
+                    f"{case.problem.path}: ERROR_MODEL kind 'scaled' needs a function error_scale(model, *inputs)"
+                )
             out = fn(_model64(case, absolute=False), *inputs64)
     outs = [out] if isinstance(out, torch.Tensor) else list(out)
     return [o.abs().to(torch.float64).expand_as(r) if r.is_floating_point() else None for o, r in zip(outs, refs)]
@@ -187,8 +189,9 @@ class BoundOracle(Comparator):
             if bnd is None:
                 bad = nonfinite_mismatch(got, ref) | (finite & (err > 0))
                 if bool(bad.any()):
-                    return mismatch_verdict(case, i, got, ref, bad, metric="err", value=float(err[finite].max()) if bool(finite.any()) else float("inf"),
-                                            tolerance=0.0, extra=f"{model.get('kind')} op: the result must be exact")
+                    worst_err = float(err[finite].max()) if bool(finite.any()) else float("inf")
+                    return mismatch_verdict(case, i, got, ref, bad, metric="err", value=worst_err, tolerance=0.0,
+                                            extra=f"{model.get('kind')} op: the result must be exact")
                 continue
             ratio = torch.where(finite, err / bnd.clamp_min(torch.finfo(torch.float64).tiny), torch.zeros_like(err))
             bad = nonfinite_mismatch(got, ref) | (finite & (err > bnd))

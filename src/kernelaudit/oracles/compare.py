@@ -18,7 +18,9 @@ def expected_dtype(case: ProblemCase, ref: torch.Tensor) -> torch.dtype:
     return case.dtype if ref.is_floating_point() else ref.dtype
 
 
-def structure_verdict(case: ProblemCase, outputs: list[torch.Tensor], refs: list[torch.Tensor], *, metric: str) -> Verdict | None:
+def structure_verdict(
+    case: ProblemCase, outputs: list[torch.Tensor], refs: list[torch.Tensor], *, metric: str
+) -> Verdict | None:
     """A ``wrong`` verdict when the count or shapes of the outputs differ, else ``None``."""
     if len(outputs) != len(refs):
         return Verdict(

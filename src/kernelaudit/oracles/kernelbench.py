@@ -79,7 +79,8 @@ class KernelBenchOracle(Driver):
             for i, (ref, got) in enumerate(zip(out, out_new)):
                 if got.shape != ref.shape:
                     return Verdict(Status.WRONG, metric="shape",
-                                   message=f"{tcase.describe()}: Output shape mismatch: expected {tuple(ref.shape)}, got {tuple(got.shape)}")
+                                   message=f"{tcase.describe()}: Output shape mismatch: expected "
+                                           f"{tuple(ref.shape)}, got {tuple(got.shape)}")
                 try:
                     close = torch.allclose(ref, got, atol=self.tol, rtol=self.tol)
                 except RuntimeError as exc:  # dtype mismatch: the official script crashes here

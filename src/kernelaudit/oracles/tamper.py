@@ -132,7 +132,10 @@ class TamperOracle(Driver):
 
     name = "tamper"
 
-    def _run(self, case: ProblemCase, model: torch.nn.Module, run: str) -> tuple[list[torch.Tensor], list[torch.Tensor], list[str], int]:
+    def _run(
+        self, case: ProblemCase, model: torch.nn.Module, run: str
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor], list[str], int]:
+        """One poisoned run: (outputs after a device sync, copies taken before it, side streams, poisoned count)."""
         streams: list[str] = []
         poison = PoisonEmpty(run)
         with torch.no_grad(), delayed_side_streams(case.device, streams), poison:
