@@ -45,11 +45,22 @@ def hash32(index: torch.Tensor, key: int) -> torch.Tensor:
     return x
 
 
+def _fast():
+    """The one-pass Triton kernels, or None where they cannot run (CPU, no Triton)."""
+    try:
+        from .kernels import gen as fast
+    except Exception:  # no Triton, or a Triton that cannot compile here
+        return None
+    return fast
+
+
 def values_at(index: torch.Tensor, key: int, dtype: torch.dtype, *, high: int | None = None) -> torch.Tensor:
     """The generated values at int64 storage ``index`` (any shape), cast to ``dtype``.
 
     ``high`` makes integer index values in [0, high) (for gather, embedding, ...).
     """
+    if index.device.type == "cuda" and dtype != torch.bool and (fast := _fast()) is not None:
+        return fast.values_at(index, key, dtype, high=high)
     h = hash32(index, key)
     if high is not None:
         return (h % high).to(dtype)
@@ -65,6 +76,8 @@ def fill_flat(numel: int, key: int, dtype: torch.dtype, device: torch.device | s
               start: int = 0, high: int | None = None) -> torch.Tensor:
     """A new 1-D tensor of the generated values at storage indexes [start, start+numel)."""
     out = torch.empty(numel, dtype=dtype, device=device)
+    if out.device.type == "cuda" and dtype != torch.bool and (fast := _fast()) is not None:
+        return fast.fill_range(out, start, key, high=high)
     for s in range(0, numel, GEN_CHUNK):
         n = min(GEN_CHUNK, numel - s)
         idx = torch.arange(start + s, start + s + n, dtype=torch.int64, device=device)

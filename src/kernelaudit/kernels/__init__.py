@@ -1,0 +1,1 @@
+"""Triton kernels used by kernelaudit itself (input generation on GPUs)."""
