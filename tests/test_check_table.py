@@ -58,6 +58,8 @@ def test_strongest_catches_every_known_wrong_candidate_that_can_fail_on_this_dev
     ("shapes", "matmul_rect__fixed_shape_grid"),
     ("shapes", "softmax__pad_zero"),
     ("values", "relu__drops_negative_branch"),
+    ("values", "cross_entropy_loss__no_max_subtraction"),
+    ("values", "argmax_dim__last_tie"),
     ("tamper", "leaky_relu__zeroes_input"),
     ("tamper", "gelu__unwritten_output"),
 ])
