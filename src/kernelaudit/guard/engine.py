@@ -27,6 +27,8 @@ from .verify import freivalds
 
 log = logging.getLogger("kernelaudit.guard")
 
+#: Decisions cached per engine (call signatures past the floor).
+DECISION_CACHE_SIZE = 4096
 #: The ops an engine handles, and whether each carries ``self``/``beta``/``alpha``.
 WITH_BIAS = {"mm": False, "bmm": False, "addmm": True, "baddbmm": True}
 
@@ -158,6 +160,7 @@ class Engine:
         self.planner = Planner(policy)
         self.counters = _Counters()
         self._floors: dict = {}
+        self._decisions: dict = {}
 
     # -- fast path ----------------------------------------------------------------------
     def floor(self, op: str, device_type: str | None = None) -> int:
@@ -191,10 +194,23 @@ class Engine:
         acts = [self.rule_actions.get(h.rule.name) or h.rule.action or self.action for h in hits]
         return strongest(acts), hits
 
+    def decide_cached(self, mm: "Normalised") -> tuple[Call, str, list[Hit]]:
+        """(call, action, hits), cached per call signature: loops repeat shapes."""
+        a, b = mm.a, mm.b
+        key = (mm.op, a.shape, a.stride(), a.storage_offset(), b.shape, b.stride(), b.storage_offset(), a.dtype,
+               a.device.type)
+        hit = self._decisions.get(key)
+        if hit is None:
+            call = mm.call()
+            hit = (call, *self.decide(call))
+            if len(self._decisions) >= DECISION_CACHE_SIZE:
+                self._decisions.clear()  # rare: more distinct large shapes than the cache holds
+            self._decisions[key] = hit
+        return hit
+
     def slow(self, op: str, overload: str, args, kwargs, run):
         mm = Normalised.of(op, args, kwargs)
-        call = mm.call()
-        action, hits = self.decide(call)
+        call, action, hits = self.decide_cached(mm)
         if action == "pass" or action == "off":
             if action == "off":
                 self.counters.add("ignored", hits)

@@ -138,9 +138,28 @@ class GuardMode(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         entry = self.table.get(func)
-        if entry is None:
-            return func(*args, **kwargs)
-        return self.engine.intercept(entry[0], entry[1], args, kwargs, _mode_run)
+        if entry is not None:
+            return self.engine.intercept(entry[0], entry[1], args, kwargs, _mode_run)
+        if _composite(func):
+            # Under inference_mode, composite ops (matmul, linear, einsum, attention)
+            # reach the modes undecomposed: decompose them with this mode on, so their
+            # bmm/mm calls come back here.
+            with self:
+                out = func.decompose(*args, **kwargs)
+            if out is not NotImplemented:
+                return out
+        return func(*args, **kwargs)
+
+
+_COMPOSITE: dict = {}
+
+
+def _composite(func) -> bool:
+    c = _COMPOSITE.get(func)
+    if c is None:
+        c = _COMPOSITE[func] = torch._C._dispatch_has_kernel_for_dispatch_key(
+            func.name(), torch._C.DispatchKey.CompositeImplicitAutograd)
+    return c
 
 
 def _mode_run(op, overload, *args, **kwargs):

@@ -121,3 +121,108 @@ def prove(case: Case, actions=("fix", "raise", "verify"), fault_model: str = "mp
 
 def tolerance(case: Case) -> float:
     return CASE_TOLERANCE[DTYPES[case.dtype]]
+
+
+# -- precision: the policy against the study's blanket rule -------------------------------------
+class _Recorder(torch.utils._python_dispatch.TorchDispatchMode):
+    """On meta tensors: each covered call's verdicts (ours, the blanket rule's, the
+    fault model's) and whether any tensor anywhere has >= 2^32 elements."""
+
+    def __init__(self, th) -> None:
+        super().__init__()
+        from .rules import blanket_policy, mps_policy
+
+        self.th = th
+        self.ours = mps_policy(th, device_types=None)
+        self.blanket = blanket_policy(th, device_types=None)
+        self.calls: list[tuple[bool, bool, bool, bool]] = []  # (ours, blanket, wrong or raises, silent)
+        self.any_big = False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        from torch.utils._pytree import tree_flatten
+
+        from ..faults.mps import MATMUL_OPERANDS, _out_shape
+        from ..faults.rules import Effect, TensorMeta, mps_matmul_decision
+        from .rules import Call
+
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        flat = [t for t in tree_flatten((args, kwargs, out))[0] if isinstance(t, torch.Tensor)]
+        if any(t.numel() >= self.th.t32 for t in flat):
+            self.any_big = True
+        pos = MATMUL_OPERANDS.get(func.overloadpacket)
+        if pos is not None:
+            mats = [args[i] for i in pos]
+            call = Call.of(func.overloadpacket.__name__, mats)
+            d = mps_matmul_decision(_out_shape(func.overloadpacket, mats), [TensorMeta.of(m) for m in mats], self.th)
+            self.calls.append((bool(self.ours.check(call)), bool(self.blanket.check(call)), d.effect is not Effect.OK,
+                               d.effect in (Effect.PACKED, Effect.WRAP)))
+        return out
+
+
+@dataclass
+class Precision:
+    """Counts over a grid of cases (and over their covered calls)."""
+
+    cases: int = 0
+    wrong_cases: int = 0             # the rules say the case is wrong or raises
+    silent_cases: int = 0            # ... wrong without an error (rules A, C)
+    blanket_misses_silent: int = 0   # silent cases the blanket rule lets through
+    ours_blocks: int = 0             # cases with a call our policy flags
+    blanket_blocks: int = 0          # cases the study's guard refuses (>= 2^32 anywhere)
+    blanket_blocks_correct: int = 0  # ... that are in fact correct
+    ours_lets_through_of_those: int = 0
+    calls: int = 0
+    wrong_calls: int = 0
+    ours_flags_calls: int = 0
+    blanket_flags_calls: int = 0
+    blanket_flags_correct_calls: int = 0
+    ours_misses: int = 0             # wrong calls our policy does not flag (must be 0)
+    ours_false_alarms: int = 0       # correct calls our policy flags (must be 0)
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+def precision(cases) -> Precision:
+    """Our ``mps`` policy against the blanket rule on ``cases`` (metadata only: meta tensors)."""
+    from ..oracle import _as_tuple, placed_operands
+
+    p = Precision()
+    for case in cases:
+        spec = case.spec
+        rec = _Recorder(case.thresholds)
+        bwd = case.direction == "bwd"
+        views = []
+        for pl in placed_operands(case):
+            base = torch.empty(pl.storage_numel, dtype=pl.dtype, device="meta")
+            if bwd and pl.operand.grad and pl.dtype.is_floating_point:
+                base.requires_grad_(True)
+            views.append(base.as_strided(pl.shape, pl.strides, pl.offset))
+        with _math_attention_only(), rec:
+            outs = _as_tuple(spec.call(*views))
+            if bwd:
+                used = outs[: spec.bwd_outputs]
+                torch.autograd.backward(used, [torch.empty(o.shape, dtype=o.dtype, device="meta") for o in used])
+        wrong = any(c[2] for c in rec.calls)
+        silent = any(c[3] for c in rec.calls)
+        ours = any(c[0] for c in rec.calls)
+        blanket = rec.any_big
+        p.cases += 1
+        p.wrong_cases += wrong
+        p.silent_cases += silent
+        p.blanket_misses_silent += silent and not blanket
+        p.ours_blocks += ours
+        p.blanket_blocks += blanket
+        if blanket and not wrong:
+            p.blanket_blocks_correct += 1
+            p.ours_lets_through_of_those += not ours
+        for o, b, w, _ in rec.calls:
+            p.calls += 1
+            p.wrong_calls += w
+            p.ours_flags_calls += o
+            p.blanket_flags_calls += b
+            p.blanket_flags_correct_calls += b and not w
+            p.ours_misses += w and not o
+            p.ours_false_alarms += o and not w
+    return p

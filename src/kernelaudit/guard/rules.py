@@ -82,7 +82,7 @@ class Call:
     @classmethod
     def of(cls, op: str, tensors: Sequence[torch.Tensor]) -> "Call":
         """The call of ``op`` on real (or meta) tensors."""
-        metas = [TensorMeta.of(t) for t in tensors]
+        metas = [TensorMeta(tuple(t.shape), t.stride(), t.storage_offset()) for t in tensors]
         t0 = tensors[0]
         if op == SDPA_MPS:
             q, k, v = tensors
@@ -189,6 +189,14 @@ class Policy:
         return min(mins) if mins else 2**62
 
     def _rules_for(self, op: str, device_type: str | None) -> list[Rule]:
+        key = (op, device_type)
+        cache = self.__dict__.setdefault("_rules_cache", {})
+        rules = cache.get(key)
+        if rules is None:
+            rules = cache[key] = self._select_rules(op, device_type)
+        return rules
+
+    def _select_rules(self, op: str, device_type: str | None) -> list[Rule]:
         out = []
         for r in self.rules:
             if op not in r.ops:

@@ -6,7 +6,8 @@ batches x ``rows`` rows x ``cols`` columns; every piece is a view of the operand
 of the final output, so the fix writes each piece in place and never builds a
 full-size temporary or a contiguous copy of a large view.
 
-The plan is the largest piece the policy says is safe: first whole batches (the
+The plan is the largest piece the policy says is safe, evened out so that all pieces
+have about the same size (no tiny tail piece): first whole batches (the
 arithmetic of each batch is unchanged, so the result is bitwise the unsplit one on
 backends whose batched kernels work batch by batch), then rows of one matrix when a
 single batch is too large, then columns when one row block still is. Safety of a
@@ -115,6 +116,12 @@ def _largest(lo_safe_ok, n: int) -> int:
     return lo
 
 
+def _balanced(k: int, n: int) -> int:
+    """Pieces of at most ``k`` of ``n``, made as equal as possible (no tiny tail piece)."""
+    pieces = -(-n // k)
+    return -(-n // pieces)
+
+
 def make_plan(policy: Policy, call: Call, *, limit: int | None = None) -> Plan | None:
     """The plan with the largest safe pieces, or None when even a 1 x 1 output piece is
     unsafe (one row of ``a`` or column of ``b`` is too large alone).
@@ -127,16 +134,17 @@ def make_plan(policy: Policy, call: Call, *, limit: int | None = None) -> Plan |
     if batched:
         nb = _largest(lambda k: _safe(policy, call, k, M, N, limit), B)
         if nb:
-            return Plan(nb, M, N, (B, M, N))
+            return Plan(_balanced(nb, B), M, N, (B, M, N))
     one = 1 if batched else None
     nr = _largest(lambda k: _safe(policy, call, one, k, N, limit), M)
     if nr:
-        return Plan(one, nr, N, (B, M, N))
+        return Plan(one, _balanced(nr, M), N, (B, M, N))
     nc = _largest(lambda k: _safe(policy, call, one, 1, k, limit), N)
     if not nc:
         return None
+    nc = _balanced(nc, N)
     nr = _largest(lambda k: _safe(policy, call, one, k, nc, limit), M)
-    return Plan(one, nr, nc, (B, M, N))
+    return Plan(one, _balanced(nr, M), nc, (B, M, N))
 
 
 class Planner:

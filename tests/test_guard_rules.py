@@ -1,0 +1,113 @@
+"""Rules and policies: the guard flags exactly what the fault rules say, nothing more."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kernelaudit import guard
+from kernelaudit.cases import GridSpec, grid
+from kernelaudit.faults import make_fault_model
+from kernelaudit.faults.rules import Effect, TensorMeta, mps_matmul_decision
+from kernelaudit.guard.proof import precision
+from kernelaudit.guard.split import make_plan
+from kernelaudit.thresholds import REAL, Thresholds
+
+TH = Thresholds(12)
+
+
+@st.composite
+def matmul_calls(draw):
+    """A bmm or mm call on meta tensors: any layout (packed, transposed, offset)."""
+    batched = draw(st.booleans())
+    B = draw(st.integers(1, 80)) if batched else None
+    M, K, N = (draw(st.integers(1, 96)) for _ in range(3))
+
+    def operand(r, c):
+        lead = (B,) if batched else ()
+        t = draw(st.booleans())
+        off = draw(st.sampled_from([0, 0, 1, 37]))
+        shape = (*lead, c, r) if t else (*lead, r, c)
+        base = torch.empty(math.prod(shape) + off, device="meta")
+        x = base[off:].view(shape)
+        return x.transpose(-1, -2) if t else x
+
+    return ("bmm" if batched else "mm"), operand(M, K), operand(K, N)
+
+
+@settings(max_examples=300, deadline=None)
+@given(matmul_calls())
+def test_mps_policy_flags_exactly_the_calls_the_fault_rules_change(call):
+    op, a, b = call
+    c = guard.Call.of(op, (a, b))
+    d = mps_matmul_decision(c.out_shape, [TensorMeta.of(a), TensorMeta.of(b)], TH)
+    hits = guard.mps_policy(TH, device_types=None).check(c)
+    assert bool(hits) == (d.effect is not Effect.OK)
+    if hits:
+        assert [h.rule.name for h in hits] == [d.rule]
+
+
+@settings(max_examples=150, deadline=None)
+@given(matmul_calls())
+def test_every_piece_of_a_plan_is_safe_and_the_pieces_tile_the_output(call):
+    op, a, b = call
+    policy = guard.mps_policy(TH, device_types=None)
+    c = guard.Call.of(op, (a, b))
+    plan = make_plan(policy, c)
+    if plan is None:
+        return
+    covered = 0
+    for bs, rs, cs in plan.pieces():
+        pa = a[bs, rs, :] if bs is not None else a[rs, :]
+        pb = b[bs, :, cs] if bs is not None else b[:, cs]
+        assert not policy.check(guard.Call.of(op, (pa, pb)))
+        covered += (1 if bs is None else bs.stop - bs.start) * (rs.stop - rs.start) * (cs.stop - cs.start)
+    assert covered == c.out_numel
+
+
+def test_policy_for_a_fault_model_moves_with_its_scale():
+    fm = make_fault_model("mps", Thresholds(16))
+    p = guard.policy_for(fm)
+    assert p.thresholds == Thresholds(16) and p.device_types is None
+    assert [r.name for r in p.rules] == ["A", "B", "C", "attention-scores"]
+    assert guard.policy_for("wrap32", Thresholds(16)).rules[0].min_elements == 2**16 + 1
+    assert guard.policy_for("none").rules == ()
+
+
+def test_default_policy_is_mps_at_the_study_thresholds_for_mps_tensors():
+    p = guard.mps_policy()
+    assert p.thresholds == REAL and p.device_types == ("mps",)
+    assert p.floor("bmm", "mps") == REAL.t31
+    assert p.floor("bmm", "cpu") == 2**62  # no rule for CPU tensors
+
+
+def test_blanket_rule_blocks_correct_calls_that_mps_policy_lets_through():
+    # the study's cases at a small scale, metadata only
+    ops = ("bmm", "mm", "linear", "attention", "sdpa")
+    p = precision(grid(GridSpec(ops=ops, dtypes=("float32",), scale=16)))
+    assert p.ours_misses == 0 and p.ours_false_alarms == 0
+    assert p.ours_blocks == p.wrong_cases
+    assert p.blanket_misses_silent == 0
+    assert p.blanket_blocks_correct > 0
+    assert p.ours_lets_through_of_those == p.blanket_blocks_correct
+
+
+def test_a_user_rule_takes_a_few_lines_and_can_pick_its_own_action():
+    def wide(call):
+        return f"{call.out_shape[-1]} output columns > 100" if call.out_shape[-1] > 100 else None
+
+    rule = guard.Rule("wide", wide, "a made-up rule for the test", ops=("mm",), action="raise")
+    policy = guard.mps_policy(TH, device_types=("cpu",)).with_rules(rule)
+    with guard.guarding("fix", policy=policy) as g:
+        torch.mm(torch.randn(3, 4), torch.randn(4, 100))
+        with pytest.raises(guard.UnsafeCallError, match="rule wide"):
+            torch.mm(torch.randn(3, 4), torch.randn(4, 101))
+    assert g.stats().refused == 1 and g.stats().passed == 1
+
+
+def test_policy_describes_itself():
+    assert guard.mps_policy().describe() == "policy mps (4 rules, mps at 2^32 = 2^32)"
