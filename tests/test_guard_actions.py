@@ -276,3 +276,21 @@ def test_bad_arguments_raise_invalid_argument(fn, kwargs):
     with pytest.raises(InvalidArgument):
         fn(**kwargs)
     assert not guard.is_installed()
+
+
+@pytest.mark.skipif(__import__("shutil").which("g++") is None and __import__("shutil").which("cc") is None,
+                    reason="torch.compile on CPU needs a C++ compiler")
+def test_guard_fixes_calls_inside_torch_compile_extern_kernels():
+    # Inductor lowers bmm to an extern kernel call that goes through the dispatcher,
+    # so the override on the backend key sees it at run time.
+    a, b = _transposed_bmm()
+
+    def f(x, y):
+        return torch.bmm(x, y) * 2
+
+    ref = f(a, b)
+    compiled = torch.compile(f)
+    with guard.guarding("fix", policy=CPU_MPS) as g:
+        got = compiled(a, b)
+    assert torch.equal(got, ref)
+    assert g.stats().fixed == 1

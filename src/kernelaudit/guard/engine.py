@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..errors import UnsafeCallError, check_choice
-from .rules import ACTIONS, Call, Hit, Policy, strongest
+from .rules import ACTIONS, SDPA_MPS, Call, Hit, Policy, strongest
 from .split import Plan, Planner, piece_views
 from .verify import freivalds
 
@@ -243,6 +243,39 @@ class Engine:
             self.counters.add("refused", hits)
             raise UnsafeCallError(refusal_message(call, hits, None, "cannot be split into safe pieces"))
         out = self.fix(mm, plan, run)
+        self.counters.add("fixed", hits)
+        return out
+
+    def attention(self, args, kwargs, kernel):
+        """MPS's fused attention op (the attention-score rule); ``kernel`` is the original."""
+        from . import attention as att
+
+        d = att.normalise(args, kwargs)
+        call = Call.of(SDPA_MPS, (d["query"], d["key"], d["value"]))
+        action, hits = self.decide(call)
+        if action in ("pass", "off", "warn"):
+            if action != "pass":
+                self.counters.add("warned" if action == "warn" else "ignored", hits)
+            if action == "warn":
+                log.warning("unsafe call passed through (action warn): %s; %s", call.describe(),
+                            "; ".join(h.explain() for h in hits))
+            return kernel(*args, **kwargs)
+        plan = att.pieces(self.policy, d["query"], d["key"], d["value"])
+        if action == "raise" or plan is None:
+            self.counters.add("refused", hits)
+            chunk = (f"largest safe chunk: query {tuple(d['query'][plan[0][0]].shape)} per piece "
+                     f"({len(plan)} pieces)" if plan else "no safe chunk")
+            raise UnsafeCallError(f"kernelaudit guard refused: {call.describe()}; "
+                                  + "; ".join(h.explain() for h in hits) + f"; {chunk}.")
+        if action == "verify":
+            result = kernel(*args, **kwargs)
+            self.counters.add("verified", hits)
+            bad = att.verify_rows(d, result, kernel)
+            if bad is not None:
+                self.counters.add("mismatches")
+                raise UnsafeCallError(f"kernelaudit guard: verification failed for {call.describe()}: {bad}")
+            return result
+        out = att.run_pieces(self.policy, d, kernel, plan)
         self.counters.add("fixed", hits)
         return out
 

@@ -23,6 +23,7 @@ straight through (the fault model already costs a Python hop per op).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import threading
 import warnings
@@ -34,7 +35,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from ..errors import InvalidArgument, check_choice
 from ..thresholds import REAL, Thresholds
 from .engine import WITH_BIAS, Engine, GuardStats
-from .rules import ACTIONS, Policy, mps_policy, policy_for
+from .rules import ACTIONS, SDPA_MPS, Policy, mps_policy, policy_for
 
 aten = torch.ops.aten
 
@@ -48,6 +49,8 @@ DEFAULT_ACTION = "fix"
 #: Overloads overridden per op. The ``out`` overloads are what ``torch.compile``'s
 #: extern kernels and user ``out=`` calls reach.
 OVERLOADS = ("default", "out")
+#: MPS's fused attention op, intercepted for the attention-score rule.
+SDPA_MPS_ATEN = "_scaled_dot_product_attention_math_for_mps"
 #: torch device type -> dispatch key name.
 DISPATCH_KEYS = {"cpu": "CPU", "cuda": "CUDA", "mps": "MPS", "xpu": "XPU"}
 
@@ -92,6 +95,21 @@ def _make_override(engine: Engine, op: str, overload: str, device_type: str, ker
     return override
 
 
+def _make_attention_override(engine: Engine, kernel, device_type: str):
+    floor = engine.floor(SDPA_MPS, device_type)
+    cell_of = engine.counters.cell
+
+    def override(keyset, q, k, v, *args, **kwargs):
+        cell_of()[0] += 1
+        if max(q.numel(), k.numel(), v.numel(), math.prod(q.shape[:-1]) * k.shape[-2]) < floor:
+            return kernel.call_boxed(keyset, q, k, v, *args, **kwargs)
+
+        def run(*a, **kw):
+            return kernel.call_boxed(keyset, *a, **kw)
+        return engine.attention((q, k, v, *args), kwargs, run)
+    return override
+
+
 class _Overrides:
     """The ``torch.library`` registrations of one engine (removed by :meth:`remove`)."""
 
@@ -118,6 +136,21 @@ class _Overrides:
                         warnings.simplefilter("ignore", UserWarning)
                         self.lib.impl(name, fn, key, with_keyset=True)
                     self.registered.append((op, ov, dt))
+
+        if SDPA_MPS in policy.ops():
+            self._attention(engine)
+
+    def _attention(self, engine: Engine) -> None:
+        dts = engine.policy.device_types_for(SDPA_MPS) or tuple(DISPATCH_KEYS)
+        for dt in dts:
+            key = DISPATCH_KEYS.get(dt)
+            kernel = _kernel(SDPA_MPS_ATEN, "default", key) if key else None
+            if kernel is None:
+                continue  # the fused op exists on MPS only
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                self.lib.impl(SDPA_MPS_ATEN, _make_attention_override(engine, kernel, dt), key, with_keyset=True)
+            self.registered.append((SDPA_MPS, "default", dt))
 
     def remove(self) -> None:
         self.lib._destroy()

@@ -108,14 +108,15 @@ class Proof:
         return r.outs is not None and bitwise_equal(r.outs, self.ref)
 
 
-def prove(case: Case, actions=("fix", "raise", "verify"), fault_model: str = "mps") -> Proof:
-    """Run ``case`` honest, faulty, and faulty under each guard action."""
-    honest = run_guarded(case, fault_model="none")
+def prove(case: Case, actions=("fix", "raise", "verify"), fault_model: str = "mps", device="cpu") -> Proof:
+    """Run ``case`` honest, faulty, and faulty under each guard action, on ``device``."""
+    honest = run_guarded(case, fault_model="none", device=device)
     if honest.error is not None:
         raise honest.error
-    faulty = run_guarded(case, fault_model=fault_model)
+    faulty = run_guarded(case, fault_model=fault_model, device=device)
     corrupted = faulty.error is not None or not bitwise_equal(faulty.outs, honest.outs)
-    runs = {a: run_guarded(case, fault_model=fault_model, action=a) for a in actions}
+    del faulty
+    runs = {a: run_guarded(case, fault_model=fault_model, action=a, device=device) for a in actions}
     return Proof(case, corrupted, faulty.fault_changed, runs, honest.outs)
 
 

@@ -1,0 +1,123 @@
+"""The guard on a real CUDA device (skipped without one).
+
+* the CPU proof again on CUDA kernels, at scale 20 (fp32 and bf16);
+* the ``torch.library`` overrides on the CUDA key at the real 2^32 threshold (the
+  ``mps`` rules enforced on CUDA tensors): ``fix`` is bitwise the unguarded result,
+  ``raise`` refuses, safe calls pass untouched;
+* the study's backward case at the real threshold under the ``mps`` fault model
+  emulated on CUDA: (256x64)@(64x256), B = 65537, gradients fixed.
+
+    pytest tests/gpu/test_guard_gpu.py -v
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
+
+from kernelaudit import guard  # noqa: E402
+from kernelaudit.cases import GridSpec, grid  # noqa: E402
+from kernelaudit.errors import UnsafeCallError  # noqa: E402
+from kernelaudit.thresholds import REAL  # noqa: E402
+
+GPU_SCALE = 20
+#: Device memory the real-threshold tests need (bytes).
+BIG_TEST_BYTES = 60 * 2**30
+
+
+def _free_bytes() -> int:
+    free, _ = torch.cuda.mem_get_info()
+    return free
+
+
+@pytest.fixture(autouse=True)
+def _clean():
+    guard.uninstall()
+    yield
+    guard.uninstall()
+    torch.cuda.empty_cache()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_guard_proof_on_cuda_kernels(dtype):
+    from kernelaudit.guard.proof import prove, tolerance
+
+    cases = grid(GridSpec(ops=("bmm", "baddbmm", "linear", "attention", "sdpa"), dtypes=(dtype,),
+                          thresholds=("2^31", "2^32"), positions=("below", "above"), scale=GPU_SCALE))
+    failures, corrupted = [], 0
+    for case in cases:
+        p = prove(case, device="cuda")
+        if p.fix_error() > tolerance(case):
+            failures.append(f"{case.id}: fix error {p.fix_error():.3g}")
+        if p.corrupted:
+            corrupted += 1
+            if not isinstance(p.runs["raise"].error, UnsafeCallError):
+                failures.append(f"{case.id}: not refused")
+            if p.runs["verify"].error is None:
+                failures.append(f"{case.id}: verify missed it")
+        elif p.runs["fix"].stats.flagged:
+            failures.append(f"{case.id}: untouched case was touched")
+    assert corrupted > 0
+    assert not failures, "\n".join(failures[:20])
+
+
+def test_cuda_overrides_fix_a_real_2p32_bmm_bitwise():
+    if _free_bytes() < 24 * 2**30:
+        pytest.skip("needs 24 GiB free")
+    B = REAL.t32 // (256 * 256) + 1                         # output just past 2^32
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(B, 256, 64, device="cuda", dtype=torch.bfloat16, generator=g)
+    b = torch.randn(B, 256, 64, device="cuda", dtype=torch.bfloat16, generator=g).transpose(1, 2)
+    ref = torch.bmm(a, b)
+    policy = guard.mps_policy(REAL, device_types=("cuda",))
+    with guard.guarding("fix", policy=policy) as e:
+        got = torch.bmm(a, b)
+        small = torch.bmm(a[:8], b[:8])
+    assert torch.equal(got, ref)
+    del got
+    assert e.stats().fixed == 1 and e.stats().passed == 1
+    assert torch.equal(small, ref[:8])
+    with guard.guarding("raise", policy=policy):
+        with pytest.raises(UnsafeCallError, match="rule A"):
+            torch.bmm(a, b)
+
+
+def test_study_backward_case_at_the_real_threshold_is_fixed_under_the_fault_model():
+    # BACKGROUND 1: contiguous (256x64)@(64x256), B = 65537: forward right, grad_a and
+    # grad_b wrong in batch 65536 (rule C in the backward's bmm).
+    if _free_bytes() < BIG_TEST_BYTES:
+        pytest.skip("needs 60 GiB free")
+    backward_case("cuda", REAL, n=256, k=64, dtype=torch.bfloat16)
+
+
+def backward_case(device, th, n, k, dtype):
+    """Honest, faulty and guarded gradients of a contiguous (n x k)@(k x n) bmm with
+    B = 2^32 / (n*n) + 1 batches (scaled by ``th``)."""
+    import contextlib
+
+    from kernelaudit.faults import make_fault_model
+
+    B = th.t32 // (n * n) + 1
+    g = torch.Generator(device=device).manual_seed(0)
+    a0 = torch.randn(B, n, k, device=device, dtype=dtype, generator=g)
+    b0 = torch.randn(B, k, n, device=device, dtype=dtype, generator=g)
+    go = torch.randn(B, n, n, device=device, dtype=dtype, generator=g)
+
+    def grads(ctx):
+        a, b = a0.clone().requires_grad_(), b0.clone().requires_grad_()
+        with ctx:
+            torch.bmm(a, b).backward(go)
+        return a.grad, b.grad
+
+    ref = grads(contextlib.nullcontext())
+    bad = grads(make_fault_model("mps", th))
+    assert not torch.equal(bad[0][B - 1], ref[0][B - 1])      # the last batch is corrupted
+    assert torch.equal(bad[0][: B - 1], ref[0][: B - 1])      # and only it
+    del bad
+    with guard.guarding("fix", fault_model="mps", scale=th.bits) as e:
+        a, b = a0.clone().requires_grad_(), b0.clone().requires_grad_()
+        torch.bmm(a, b).backward(go)
+    assert e.stats().fixed >= 1
+    assert torch.equal(a.grad, ref[0]) and torch.equal(b.grad, ref[1])
