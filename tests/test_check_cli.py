@@ -15,6 +15,16 @@ from kernelaudit.verdict import Status
 RELU = str(CORPUS_DIR / "relu.py")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def triton_interpreter():
+    """These tests run the Triton kernels on CPU tensors: interpreter mode, whatever the machine."""
+    from kernelaudit.problems import kernels
+
+    before = kernels.set_interpret(True)
+    yield
+    kernels.set_interpret(before)
+
+
 def run(*args):
     return CliRunner().invoke(check_command, [*map(str, args)], catch_exceptions=False)
 

@@ -13,6 +13,16 @@ DOCS = Path(__file__).resolve().parents[1] / "docs" / "oracles.md"
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def triton_interpreter():
+    """These tests run the Triton kernels on CPU tensors: interpreter mode, whatever the machine."""
+    from kernelaudit.problems import kernels
+
+    before = kernels.set_interpret(True)
+    yield
+    kernels.set_interpret(before)
+
+
 @pytest.fixture(scope="module")
 def table():
     return detection_table(device="cpu", small=True)

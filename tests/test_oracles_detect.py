@@ -13,6 +13,16 @@ from kernelaudit.verdict import Status
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def triton_interpreter():
+    """These tests run the Triton kernels on CPU tensors: interpreter mode, whatever the machine."""
+    from kernelaudit.problems import kernels
+
+    before = kernels.set_interpret(True)
+    yield
+    kernels.set_interpret(before)
+
+
 def _candidate(tmp_path, body: str, init: str = "pass"):
     p = tmp_path / "cand.py"
     p.write_text(textwrap.dedent(f"""

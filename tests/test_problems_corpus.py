@@ -13,6 +13,16 @@ pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 PROBLEMS = sorted(p.stem for p in CORPUS_DIR.glob("*.py"))
 
 
+@pytest.fixture(scope="module", autouse=True)
+def triton_interpreter():
+    """These tests run the Triton kernels on CPU tensors: interpreter mode, whatever the machine."""
+    from kernelaudit.problems import kernels
+
+    before = kernels.set_interpret(True)
+    yield
+    kernels.set_interpret(before)
+
+
 def test_every_problem_has_a_verified_solution():
     assert len(PROBLEMS) >= 40
     missing = [p for p in PROBLEMS if not solution_path(p).exists()]

@@ -2,17 +2,15 @@
 
 Skipped without CUDA. The Triton kernels must be compiled, not interpreted: the
 shared conftest may set ``TRITON_INTERPRET=1`` for the CPU tests, so this module
-switches it off and re-imports the kernels for its own tests, then restores both.
+switches the corpus kernels to compiled mode for its own tests, then back.
 
 Set ``KERNELAUDIT_GPU_RESULTS=path.json`` to keep every verdict (for the docs).
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
-import sys
 
 import pytest
 import torch
@@ -33,17 +31,16 @@ RESULTS: dict[str, dict] = {}
 @pytest.fixture(scope="module", autouse=True)
 def compiled_triton():
     """Compile the Triton kernels for the GPU for this module only."""
-    saved = os.environ.get("TRITON_INTERPRET")
-    os.environ["TRITON_INTERPRET"] = "0"
-    import kernelaudit.problems.kernels as kernels
+    from kernelaudit.problems import kernels
 
-    importlib.reload(kernels)
+    saved = os.environ.get("TRITON_INTERPRET")
+    before = kernels.set_interpret(False)
     yield
+    kernels.set_interpret(before)
     if saved is None:
         os.environ.pop("TRITON_INTERPRET", None)
     else:
         os.environ["TRITON_INTERPRET"] = saved
-    importlib.reload(sys.modules["kernelaudit.problems.kernels"])
     path = os.environ.get("KERNELAUDIT_GPU_RESULTS")
     if path:
         with open(path, "w") as f:

@@ -47,6 +47,29 @@ def _pow2(n: int, lo: int = 16) -> int:
     return max(lo, triton.next_power_of_2(int(n)))
 
 
+def interpreted() -> bool:
+    """Were this module's kernels decorated for the Triton interpreter (CPU tensors)?"""
+    return type(_matmul_kernel).__name__ == "InterpretedFunction"
+
+
+def set_interpret(flag: bool) -> bool:
+    """Switch the corpus kernels between the interpreter (CPU) and compiled (GPU) mode.
+
+    Triton decides at decoration time, from ``TRITON_INTERPRET``; this sets the
+    variable and re-imports this module when its kernels are in the other mode, so
+    one process can run CPU tests and GPU tests. Candidate files loaded afterwards
+    decorate their own kernels in the new mode. Returns the previous mode.
+    """
+    import importlib
+    import sys
+
+    before = interpreted()
+    os.environ["TRITON_INTERPRET"] = "1" if flag else "0"
+    if before != flag:
+        importlib.reload(sys.modules[__name__])
+    return before
+
+
 # ---------------------------------------------------------------------------
 # matmul: C[b] = A[b] @ B[b], any strides (so transposed operands are views)
 # ---------------------------------------------------------------------------
