@@ -64,6 +64,14 @@ def resolve_device(device: str) -> str:
     return device
 
 
+def _triton_mode_for(device: str) -> None:
+    """CPU tensors need the Triton interpreter, even on a machine that has a GPU."""
+    if device == "cpu":
+        from .problems import kernels
+
+        kernels.set_interpret(True)
+
+
 @dataclass
 class CheckResult:
     """What one ``check`` produced: the verdict plus what was checked, where, and how long."""
@@ -113,6 +121,7 @@ def run_check(
     names = parse_oracle_names(oracle)  # validate before any user code runs
     dev = resolve_device(device)
     judge = make_oracle(names, tol=tol)
+    _triton_mode_for(dev)
     problem = load_problem(problem_path)
     start = time.perf_counter()
     try:
@@ -380,6 +389,7 @@ def detection_table(
     from .problems.case import ProblemCase
 
     dev = resolve_device(device)
+    _triton_mode_for(dev)
     problems: dict[str, Any] = {}
     rows = []
     for path in candidates if candidates is not None else known_candidates():
