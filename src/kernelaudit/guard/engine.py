@@ -307,7 +307,7 @@ class Engine:
 
 def refusal_message(call: Call, hits: list[Hit], plan: Plan | None, why: str = "refused") -> str:
     """The ``UnsafeCallError`` text: op, shapes, strides, dtype, rule, largest safe chunk."""
-    chunk = (f"largest safe chunk: {plan.describe()}, {plan.piece_out_numel} output elements each"
+    chunk = (f"largest safe chunk: {plan.describe()}"
              if plan is not None else "no safe chunk: one row of a or one column of b is unsafe alone")
     return (f"kernelaudit guard {why}: {call.describe()}; "
             + "; ".join(h.explain() for h in hits)

@@ -115,9 +115,10 @@ def prove(case: Case, actions=("fix", "raise", "verify"), fault_model: str = "mp
         raise honest.error
     faulty = run_guarded(case, fault_model=fault_model, device=device)
     corrupted = faulty.error is not None or not bitwise_equal(faulty.outs, honest.outs)
-    del faulty
+    changed = faulty.fault_changed
+    del faulty  # large on a GPU
     runs = {a: run_guarded(case, fault_model=fault_model, action=a, device=device) for a in actions}
-    return Proof(case, corrupted, faulty.fault_changed, runs, honest.outs)
+    return Proof(case, corrupted, changed, runs, honest.outs)
 
 
 def tolerance(case: Case) -> float:

@@ -40,6 +40,8 @@ class Plan:
     cols: int
     #: The full extents (B, M, N), B = None for 2-D ops.
     extent: tuple[int | None, int, int]
+    #: The largest safe count along the split dim (before evening the pieces out).
+    largest: int = 0
 
     @property
     def count(self) -> int:
@@ -54,9 +56,12 @@ class Plan:
     def describe(self) -> str:
         B, M, N = self.extent
         if B is not None and self.rows == M and self.cols == N:
-            return f"{self.batch} of {B} batches per piece ({self.count} pieces)"
-        lead = f"1 batch x " if B is not None else ""
-        return f"{lead}{self.rows} of {M} rows x {self.cols} of {N} columns per piece ({self.count} pieces)"
+            return f"{self.largest} of {B} batches (fix: {self.count} pieces of <= {self.batch})"
+        lead = "1 batch x " if B is not None else ""
+        if self.cols == N:
+            return f"{lead}{self.largest} of {M} rows (fix: {self.count} pieces of <= {self.rows})"
+        return (f"{lead}{self.rows} of {M} rows x {self.largest} of {N} columns "
+                f"(fix: {self.count} pieces)")
 
     def pieces(self) -> Iterator[tuple[slice | None, slice, slice]]:
         """(batch slice or None, row slice, column slice) of every piece, in order."""
@@ -134,17 +139,18 @@ def make_plan(policy: Policy, call: Call, *, limit: int | None = None) -> Plan |
     if batched:
         nb = _largest(lambda k: _safe(policy, call, k, M, N, limit), B)
         if nb:
-            return Plan(_balanced(nb, B), M, N, (B, M, N))
+            return Plan(_balanced(nb, B), M, N, (B, M, N), nb)
     one = 1 if batched else None
     nr = _largest(lambda k: _safe(policy, call, one, k, N, limit), M)
     if nr:
-        return Plan(one, _balanced(nr, M), N, (B, M, N))
+        return Plan(one, _balanced(nr, M), N, (B, M, N), nr)
     nc = _largest(lambda k: _safe(policy, call, one, 1, k, limit), N)
     if not nc:
         return None
+    largest_cols = nc
     nc = _balanced(nc, N)
     nr = _largest(lambda k: _safe(policy, call, one, k, nc, limit), M)
-    return Plan(one, _balanced(nr, M), nc, (B, M, N))
+    return Plan(one, _balanced(nr, M), nc, (B, M, N), largest_cols)
 
 
 class Planner:
