@@ -94,3 +94,35 @@ def test_sequence_keeps_every_members_evidence():
     checks = v.details["checks"]
     assert checks["kernelbench"]["status"] == "ok" and checks["values"]["status"] == "wrong"
     assert v.status is Status.WRONG and "values negative" in str(checks["values"])
+
+
+def test_tamper_delays_each_side_stream_once_and_restores_torch(monkeypatch):
+    """The CUDA stream hook, exercised on the CPU with a fake stream API."""
+    import torch
+
+    from kernelaudit.oracles.tamper import SIDE_STREAM_DELAY_CYCLES, delayed_side_streams
+
+    class FakeStream:
+        def __init__(self, sid):
+            self.cuda_stream = sid
+
+        def __eq__(self, other):
+            return isinstance(other, FakeStream) and other.cuda_stream == self.cuda_stream
+
+        def __repr__(self):
+            return f"<stream {self.cuda_stream}>"
+
+    state = {"cur": FakeStream(0)}
+    fake_set = lambda s: state.__setitem__("cur", s)  # noqa: E731
+    sleeps: list[int] = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda *a: state["cur"])
+    monkeypatch.setattr(torch.cuda, "set_stream", fake_set)
+    monkeypatch.setattr(torch.cuda, "_sleep", sleeps.append, raising=False)
+    used: list[str] = []
+    with delayed_side_streams("cuda", used):
+        torch.cuda.set_stream(FakeStream(7))
+        torch.cuda.set_stream(FakeStream(7))
+        torch.cuda.set_stream(FakeStream(0))
+    assert sleeps == [SIDE_STREAM_DELAY_CYCLES] and used == ["<stream 7>"]
+    assert torch.cuda.set_stream is fake_set and "__enter__" not in torch.cuda.Stream.__dict__

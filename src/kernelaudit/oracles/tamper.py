@@ -13,8 +13,9 @@ One case, three runs of the candidate (A, B, C), and these checks:
   when its output is right).
 * **aliasing** - an output that shares memory with an input is wrong unless the
   problem's own ``Model`` returns an alias of that input too.
-* **streams** - on CUDA, when the candidate makes another stream current, that stream
-  first gets a :data:`SIDE_STREAM_DELAY_CYCLES` sleep; the outputs are copied on the
+* **streams** - on CUDA, when the candidate makes another stream current (``with
+  torch.cuda.stream(s)``, ``torch.cuda.set_stream(s)``, ``with s``), that stream first
+  gets a :data:`SIDE_STREAM_DELAY_CYCLES` sleep; the outputs are copied on the
   caller's stream right after the call returns and again after a device-wide
   synchronise. Work the caller's stream does not wait for shows up as a difference.
 * **determinism** - runs B and C (same poison, same inputs) must agree bit for bit.
@@ -74,17 +75,27 @@ class PoisonEmpty(TorchFunctionMode):
 
 @contextlib.contextmanager
 def delayed_side_streams(device: str, used: list[str]) -> Iterator[None]:
-    """On CUDA: make every stream the candidate switches to sleep before its work."""
+    """On CUDA: make every stream the candidate switches to sleep before its work.
+
+    Covers ``with torch.cuda.stream(s)``, ``torch.cuda.set_stream(s)`` and ``with s``.
+    One sleep per stream and run is enough: everything later on that stream queues
+    behind it.
+    """
     if not (str(device).startswith("cuda") and torch.cuda.is_available()):
         yield
         return
     caller = torch.cuda.current_stream()
+    delayed: set[int] = set()
     orig_enter = torch.cuda.StreamContext.__enter__
     orig_set = torch.cuda.set_stream
+    cls = torch.cuda.Stream
+    had_own_enter = "__enter__" in cls.__dict__
+    orig_stream_enter = cls.__dict__.get("__enter__")
 
     def note_and_delay() -> None:
         cur = torch.cuda.current_stream()
-        if cur != caller:
+        if cur != caller and cur.cuda_stream not in delayed:
+            delayed.add(cur.cuda_stream)
             used.append(str(cur))
             torch.cuda._sleep(SIDE_STREAM_DELAY_CYCLES)
 
@@ -97,13 +108,24 @@ def delayed_side_streams(device: str, used: list[str]) -> Iterator[None]:
         orig_set(stream)
         note_and_delay()
 
+    def stream_enter(self):  # noqa: ANN001
+        base = orig_stream_enter or getattr(super(cls, self), "__enter__", None)
+        r = base(self) if orig_stream_enter else (base() if base else self)
+        note_and_delay()
+        return r
+
     torch.cuda.StreamContext.__enter__ = enter
     torch.cuda.set_stream = set_stream
+    cls.__enter__ = stream_enter
     try:
         yield
     finally:
         torch.cuda.StreamContext.__enter__ = orig_enter
         torch.cuda.set_stream = orig_set
+        if had_own_enter:
+            cls.__enter__ = orig_stream_enter
+        else:
+            del cls.__enter__
 
 
 def bits(t: torch.Tensor) -> torch.Tensor:
