@@ -6,6 +6,8 @@ import math
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kernelaudit.errors import InvalidArgument
 from kernelaudit.oracles import ORACLE_NAMES, Subject, make_oracle, parse_oracle_names
@@ -177,3 +179,30 @@ def test_kernelbench_tolerance_names_the_column():
     assert KernelBenchOracle(tol=1e-4).name == "kernelbench@0.0001"
     assert set(ORACLE_NAMES) == {"kernelbench", "assert-close", "ulp", "bound", "shapes", "values", "tamper"}
     assert isinstance(Subject, type)
+
+
+# -- properties of the ULP distance -------------------------------------------------------
+
+_finite32 = st.floats(allow_nan=False, allow_infinity=False, width=32)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_finite32, _finite32)
+def test_ulp_distance_is_symmetric_and_counts_floats_between(x, y):
+    import numpy as np
+
+    a, b = torch.tensor([x], dtype=torch.float32), torch.tensor([y], dtype=torch.float32)
+    d = ulp_distance(a, b).item()
+    assert d == ulp_distance(b, a).item()
+    assert (d == 0) == (x == y)
+    nxt = torch.tensor([np.nextafter(np.float32(x), np.float32(np.inf))], dtype=torch.float32)
+    if torch.isfinite(nxt).all():
+        assert ulp_distance(a, nxt).item() == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(min_value=0, max_value=0x7F7E))
+def test_bfloat16_next_pattern_is_one_ulp_and_a_larger_number(bits):
+    a = torch.tensor([bits], dtype=torch.int16).view(torch.bfloat16)
+    b = torch.tensor([bits + 1], dtype=torch.int16).view(torch.bfloat16)
+    assert ulp_distance(a, b).item() == 1 and b.float().item() > a.float().item()
