@@ -293,6 +293,12 @@ def check_command(problem, candidate, oracle, device, tol, small, seed, as_json,
     """
     from .problems.loader import LoadError
 
+    if not small and device in ("cpu", "auto"):
+        import torch
+
+        if device == "cpu" or not torch.cuda.is_available():
+            click.echo("note: on the CPU the kernels run in the Triton interpreter; at a problem's full shape "
+                       "that can take very long (--small uses the problem's SMALL_SHAPES)", err=True)
     try:
         runner = run_check_isolated if isolate else run_check
         kwargs = {"timeout_s": timeout} if isolate else {}
