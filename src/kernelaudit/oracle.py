@@ -376,6 +376,9 @@ def execute(case: Case, device="cpu", *, fault_model: str = "none",
         placed, outs, out_rows, fm = run_op(case, device, fault_model)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
+    except torch.OutOfMemoryError as e:  # the plan was too optimistic: not the op's fault
+        return Outcome(Verdict.skipped(f"out of memory despite the memory plan: {str(e).splitlines()[0]}"),
+                       {}, time.perf_counter() - t0)
     except Exception as e:  # the op raised: that is the 'error' class
         msg = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
         return Outcome(Verdict.error(msg, traceback=traceback.format_exc(limit=3)), {}, time.perf_counter() - t0)

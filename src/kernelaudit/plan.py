@@ -22,7 +22,7 @@ BWD_FACTOR = 2.5
 #: Float64 chunk-sized tensors the reference holds at once (inputs, outputs, scratch).
 REF_WORKING_COPIES = 12
 #: Attention holds scores, their softmax (and in backward their gradients).
-ATTENTION_SCORE_COPIES = {"fwd": 3, "bwd": 6}
+ATTENTION_SCORE_COPIES = {"fwd": 3, "bwd": 5}
 
 
 def estimate_bytes(case: Case, fault_model: str = "none", ref_chunk: int = 2**24) -> int:
@@ -35,11 +35,11 @@ def estimate_bytes(case: Case, fault_model: str = "none", ref_chunk: int = 2**24
     inputs = sum(p.storage_numel * p.dtype.itemsize for p in placed)
     outputs = _output_bytes(case, placed, itemsize)
     total = inputs + outputs
+    if case.direction == "bwd":
+        total = int(total * BWD_FACTOR)
     if spec.family == "attention":
         q = placed[0].shape
         total += ATTENTION_SCORE_COPIES[case.direction] * math.prod(q[:-1]) * q[-2] * itemsize
-    if case.direction == "bwd":
-        total = int(total * BWD_FACTOR)
     if fault_model != "none":
         total += 2 * max([inputs, outputs])
     biggest = max([p.numel for p in placed] + [outputs // itemsize, 1])

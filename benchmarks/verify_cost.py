@@ -1,0 +1,107 @@
+"""Cost of verifying a bmm that produces >= 2^32 elements, beside the bmm itself.
+
+Side by side in one run, on one device, for the out-crossing series
+(B,256,64) x (B,64,256), B = 65537 (2^32 + 65536 output elements):
+
+* ``bmm``: the op under test (median of timed runs, CUDA events);
+* ``verify``: kernelaudit's matmul oracle (Freivalds projection + spot checks, from
+  inputs regenerated in float64 chunks, never read back from the op's inputs);
+* ``full_ref``: a full float64 reference of the same output, chunked below 2^31.
+
+Usage: python benchmarks/verify_cost.py --out RESULT.json [--dtypes bfloat16,float16,float32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+
+import torch
+
+from kernelaudit.cases import Case, batch_for
+from kernelaudit.oracle import Judgement, RefContext, default_ref_chunk, judge_matmul_chunk, placed_operands, run_op
+from kernelaudit.thresholds import REAL
+
+
+def _time(fn, reps=5):
+    fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        torch.cuda.synchronize()
+        ts.append(s.elapsed_time(e) / 1e3)
+    ts.sort()
+    return ts[len(ts) // 2]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--dtypes", default="bfloat16,float16,float32")
+    args = ap.parse_args()
+    dev = torch.device("cuda")
+    B = batch_for(REAL.t32, 256 * 256, "above")
+    rows = []
+    for dtype in args.dtypes.split(","):
+        case = Case("bmm", dtype, "contig", "out", "2^32", "above", B, "fwd", 0, 32)
+        placed, outs, out_rows, _ = run_op(case, dev, "none")
+        a, b = (t for t in _views(placed, dev))
+        c = outs[0]
+        t_bmm = _time(lambda: torch.bmm(a, b, out=c))
+        chunk = default_ref_chunk(dev)
+
+        def verify():
+            ctx = RefContext(case, placed, dev, chunk)
+            jf = Judgement("out0", "freivalds", 1.0, 256 * 256)
+            jf._located = False
+            js = Judgement("out0", "spot", 1.0, 256 * 256)
+            step = max(1, chunk // (256 * 256))
+            for b0 in range(0, B, step):
+                b1 = min(B, b0 + step)
+                judge_matmul_chunk(case, ctx, b0, b1, c[b0:b1], jf, js, 1)
+
+        def full_ref():
+            ctx = RefContext(case, placed, dev, chunk)
+            step = max(1, chunk // (256 * 256))
+            worst = torch.zeros((), dtype=torch.float64, device=dev)
+            for b0 in range(0, B, step):
+                b1 = min(B, b0 + step)
+                ra, _ = ctx.operand(0, b0, b1)
+                rb, _ = ctx.operand(1, b0, b1)
+                worst = torch.maximum(worst, (torch.bmm(ra, rb) - c[b0:b1].double()).abs().max())
+
+        t_ver = _time(verify, reps=3)
+        t_full = _time(full_ref, reps=3)
+        rows.append({"dtype": dtype, "batch": B, "out_elements": B * 65536, "bmm_s": t_bmm, "verify_s": t_ver,
+                     "full_ref_s": t_full, "verify_over_bmm": t_ver / t_bmm, "full_ref_over_bmm": t_full / t_bmm})
+        print(rows[-1], flush=True)
+        del placed, outs, c, a, b
+        torch.cuda.empty_cache()
+    res = {"date": time.strftime("%Y-%m-%d"), "device": torch.cuda.get_device_name(), "torch": torch.__version__,
+           "triton": _triton(), "python": platform.python_version(), "rows": rows}
+    with open(args.out, "w") as f:
+        json.dump(res, f, indent=2)
+
+
+def _views(placed, dev):
+    from kernelaudit.oracle import device_inputs
+    _, views = device_inputs(placed, dev, grad=False)
+    return views
+
+
+def _triton():
+    try:
+        import triton
+        return triton.__version__
+    except ImportError:
+        return None
+
+
+if __name__ == "__main__":
+    main()
