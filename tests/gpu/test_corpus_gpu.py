@@ -4,7 +4,8 @@ Skipped without CUDA. The Triton kernels must be compiled, not interpreted: the
 shared conftest may set ``TRITON_INTERPRET=1`` for the CPU tests, so this module
 switches the corpus kernels to compiled mode for its own tests, then back.
 
-Set ``KERNELAUDIT_GPU_RESULTS=path.json`` to keep every verdict (for the docs).
+Set ``KERNELAUDIT_GPU_RESULTS=path.json`` to keep every verdict (for the docs), and
+``KERNELAUDIT_GPU_PROBLEMS=relu,softmax`` to run only some problems.
 """
 
 from __future__ import annotations
@@ -48,9 +49,11 @@ def compiled_triton():
 
 
 def _problems() -> list[str]:
+    """The whole corpus, or the comma-separated names in ``KERNELAUDIT_GPU_PROBLEMS``."""
     from kernelaudit.problems import CORPUS_DIR
 
-    return sorted(p.stem for p in CORPUS_DIR.glob("*.py"))
+    chosen = [n for n in os.environ.get("KERNELAUDIT_GPU_PROBLEMS", "").split(",") if n]
+    return chosen or sorted(p.stem for p in CORPUS_DIR.glob("*.py"))
 
 
 def _judge(name: str, oracle: str, candidate=None):
