@@ -23,7 +23,8 @@ On a GPU, at the real threshold (the fault model emulates MPS on CUDA)::
 
 The same what-if works on any program: ``kernelaudit run --fault-model mps --scale 20
 -- python examples/guard_demo.py --plain`` runs the demo's big batch under whatever
-guard ``kernelaudit run`` installs.
+guard ``kernelaudit run`` installs (about a minute: the training runs under the
+what-if's dispatch modes too).
 """
 
 from __future__ import annotations
