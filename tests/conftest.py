@@ -6,7 +6,10 @@ import os
 
 import pytest
 
-os.environ.setdefault("TRITON_INTERPRET", "1")  # Triton kernels run on the CPU in CI
+import torch
+
+if not torch.cuda.is_available():  # Triton kernels run on the CPU (in CI) through the interpreter
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 @pytest.fixture(scope="session")
