@@ -69,28 +69,36 @@ def _make_override(engine: Engine, op: str, overload: str, device_type: str, ker
     kernel = kernels[(op, overload)]
     floor = engine.floor(op, device_type)
     cell_of = engine.counters.cell
+    local = engine.counters._tls
     slow = engine.slow
+    # Backend kernels ignore the keyset; a constant one spares building one per call.
+    keyset = torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, DISPATCH_KEYS[device_type]))
 
-    def runner_for(keyset):
-        def run(o, ov, *args, **kwargs):
-            return kernels[(o, ov)].call_boxed(keyset, *args, **kwargs)
-        return run
+    def run(o, ov, *args, **kwargs):
+        return kernels[(o, ov)].call_boxed(keyset, *args, **kwargs)
 
+    # The fast path: a few size reads against the floor, a per-thread counter, the
+    # original kernel. Output elements = a.numel() / K * N.
     if WITH_BIAS[op]:
-        def override(keyset, bias, a, b, **kwargs):
-            cell_of()[0] += 1
-            if a.numel() < floor and b.numel() < floor and a.shape[-2] * b.shape[-1] * (
-                    a.shape[0] if a.dim() == 3 else 1) < floor:
+        def override(bias, a, b, **kwargs):
+            try:
+                local.c[0] += 1
+            except AttributeError:
+                cell_of()[0] += 1
+            na, nb, k = a.numel(), b.numel(), a.shape[-1]
+            if na < floor and nb < floor and (na // k if k else 0) * b.shape[-1] < floor:
                 return kernel.call_boxed(keyset, bias, a, b, **kwargs)
-            return slow(op, overload, (bias, a, b), kwargs, runner_for(keyset))
+            return slow(op, overload, (bias, a, b), kwargs, run)
     else:
-        def override(keyset, a, b, **kwargs):
-            cell_of()[0] += 1
-            # a: [B, M, K] or [M, K]; b: [B, K, N] or [K, N]
-            if a.numel() < floor and b.numel() < floor and a.shape[-2] * b.shape[-1] * (
-                    a.shape[0] if a.dim() == 3 else 1) < floor:
+        def override(a, b, **kwargs):
+            try:
+                local.c[0] += 1
+            except AttributeError:
+                cell_of()[0] += 1
+            na, nb, k = a.numel(), b.numel(), a.shape[-1]
+            if na < floor and nb < floor and (na // k if k else 0) * b.shape[-1] < floor:
                 return kernel.call_boxed(keyset, a, b, **kwargs)
-            return slow(op, overload, (a, b), kwargs, runner_for(keyset))
+            return slow(op, overload, (a, b), kwargs, run)
     override.__name__ = f"kernelaudit_guard_{op}_{overload}_{device_type}"
     return override
 
@@ -98,8 +106,9 @@ def _make_override(engine: Engine, op: str, overload: str, device_type: str, ker
 def _make_attention_override(engine: Engine, kernel, device_type: str):
     floor = engine.floor(SDPA_MPS, device_type)
     cell_of = engine.counters.cell
+    keyset = torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, DISPATCH_KEYS[device_type]))
 
-    def override(keyset, q, k, v, *args, **kwargs):
+    def override(q, k, v, *args, **kwargs):
         cell_of()[0] += 1
         if max(q.numel(), k.numel(), v.numel(), math.prod(q.shape[:-1]) * k.shape[-2]) < floor:
             return kernel.call_boxed(keyset, q, k, v, *args, **kwargs)
@@ -134,7 +143,7 @@ class _Overrides:
                     with warnings.catch_warnings():
                         # "Overriding a previously registered kernel": that is the point.
                         warnings.simplefilter("ignore", UserWarning)
-                        self.lib.impl(name, fn, key, with_keyset=True)
+                        self.lib.impl(name, fn, key)
                     self.registered.append((op, ov, dt))
 
         if SDPA_MPS in policy.ops():
@@ -149,7 +158,7 @@ class _Overrides:
                 continue  # the fused op exists on MPS only
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)
-                self.lib.impl(SDPA_MPS_ATEN, _make_attention_override(engine, kernel, dt), key, with_keyset=True)
+                self.lib.impl(SDPA_MPS_ATEN, _make_attention_override(engine, kernel, dt), key)
             self.registered.append((SDPA_MPS, "default", dt))
 
     def remove(self) -> None:
