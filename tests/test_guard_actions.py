@@ -294,3 +294,15 @@ def test_guard_fixes_calls_inside_torch_compile_extern_kernels():
         got = compiled(a, b)
     assert torch.equal(got, ref)
     assert g.stats().fixed == 1
+
+
+def test_wrap32_what_if_is_fixed_by_its_own_policy():
+    # a contiguous bmm whose output passes 2^14: the wrap32 fault model wraps its index
+    a, b = _rand(5, 64, 16), _rand(5, 16, 64)
+    ref = torch.bmm(a, b)
+    with guard.guarding("off", fault_model="wrap32", scale=14) as g:
+        bad = torch.bmm(a, b)
+    assert not torch.equal(bad, ref) and g.stats().ignored == 1
+    with guard.guarding("fix", fault_model="wrap32", scale=14) as g:
+        got = torch.bmm(a, b)
+    assert torch.equal(got, ref) and g.stats().by_rule == {"wrap32": 1}

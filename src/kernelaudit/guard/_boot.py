@@ -64,3 +64,37 @@ def arm() -> None:
         _install()
     else:
         sys.meta_path.insert(0, _AfterTorch())
+
+
+
+#: The ``sitecustomize.py`` that ``kernelaudit run`` writes into a temporary folder put
+#: first on the child's PYTHONPATH (written at run time, so it needs no package data).
+#: It arms the guard, then runs any other ``sitecustomize`` it shadows.
+SITECUSTOMIZE = '''"""Written by kernelaudit run: arm the guard, then chain any other sitecustomize."""
+import os
+import sys
+
+try:
+    from kernelaudit.guard._boot import arm
+    arm()
+except Exception as e:  # never stop the user's program from starting
+    sys.stderr.write(f"kernelaudit run: could not arm the guard: {type(e).__name__}: {e}\\n")
+
+
+def _chain_other_sitecustomize():
+    import importlib.util
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    for entry in sys.path:
+        if not entry or os.path.abspath(entry) == here:
+            continue
+        cand = os.path.join(entry, "sitecustomize.py")
+        if os.path.isfile(cand):
+            spec = importlib.util.spec_from_file_location("_kernelaudit_chained_sitecustomize", cand)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            return
+
+
+_chain_other_sitecustomize()
+'''

@@ -18,23 +18,29 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import click
 
 from ..errors import InvalidArgument, check_choice
 from ..thresholds import REAL_SCALE_BITS, Thresholds
-from ._boot import ENV_STATS
+from ._boot import ENV_STATS, SITECUSTOMIZE
 from .install import ENV_ACTION, ENV_FAULT_MODEL, ENV_SCALE
 from .rules import ACTIONS
 
-BOOTSTRAP_DIR = Path(__file__).with_name("_bootstrap")
 EXIT_USAGE = 2
 
 
-def child_env(action: str, fault_model: str, scale: int, stats_json: Path | None = None,
+def write_bootstrap(folder: Path) -> Path:
+    """Write the child's ``sitecustomize.py`` into ``folder``; returns the folder."""
+    (folder / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    return folder
+
+
+def child_env(action: str, fault_model: str, scale: int, bootstrap: Path, stats_json: Path | None = None,
               base: dict | None = None) -> dict:
-    """The environment of a guarded child."""
+    """The environment of a guarded child (``bootstrap``: the folder holding its sitecustomize)."""
     check_choice("guard", action, ACTIONS)
     Thresholds(scale)
     env = dict(os.environ if base is None else base)
@@ -44,7 +50,7 @@ def child_env(action: str, fault_model: str, scale: int, stats_json: Path | None
     if stats_json is not None:
         env[ENV_STATS] = str(stats_json)
     pp = env.get("PYTHONPATH")
-    env["PYTHONPATH"] = str(BOOTSTRAP_DIR) + (os.pathsep + pp if pp else "")
+    env["PYTHONPATH"] = str(bootstrap) + (os.pathsep + pp if pp else "")
     return env
 
 
@@ -60,17 +66,18 @@ def child_env(action: str, fault_model: str, scale: int, stats_json: Path | None
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 def run_command(action, fault_model, scale, stats_json, command):
     """Run COMMAND (after --) with the guard installed in every Python process it starts."""
-    try:
-        from ..faults import FAULT_MODELS
+    with tempfile.TemporaryDirectory(prefix="kernelaudit-run-") as tmp:
+        try:
+            from ..faults import FAULT_MODELS
 
-        check_choice("fault_model", fault_model, FAULT_MODELS)
-        env = child_env(action, fault_model, scale, stats_json)
-    except InvalidArgument as e:
-        click.echo(f"error: {e}", err=True)
-        sys.exit(EXIT_USAGE)
-    try:
-        rc = subprocess.call(list(command), env=env)
-    except FileNotFoundError as e:
-        click.echo(f"error: cannot run {command[0]!r}: {e}", err=True)
-        sys.exit(127)
+            check_choice("fault_model", fault_model, FAULT_MODELS)
+            env = child_env(action, fault_model, scale, write_bootstrap(Path(tmp)), stats_json)
+        except InvalidArgument as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(EXIT_USAGE)
+        try:
+            rc = subprocess.call(list(command), env=env)
+        except FileNotFoundError as e:
+            click.echo(f"error: cannot run {command[0]!r}: {e}", err=True)
+            rc = 127
     sys.exit(rc)
