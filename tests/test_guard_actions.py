@@ -8,7 +8,6 @@ must give the unguarded result bit for bit (batch splits) or within tolerance.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 
 import pytest
