@@ -54,3 +54,17 @@ def test_triton_kernel_gives_the_same_bits_as_the_torch_hash():
         assert torch.equal(out, ref), dtype
         idx = torch.tensor([[3, 2**33], [2**31, 17]])
         assert torch.equal(fast.values_at(idx, key, dtype, high=high), gen.values_at(idx, key, dtype, high=high))
+
+
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="needs the Triton interpreter")
+def test_triton_strided_values_equal_the_indexed_values_for_every_layout():
+    pytest.importorskip("triton")
+    from kernelaudit.kernels import gen as fast
+
+    key = gen.stream_key(2, "s")
+    for shape, strides, offset in (((5, 4, 3), (12, 1, 4), 0), ((5, 4, 3), (0, 3, 1), 7),
+                                   ((6, 2, 4, 3), (24, 12, 1, 4), 24), ((9, 7), (7, 1), 2**32 + 3)):
+        for dtype, high in ((torch.float32, None), (torch.bfloat16, None), (torch.int64, 50)):
+            want = gen.values_at(gen.strided_index(shape, strides, offset, "cpu", lead=(1, 3)), key, dtype, high=high)
+            got = fast.values_strided((2, *shape[1:]), strides, offset + strides[0], key, dtype, "cpu", high=high)
+            assert torch.equal(got, want), (shape, dtype)

@@ -103,3 +103,18 @@ def strided_index(shape: tuple[int, ...], strides: tuple[int, ...], offset: int,
         ar = ar.view([n if i == d else 1 for i in range(len(shape))])
         idx = idx + ar
     return idx
+
+
+def values_strided(shape: tuple[int, ...], strides: tuple[int, ...], offset: int, key: int, dtype: torch.dtype,
+                   device, *, high: int | None = None, lead: tuple[int, int] | None = None) -> torch.Tensor:
+    """The generated values of a strided view (rows [r0, r1) of dim 0 with ``lead``).
+
+    Equal to ``values_at(strided_index(...))``; on CUDA one pass, with no index tensor."""
+    shape = tuple(shape)
+    if lead is not None:
+        r0, r1 = lead
+        offset += r0 * strides[0]
+        shape = (r1 - r0, *shape[1:])
+    if torch.device(device).type == "cuda" and len(shape) <= 4 and dtype != torch.bool and (fast := _fast()):
+        return fast.values_strided(shape, strides, offset, key, dtype, device, high=high)
+    return values_at(strided_index(shape, strides, offset, device), key, dtype, high=high)

@@ -37,7 +37,7 @@ from .verdict import BadBatches, Status, Verdict
 
 #: Largest number of elements any reference chunk or comparison holds at once, per
 #: device type (far below 2^31; larger on GPUs to keep per-chunk overhead small).
-REF_CHUNK_ELEMENTS = {"cuda": 2**26, "mps": 2**24, "cpu": 2**22}
+REF_CHUNK_ELEMENTS = {"cuda": 2**27, "mps": 2**24, "cpu": 2**22}
 
 
 def default_ref_chunk(device) -> int:
@@ -138,8 +138,9 @@ class RefContext:
         p = self.placed[i]
         R = p.operand.rows_per_batch
         if p.batched:
-            idx = gen.strided_index(p.shape, p.strides, p.offset, self.device, lead=(b0 * R, b1 * R))
-            t = self._values(p, idx)
+            t = gen.values_strided(p.shape, p.strides, p.offset, p.key, p.dtype, self.device,
+                                   high=p.operand.high, lead=(b0 * R, b1 * R))
+            t = t if p.operand.kind == "index" else t.to(self.ref_dtype)
             if leaf and t.dtype.is_floating_point:
                 t.requires_grad_(True)
                 return t, t
@@ -275,48 +276,123 @@ def _spot_indices(b0: int, b1: int, per: int, t31: int) -> torch.Tensor:
     return torch.unique(flat)
 
 
-def judge_matmul_chunk(case, ctx, b0, b1, got_chunk, jf: Judgement, js: Judgement, out_rows):
-    """Freivalds projection and exact spot checks for batches [b0, b1) of a matmul output."""
-    spec = case.spec
-    nb = b1 - b0
+#: Operand tag stride for descriptor tracing (storage offsets stay far below it).
+_TAG = 2**50
+
+
+def _fused_freivalds_enabled(device: torch.device) -> bool:
+    """The fused Triton check runs on CUDA (and on the CPU interpreter when asked)."""
+    import os
+
+    if os.environ.get("KERNELAUDIT_FUSED_FREIVALDS") == "0":
+        return False
+    if device.type != "cuda" and os.environ.get("KERNELAUDIT_FUSED_FREIVALDS") != "1":
+        return False
+    try:
+        from .kernels import freivalds  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+def _matmul_operands(case, ctx, b0, b1, nb, *, meta: bool):
+    """The bilinear decomposition (A, B, M, alpha, beta) of batches [b0, b1), canonical
+    (nb or 1, H or 1, rows, cols). ``meta=True`` traces it on meta tensors whose storage
+    offsets tag the operand, giving strided descriptors instead of values."""
     views = []
     for i, p in enumerate(ctx.placed):
-        v, _ = ctx.operand(i, b0, b1)
+        if meta:
+            R = p.operand.rows_per_batch
+            base = torch.empty(0, device="meta", dtype=p.dtype)
+            if R is not None:
+                v = base.as_strided((R * nb, *p.shape[1:]), p.strides,
+                                    (i + 1) * _TAG + p.offset + b0 * R * p.strides[0])
+            else:
+                v = base.as_strided(p.shape, p.strides, (i + 1) * _TAG + p.offset)
+        else:
+            v, _ = ctx.operand(i, b0, b1)
         views.append(_canonical(v, nb, p.operand.rows_per_batch if p.batched else None))
-    A, Bm, M, alpha, beta = spec.bilinear(*views)
-    A, Bm, M = _canonical(A, nb, None), _canonical(Bm, nb, None), _canonical(M, nb, None)
-    C = _canonical(got_chunk.to(torch.float64), nb, out_rows)
-    Mdim, Ndim = C.shape[-2], C.shape[-1]
+    A, Bm, M, alpha, beta = case.spec.bilinear(*views)
+    return _canonical(A, nb, None), _canonical(Bm, nb, None), _canonical(M, nb, None), alpha, beta
+
+
+def _desc(ctx, t):
+    """A traced meta view -> the fused kernel's descriptor (size-1 dims broadcast)."""
+    from .kernels.freivalds import Desc
+
+    i, off = divmod(t.storage_offset(), _TAG)
+    strides = tuple(0 if n == 1 else st for n, st in zip(t.shape, t.stride()))
+    return Desc(ctx.placed[i - 1].key, off, strides)
+
+
+def _desc_values(ctx, d, idx: torch.Tensor) -> torch.Tensor:
+    """Generated float64 values of descriptor ``d`` at int64 storage indexes."""
+    return gen.values_at(idx, d.key, DTYPES[ctx.case.dtype]).to(torch.float64)
+
+
+def _desc_index(d, bb, hh, ii, kk):
+    s = d.strides
+    return d.offset + bb * s[0] + hh * s[1] + ii * s[2] + kk * s[3]
+
+
+def judge_matmul_chunk(case, ctx, b0, b1, got_chunk, jf: Judgement, js: Judgement, out_rows):
+    """Freivalds projection and exact spot checks for batches [b0, b1) of a matmul output.
+
+    On CUDA the projection is one fused Triton pass over C with A and B regenerated in
+    registers; elsewhere it is computed with float64 torch ops on regenerated chunks."""
+    nb = b1 - b0
+    fused = _fused_freivalds_enabled(ctx.device)
+    C = _canonical(got_chunk if fused else got_chunk.to(torch.float64), nb, out_rows)
+    H, Mdim, Ndim = C.shape[1], C.shape[-2], C.shape[-1]
     x = gen.values_at(torch.arange(Ndim, device=ctx.device), gen.stream_key(case.seed, "freivalds-x"), torch.float64)
     y = gen.values_at(torch.arange(Mdim, device=ctx.device), gen.stream_key(case.seed, "freivalds-y"), torch.float64)
-    lhs = (C @ x) @ y
-    rhs = alpha * ((A @ (Bm @ x).unsqueeze(-1)).squeeze(-1) @ y)
-    bound = abs(alpha) * ((A.abs() @ (Bm.abs() @ x.abs()).unsqueeze(-1)).squeeze(-1) @ y.abs())
-    if M is not None:
-        Mb = torch.broadcast_to(M, C.shape)
-        rhs = rhs + beta * ((Mb @ x) @ y)
-        bound = bound + abs(beta) * ((Mb.abs() @ x.abs()) @ y.abs())
+    if fused:
+        from .kernels.freivalds import freivalds
+
+        Am, Bmm, Mm, alpha, beta = _matmul_operands(case, ctx, b0, b1, nb, meta=True)
+        dA, dB = _desc(ctx, Am), _desc(ctx, Bmm)
+        dM = _desc(ctx, Mm) if Mm is not None else None
+        K = Am.shape[-1]
+        res = freivalds(C, x, y, dA, dB, dM, K, alpha, beta, DTYPES[case.dtype])
+        lhs, rhs, bound = res[..., 0], res[..., 1], res[..., 2]
+        kk = torch.arange(K, device=ctx.device)
+
+        def rows_cols(bb, hh, ii, jj):
+            rows = _desc_values(ctx, dA, _desc_index(dA, bb[:, None], hh[:, None], ii[:, None], kk[None, :]))
+            cols = _desc_values(ctx, dB, _desc_index(dB, bb[:, None], hh[:, None], kk[None, :], jj[:, None]))
+            mv = _desc_values(ctx, dM, _desc_index(dM, bb, hh, ii, jj)) if dM is not None else None
+            return rows, cols, mv
+    else:
+        A, Bm, M, alpha, beta = _matmul_operands(case, ctx, b0, b1, nb, meta=False)
+        lhs = (C @ x) @ y
+        rhs = alpha * ((A @ (Bm @ x).unsqueeze(-1)).squeeze(-1) @ y)
+        bound = abs(alpha) * ((A.abs() @ (Bm.abs() @ x.abs()).unsqueeze(-1)).squeeze(-1) @ y.abs())
+        if M is not None:
+            Mb = torch.broadcast_to(M, C.shape)
+            rhs = rhs + beta * ((Mb @ x) @ y)
+            bound = bound + abs(beta) * ((Mb.abs() @ x.abs()) @ y.abs())
+        Ab = torch.broadcast_to(A, (nb, H, *A.shape[-2:]))
+        Bb = torch.broadcast_to(Bm, (nb, H, *Bm.shape[-2:]))
+
+        def rows_cols(bb, hh, ii, jj):
+            mv = torch.broadcast_to(M, C.shape)[bb, hh, ii, jj] if M is not None else None
+            return Ab[bb, hh, ii, :], Bb[bb, hh, :, jj], mv
     per = ((lhs - rhs).abs() / bound.clamp_min(_TINY))
     per = torch.where(torch.isnan(lhs), torch.full_like(per, math.inf), per)
     jf.add(b0, per.reshape(nb, -1).amax(1))
-    # spot checks
+    # spot checks: exact float64 dot products at chosen elements
     per_batch = C[0].numel()
     flat = _spot_indices(b0, b1, per_batch, case.thresholds.t31).to(ctx.device) - b0 * per_batch
-    H = C.shape[1]
     bb, rem = flat // (H * Mdim * Ndim), flat % (H * Mdim * Ndim)
     hh, rem = rem // (Mdim * Ndim), rem % (Mdim * Ndim)
     ii, jj = rem // Ndim, rem % Ndim
-    Ab = torch.broadcast_to(A, (nb, H, *A.shape[-2:]))
-    Bb = torch.broadcast_to(Bm, (nb, H, *Bm.shape[-2:]))
-    rows = Ab[bb, hh, ii, :]
-    cols = Bb[bb, hh, :, jj]
+    rows, cols, mv = rows_cols(bb, hh, ii, jj)
     ref = alpha * (rows * cols).sum(-1)
     scale = abs(alpha) * (rows * cols).abs().sum(-1)
-    if M is not None:
-        Mb = torch.broadcast_to(M, C.shape)
-        ref = ref + beta * Mb[bb, hh, ii, jj]
-        scale = scale + abs(beta) * Mb[bb, hh, ii, jj].abs()
-    got = C[bb, hh, ii, jj]
+    if mv is not None:
+        ref = ref + beta * mv
+        scale = scale + abs(beta) * mv.abs()
+    got = C[bb, hh, ii, jj].to(torch.float64)
     err = (got - ref).abs() / scale.clamp_min(_TINY)
     err = torch.where(torch.isnan(got), torch.full_like(err, math.inf), err)
     per_b = torch.zeros(nb, dtype=torch.float64, device=err.device).scatter_reduce(0, bb, err, "amax")
@@ -328,10 +404,14 @@ def judge_matmul_chunk(case, ctx, b0, b1, got_chunk, jf: Judgement, js: Judgemen
     # Freivalds localises to a batch; find the element exactly (one batch is small).
     if jf.tol is not None and jf.bad_first is not None and jf.bad_first >= b0 and jf._located is False:
         bi = jf.bad_first - b0
-        full = alpha * (Ab[bi] @ Bb[bi])
-        if M is not None:
-            full = full + beta * torch.broadcast_to(M, C.shape)[bi]
-        e = (C[bi] - full).abs().flatten()
+        n_el = H * Mdim * Ndim
+        e_flat = torch.arange(n_el, device=ctx.device)
+        eh, erem = e_flat // (Mdim * Ndim), e_flat % (Mdim * Ndim)
+        ei, ej = erem // Ndim, erem % Ndim
+        eb = torch.full_like(e_flat, bi)
+        r, c, m = rows_cols(eb, eh, ei, ej)
+        full = alpha * (r * c).sum(-1) + (beta * m if m is not None else 0.0)
+        e = (C[bi].reshape(-1).to(torch.float64) - full).abs()
         scale_b = full.abs().amax().clamp_min(_TINY)
         over = torch.nonzero(e > jf.tol * scale_b).flatten()
         jf.first_bad_index = jf.bad_first * per_batch + (int(over[0]) if over.numel() else int(e.argmax()))

@@ -15,15 +15,28 @@ _BLOCK = 1024
 _KIND = {"float": 0, "int": 1, "index": 2}
 
 
+_RANGE, _INDEX, _STRIDED = 0, 1, 2
+
+
 @triton.jit
-def _hash_kernel(out_ptr, idx_ptr, start, n, key, high, KIND: tl.constexpr, FROM_INDEX: tl.constexpr,
-                 BLOCK: tl.constexpr):
+def _hash_kernel(out_ptr, idx_ptr, start, n, key, high,
+                 d1, d2, d3, t0, t1, t2, t3,
+                 KIND: tl.constexpr, SOURCE: tl.constexpr, BLOCK: tl.constexpr):
     pid = tl.program_id(0).to(tl.int64)
     offs = pid * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
     mask = offs < n
-    if FROM_INDEX:
+    if SOURCE == 1:    # indexes read from a tensor
         idx = tl.load(idx_ptr + offs, mask=mask, other=0)
-    else:
+    elif SOURCE == 2:  # indexes of a strided view of up to 4 dims, from its storage offset
+        p = offs
+        i3 = p % d3
+        p = p // d3
+        i2 = p % d2
+        p = p // d2
+        i1 = p % d1
+        i0 = p // d1
+        idx = start + i0 * t0 + i1 * t1 + i2 * t2 + i3 * t3
+    else:              # a contiguous range of storage
         idx = offs + start
     M: tl.constexpr = 0xFFFFFFFF
     x = (idx & M) ^ (((idx >> 32) * 0x9E3779B1) & M)
@@ -62,8 +75,8 @@ def fill_range(out: torch.Tensor, start: int, key: int, *, high: int | None = No
             out[s:e].copy_(fill_range(torch.empty(e - s, dtype=torch.float32, device=out.device), start + s, key))
         return out
     grid = (triton.cdiv(n, _BLOCK),)
-    _hash_kernel[grid](out, out, start, n, key, high or 1, KIND=_kind(out.dtype, high), FROM_INDEX=False,
-                       BLOCK=_BLOCK)
+    _hash_kernel[grid](out, out, start, n, key, high or 1, 1, 1, 1, 0, 0, 0, 0,
+                       KIND=_kind(out.dtype, high), SOURCE=_RANGE, BLOCK=_BLOCK)
     return out
 
 
@@ -74,6 +87,27 @@ def values_at(index: torch.Tensor, key: int, dtype: torch.dtype, *, high: int | 
     idx = index.contiguous().view(-1)
     out = torch.empty(idx.numel(), dtype=dtype, device=index.device)
     grid = (triton.cdiv(idx.numel(), _BLOCK),)
-    _hash_kernel[grid](out, idx, 0, idx.numel(), key, high or 1, KIND=_kind(dtype, high), FROM_INDEX=True,
-                       BLOCK=_BLOCK)
+    _hash_kernel[grid](out, idx, 0, idx.numel(), key, high or 1, 1, 1, 1, 0, 0, 0, 0,
+                       KIND=_kind(dtype, high), SOURCE=_INDEX, BLOCK=_BLOCK)
     return out.view(index.shape)
+
+
+def values_strided(shape, strides, offset: int, key: int, dtype: torch.dtype, device, *,
+                   high: int | None = None) -> torch.Tensor:
+    """The values of a strided view (up to 4 dims) of the generated storage, without
+    materialising its int64 storage indexes."""
+    if len(shape) > 4:
+        raise ValueError(f"values_strided handles up to 4 dims, got shape {tuple(shape)}")
+    if dtype == torch.bfloat16 and high is None:
+        return values_strided(shape, strides, offset, key, torch.float32, device).to(torch.bfloat16)
+    pad = 4 - len(shape)
+    d = [1] * pad + list(shape)
+    t = [0] * pad + list(strides)
+    out = torch.empty(tuple(shape), dtype=dtype, device=device)
+    n = out.numel()
+    if n == 0:
+        return out
+    _hash_kernel[(triton.cdiv(n, _BLOCK),)](out, out, offset, n, key, high or 1, d[1], d[2], d[3],
+                                            t[0], t[1], t[2], t[3], KIND=_kind(dtype, high), SOURCE=_STRIDED,
+                                            BLOCK=_BLOCK)
+    return out
