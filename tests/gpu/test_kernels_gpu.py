@@ -1,0 +1,51 @@
+"""kernelaudit's own Triton kernels on CUDA give the bits the torch versions give."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
+
+
+@pytest.mark.parametrize("dtype,high", [(torch.float32, None), (torch.float16, None), (torch.bfloat16, None),
+                                        (torch.int32, None), (torch.int64, 1000)])
+def test_triton_generation_on_cuda_equals_the_torch_hash(dtype, high):
+    from kernelaudit import gen
+    from kernelaudit.kernels import gen as fast
+
+    key = gen.stream_key(5, "gpu")
+    start = 2**32 - 5000
+    out = torch.empty(10000, dtype=dtype, device="cuda")
+    fast.fill_range(out, start, key, high=high)
+    idx = torch.arange(start, start + 10000, device="cuda")
+    h = gen.hash32(idx, key)  # the torch int64 path, on the GPU
+    if high is not None:
+        want = (h % high).to(dtype)
+    elif dtype.is_floating_point:
+        want = ((h >> 8).to(torch.float32) * 2.0**-23 - 1.0).to(dtype)
+    else:
+        want = ((h >> 24) - 128).to(dtype)
+    assert torch.equal(out, want)
+    assert torch.equal(out.cpu(), gen.fill_flat(10000, key, dtype, "cpu", start=start, high=high))
+    strided = fast.values_strided((4, 5, 6), (30, 1, 5), start, key, dtype, "cuda", high=high)
+    assert torch.equal(strided.cpu(), gen.values_at(gen.strided_index((4, 5, 6), (30, 1, 5), start, "cpu"), key,
+                                                    dtype, high=high))
+
+
+@pytest.mark.parametrize("op", ["bmm", "baddbmm", "mm", "linear", "matmul4d"])
+def test_fused_freivalds_on_cuda_agrees_with_the_torch_check(op, monkeypatch):
+    from kernelaudit.cases import GridSpec, grid
+    from kernelaudit.oracle import execute
+    from kernelaudit.tolerance import calibrated
+
+    cases = grid(GridSpec(ops=(op,), dtypes=("float16", "bfloat16", "float32"), thresholds=("2^32",),
+                          positions=("above",), directions=("fwd",), scale=16))
+    for case in cases:
+        monkeypatch.setenv("KERNELAUDIT_FUSED_FREIVALDS", "0")
+        tol = calibrated(execute(case.with_batch(8), "cuda", tolerances=None).worst, case.dtype)
+        ref = execute(case, "cuda", fault_model="mps", tolerances=tol).verdict
+        monkeypatch.delenv("KERNELAUDIT_FUSED_FREIVALDS")
+        got = execute(case, "cuda", fault_model="mps", tolerances=tol).verdict
+        assert (got.status, got.bad_batches, got.first_bad_index) == (ref.status, ref.bad_batches,
+                                                                      ref.first_bad_index), case.id
