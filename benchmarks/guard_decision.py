@@ -44,17 +44,26 @@ def _per_call_us(fn, n: int) -> float:
 
 
 def override_overhead(n: int = 20000, rounds: int = 9) -> dict:
+    """Native screen (when it builds) and Python override, side by side."""
+    from kernelaudit.guard import native
+
     a, b = torch.randn(4, 16, 16), torch.randn(4, 16, 16)
     call = lambda: torch.bmm(a, b)  # noqa: E731
     policy = guard.mps_policy(REAL, device_types=("cpu",))
-    base, guarded = [], []
+    base, nat, py = [], [], []
     for _ in range(rounds):
         base.append(_per_call_us(call, n))
         guard.install("fix", policy=policy)
-        guarded.append(_per_call_us(call, n))
+        nat.append(_per_call_us(call, n))
         guard.uninstall()
-    return {"unguarded_us": statistics.median(base), "guarded_us": statistics.median(guarded),
-            "override_overhead_us": statistics.median(g - b for g, b in zip(guarded, base))}
+        guard.install("fix", policy=policy, native=False)
+        py.append(_per_call_us(call, n))
+        guard.uninstall()
+    return {"unguarded_us": statistics.median(base), "guarded_us": statistics.median(nat),
+            "override_overhead_us": statistics.median(g - b for g, b in zip(nat, base)),
+            "native": native.load() is not None,
+            "python_override_us": statistics.median(py),
+            "python_override_overhead_us": statistics.median(g - b for g, b in zip(py, base))}
 
 
 def decision(n: int = 20000) -> dict:

@@ -10,7 +10,9 @@ Configurations:
 * ``install``: ``kernelaudit.guard.install()`` as a user would call it (the ``mps``
   policy: overrides on the MPS key only, so on CPU/CUDA nothing is intercepted);
 * ``enforced``: the ``mps`` rules enforced on this device (every mm/bmm/addmm/baddbmm
-  goes through the guard's override and its fast path): the guard's real per-call cost;
+  goes through the guard's override and its fast path): the guard's real per-call cost
+  (with the native C++ screen when it builds; ``native`` in the results says);
+* ``enforced-python``: the same with the Python overrides (no native screen);
 * ``passthrough``: the same overrides doing nothing but calling the original kernel:
   the floor of any Python ``torch.library`` override, so ``enforced - passthrough`` is
   what the guard's own logic costs;
@@ -101,6 +103,8 @@ def time_config(name: str, step, iters: int, device) -> float:
         guard.install("fix")
     elif name == "enforced":
         guard.install("fix", policy=policy)
+    elif name == "enforced-python":
+        guard.install("fix", policy=policy, native=False)
     elif name == "passthrough":
         lib = passthrough_overrides(dt)
     mode = StudyGuard() if name == "study" else None
@@ -122,13 +126,19 @@ def time_config(name: str, step, iters: int, device) -> float:
         guard.uninstall()
 
 
+def native_available() -> bool:
+    from kernelaudit.guard import native
+
+    return native.load() is not None
+
+
 def run(device="cpu", dim=256, heads=4, seq=64, batch=8, iters=None, rounds=15, configs=None) -> dict:
     torch.manual_seed(0)
     model = make_block(dim, heads, device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     x = torch.randn(batch, seq, dim, device=device)
     step = step_fn(model, opt, x)
-    configs = configs or ["none", "install", "enforced", "passthrough", "study"]
+    configs = configs or ["none", "install", "enforced", "enforced-python", "passthrough", "study"]
     # calibrate: about 0.25 s per configuration per round
     per_step = []
     for _ in range(13):
@@ -156,7 +166,7 @@ def run(device="cpu", dim=256, heads=4, seq=64, batch=8, iters=None, rounds=15, 
         "seconds_per_iter_median": {c: statistics.median(v) for c, v in times.items()},
         "ratio_to_unguarded_median": ratios,
         "intercepted_calls_per_iter": calls,
-        "max_ratio": MAX_RATIO,
+        "max_ratio": MAX_RATIO, "native": native_available(),
         "pass": {c: ratios[c] <= MAX_RATIO for c in ("install", "enforced") if c in ratios},
         "torch": torch.__version__, "python": platform.python_version(), "threads": torch.get_num_threads(),
         "date": time.strftime("%Y-%m-%d", time.gmtime()), "host": platform.node(),

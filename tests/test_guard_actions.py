@@ -305,3 +305,31 @@ def test_wrap32_what_if_is_fixed_by_its_own_policy():
     with guard.guarding("fix", fault_model="wrap32", scale=14) as g:
         got = torch.bmm(a, b)
     assert torch.equal(got, ref) and g.stats().by_rule == {"wrap32": 1}
+
+
+@pytest.mark.parametrize("native", [False, None], ids=["python-overrides", "native-if-available"])
+def test_both_override_paths_fix_refuse_and_count_alike(native):
+    a, b = _transposed_bmm()
+    ref = torch.bmm(a, b)
+    with guard.guarding("fix", policy=CPU_MPS, native=native) as g:
+        got = torch.bmm(a, b)
+        torch.addmm(_rand(64), _rand(320, 16), _rand(64, 16).t())
+        torch.mm(_rand(4, 4), _rand(4, 4))
+    assert torch.equal(got, ref)
+    s = g.stats()
+    assert s.inspected == 3 and s.fixed == 2 and s.passed == 1
+    with guard.guarding("raise", policy=CPU_MPS, native=native):
+        with pytest.raises(UnsafeCallError, match="rule A"):
+            torch.bmm(a, b)
+
+
+def test_native_screen_is_used_when_it_builds():
+    from kernelaudit.guard import native
+
+    if native.load() is None:
+        pytest.skip("no C++ toolchain here: the Python overrides are used")
+    import importlib
+
+    inst = importlib.import_module("kernelaudit.guard.install")  # the module, not the function
+    guard.install("fix", policy=CPU_MPS)
+    assert inst._STATE.overrides.native is not None

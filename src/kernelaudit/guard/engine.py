@@ -108,6 +108,9 @@ class _Counters:
         self._lock = threading.Lock()
         self._flagged: dict[str, int] = {}
         self._rules: dict[str, int] = {}
+        #: Calls counted outside Python (the native fast path's counter) and its reset.
+        self.external = None
+        self.external_reset = None
 
     def cell(self) -> list[int]:
         """This thread's [inspected] cell (created on first use)."""
@@ -127,7 +130,7 @@ class _Counters:
 
     def snapshot(self) -> GuardStats:
         with self._lock:
-            inspected = sum(c[0] for c in self._threads)
+            inspected = sum(c[0] for c in self._threads) + (self.external() if self.external else 0)
             f = dict(self._flagged)
             rules = dict(self._rules)
         flagged = sum(v for k, v in f.items() if k not in ("mismatches",))
@@ -139,6 +142,8 @@ class _Counters:
         with self._lock:
             for c in self._threads:
                 c[0] = 0
+            if self.external_reset:
+                self.external_reset()
             self._flagged.clear()
             self._rules.clear()
 

@@ -120,34 +120,56 @@ def _make_attention_override(engine: Engine, kernel, device_type: str):
 
 
 class _Overrides:
-    """The ``torch.library`` registrations of one engine (removed by :meth:`remove`)."""
+    """The registrations of one engine (removed by :meth:`remove`): per covered op and
+    overload, a native (C++) screen with a Python slow path, or a Python override."""
 
-    def __init__(self, engine: Engine, device_types: tuple[str, ...] | None = None) -> None:
+    def __init__(self, engine: Engine, device_types: tuple[str, ...] | None = None,
+                 native: bool | None = None) -> None:
+        from . import native as nat_mod
+
         self.lib = torch.library.Library("aten", "IMPL")
         self.registered: list[tuple[str, str, str]] = []
+        self.native = nat_mod.load() if native is not False else None
+        self.slow_lib = torch.library.Library(nat_mod.SLOW_NS, "IMPL") if self.native else None
         policy = engine.policy
+        plan = []
         for op in sorted(set(policy.ops()) & set(WITH_BIAS)):
             dts = policy.device_types_for(op)
-            if dts is None:
-                dts = device_types or tuple(DISPATCH_KEYS)
-            for dt in dts:
-                key = DISPATCH_KEYS.get(dt)
-                if key is None:
+            for dt in (dts if dts is not None else device_types or tuple(DISPATCH_KEYS)):
+                if dt in DISPATCH_KEYS:
+                    plan.append((op, dt))
+        # every original kernel of a key is captured before anything on that key is
+        # overridden: the pieces and the checks must never reach an override
+        originals = {}
+        for dt in {dt for _, dt in plan}:
+            kernels = {(o, ov): _kernel(o, ov, DISPATCH_KEYS[dt]) for o in WITH_BIAS for ov in OVERLOADS}
+            if all(k is not None for k in kernels.values()):
+                originals[dt] = kernels  # else: this build has no such backend, nothing to guard
+        with warnings.catch_warnings():
+            # "Overriding a previously registered kernel": that is the point.
+            warnings.simplefilter("ignore", UserWarning)
+            for op, dt in plan:
+                if dt not in originals:
                     continue
-                kernels = {(o, ov): _kernel(o, ov, key) for o in WITH_BIAS for ov in OVERLOADS}
-                if any(k is None for k in kernels.values()):
-                    continue  # this build has no kernel for that backend: nothing to guard
+                key = DISPATCH_KEYS[dt]
                 for ov in OVERLOADS:
-                    fn = _make_override(engine, op, ov, dt, kernels)
-                    name = op if ov == "default" else f"{op}.{ov}"
-                    with warnings.catch_warnings():
-                        # "Overriding a previously registered kernel": that is the point.
-                        warnings.simplefilter("ignore", UserWarning)
-                        self.lib.impl(name, fn, key)
+                    if self.native:
+                        self.slow_lib.impl(nat_mod.slow_op_name(op, ov), _make_slow(engine, op, ov, dt, originals[dt]),
+                                           key)
+                        ai, bi = nat_mod.OPERANDS[op]
+                        self.native.register_op(op, "" if ov == "default" else ov, key,
+                                                min(engine.floor(op, dt), 2**62), ai, bi, nat_mod.SLOW_NS)
+                    else:
+                        name = op if ov == "default" else f"{op}.{ov}"
+                        self.lib.impl(name, _make_override(engine, op, ov, dt, originals[dt]), key)
                     self.registered.append((op, ov, dt))
-
-        if SDPA_MPS in policy.ops():
-            self._attention(engine)
+            if SDPA_MPS in policy.ops():
+                self._attention(engine)
+        self.engine = engine
+        if self.native:
+            self.native.reset_inspected()
+            engine.counters.external = self.native.inspected
+            engine.counters.external_reset = self.native.reset_inspected
 
     def _attention(self, engine: Engine) -> None:
         dts = engine.policy.device_types_for(SDPA_MPS) or tuple(DISPATCH_KEYS)
@@ -156,14 +178,33 @@ class _Overrides:
             kernel = _kernel(SDPA_MPS_ATEN, "default", key) if key else None
             if kernel is None:
                 continue  # the fused op exists on MPS only
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", UserWarning)
-                self.lib.impl(SDPA_MPS_ATEN, _make_attention_override(engine, kernel, dt), key)
+            self.lib.impl(SDPA_MPS_ATEN, _make_attention_override(engine, kernel, dt), key)
             self.registered.append((SDPA_MPS, "default", dt))
 
     def remove(self) -> None:
+        if self.native:
+            self.native.unregister_all()
+            self.slow_lib._destroy()
+            # keep the count readable after uninstall (the native counter is global)
+            frozen = self.native.inspected()
+            self.engine.counters.external = lambda: frozen
+            self.engine.counters.external_reset = None
         self.lib._destroy()
         self.registered = []
+
+
+def _make_slow(engine: Engine, op: str, overload: str, device_type: str, kernels: dict):
+    """The Python kernel of ``kernelaudit_guard::op.overload``: the engine's slow path,
+    reached from the native screen for calls past the floor."""
+    keyset = torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, DISPATCH_KEYS[device_type]))
+    slow = engine.slow
+
+    def run(o, ov, *args, **kwargs):
+        return kernels[(o, ov)].call_boxed(keyset, *args, **kwargs)
+
+    def slow_path(*args, **kwargs):
+        return slow(op, overload, args, kwargs, run)
+    return slow_path
 
 
 # -- the what-if mode ---------------------------------------------------------------------
@@ -242,7 +283,7 @@ def _env_action() -> str:
 
 
 def install(action: str | None = None, *, policy: Policy | None = None, rule_actions: dict | None = None,
-            fault_model: str | None = None, scale: int | None = None) -> Engine | None:
+            fault_model: str | None = None, scale: int | None = None, native: bool | None = None) -> Engine | None:
     """Guard every later call the policy covers. Idempotent and thread-safe.
 
     ``action``: ``fix`` (default), ``raise``, ``verify``, ``warn`` or ``off`` (same as
@@ -250,7 +291,9 @@ def install(action: str | None = None, *, policy: Policy | None = None, rule_act
     the ``mps`` policy for MPS tensors, or, with ``fault_model``, the fault model's own
     policy at ``scale`` for every device. ``fault_model`` (``mps``, ``wrap32``, ...)
     starts a what-if run on this thread: the fault model and the guard above it.
-    ``rule_actions``: per-rule actions, e.g. ``{"B": "raise"}``. Returns the engine
+    ``rule_actions``: per-rule actions, e.g. ``{"B": "raise"}``. ``native``: ``None``
+    (default) uses the C++ fast path when it builds (``$KERNELAUDIT_GUARD_NATIVE``),
+    ``False`` forces the Python overrides. Returns the engine
     (``None`` when the action is ``off``; with a fault model, ``off`` runs the fault
     model alone and only counts the calls the guard would flag).
     """
@@ -263,7 +306,7 @@ def install(action: str | None = None, *, policy: Policy | None = None, rule_act
     if fault_model is not None and fault_model != "none":
         policy = policy or policy_for(fault_model, th)
     policy = policy or mps_policy()
-    config = (action, policy, tuple(sorted((rule_actions or {}).items())), fault_model, th.bits)
+    config = (action, policy, tuple(sorted((rule_actions or {}).items())), fault_model, th.bits, native)
     what_if = fault_model is not None and fault_model != "none"
     with _LOCK:
         if action == "off" and not what_if:
@@ -284,7 +327,7 @@ def install(action: str | None = None, *, policy: Policy | None = None, rule_act
                 state.mode = GuardMode(engine)
                 state.mode.__enter__()
             else:
-                state.overrides = _Overrides(engine)
+                state.overrides = _Overrides(engine, native=native)
         except Exception:
             state.remove()
             raise
@@ -337,9 +380,9 @@ def guarding(action: str | None = None, **kwargs):
         with _LOCK:
             uninstall()
             if prev is not None:
-                a, policy, ra, fm, bits = prev
+                a, policy, ra, fm, bits, nat = prev
                 install(a, policy=policy, rule_actions=dict(ra), fault_model=fm,
-                        scale=bits if fm is not None else None)
+                        scale=bits if fm is not None else None, native=nat)
 
 
 def install_from_env() -> Engine | None:
