@@ -70,7 +70,7 @@ def _version_of(name: str) -> str | None:
 
 def _git_sha() -> str | None:
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+        out = subprocess.run(["git", "rev-parse", "--verify", "-q", "HEAD"], capture_output=True, text=True, timeout=5,
                              cwd=Path(__file__).parent)
         return out.stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
