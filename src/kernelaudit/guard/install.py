@@ -1,12 +1,13 @@
 """Putting the guard in front of the kernels: two ways, one engine.
 
-**Real backends** (``install()``): one ``torch.library`` override per covered aten op
-and overload (``mm``, ``bmm``, ``addmm``, ``baddbmm``, default and ``out``), on the
-dispatch key of each device type the policy's rules name (``MPS`` for the ``mps``
-policy), and nothing else: ops and devices no rule covers keep their exact dispatch
-path. Each override keeps a handle to the kernel it replaces
-(``torch._C._dispatch_get_computed_kernel_for_dispatch_key``) and calls it directly,
-both for calls it lets through and for the pieces of a fix, so the pieces never
+**Real backends** (``install()``): one override per covered aten op and overload
+(``mm``, ``bmm``, ``addmm``, ``baddbmm``, default and ``out``), on the dispatch key of
+each device type the policy's rules name (``MPS`` for the ``mps`` policy), and nothing
+else: ops and devices no rule covers keep their exact dispatch path. The override is
+the native C++ size screen of :mod:`.native` when it builds (Python only past the
+floor), else a Python ``torch.library`` kernel. The kernels they replace are captured
+first (``torch._C._dispatch_get_computed_kernel_for_dispatch_key``) and called
+directly, both for calls let through and for the pieces of a fix, so the pieces never
 re-enter the guard. The overrides sit below autograd and autocast, so the backward
 pass (whose aten calls are the same ops), ``no_grad``, ``inference_mode`` and autocast
 are all covered.
