@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 from kernelaudit import guard  # noqa: E402
 from kernelaudit.cases import GridSpec, grid  # noqa: E402
 from kernelaudit.errors import UnsafeCallError  # noqa: E402
-from kernelaudit.thresholds import REAL  # noqa: E402
+from kernelaudit.thresholds import REAL, Thresholds  # noqa: E402
 
 GPU_SCALE = 20
 #: bf16 comparison tolerance when a piece's cuBLAS algorithm differs from the whole call's.
@@ -131,3 +131,18 @@ def backward_case(device, th, n, k, dtype):
             torch.testing.assert_close(got, want, rtol=BF16_RTOL, atol=BF16_ATOL)
         else:
             torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("native", [None, False], ids=["native-if-available", "python-overrides"])
+def test_cuda_overrides_pass_small_calls_untouched_and_fix_unsafe_ones(native):
+    policy = guard.mps_policy(Thresholds(24), device_types=("cuda",))
+    a = torch.randn(300, 256, 64, device="cuda")
+    b = torch.randn(300, 256, 64, device="cuda").transpose(1, 2)   # output 2^24 * 1.17: rule A at scale 24
+    ref = torch.bmm(a, b)
+    small = torch.bmm(a[:4], b[:4])
+    with guard.guarding("fix", policy=policy, native=native) as e:
+        got = torch.bmm(a, b)
+        got_small = torch.bmm(a[:4], b[:4])
+    torch.testing.assert_close(got, ref)
+    assert torch.equal(got_small, small)
+    assert e.stats().fixed == 1 and e.stats().passed == 1
