@@ -130,8 +130,6 @@ class _Overrides:
 
         self.lib = torch.library.Library("aten", "IMPL")
         self.registered: list[tuple[str, str, str]] = []
-        self.native = nat_mod.load() if native is not False else None
-        self.slow_lib = torch.library.Library(nat_mod.SLOW_NS, "IMPL") if self.native else None
         policy = engine.policy
         plan = []
         for op in sorted(set(policy.ops()) & set(WITH_BIAS)):
@@ -146,6 +144,10 @@ class _Overrides:
             kernels = {(o, ov): _kernel(o, ov, DISPATCH_KEYS[dt]) for o in WITH_BIAS for ov in OVERLOADS}
             if all(k is not None for k in kernels.values()):
                 originals[dt] = kernels  # else: this build has no such backend, nothing to guard
+        # build (or load) the native screen only when there is something to screen
+        wanted = native is not False and any(dt in originals for _, dt in plan)
+        self.native = nat_mod.load() if wanted else None
+        self.slow_lib = torch.library.Library(nat_mod.SLOW_NS, "IMPL") if self.native else None
         with warnings.catch_warnings():
             # "Overriding a previously registered kernel": that is the point.
             warnings.simplefilter("ignore", UserWarning)
