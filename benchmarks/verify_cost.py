@@ -21,7 +21,8 @@ import time
 import torch
 
 from kernelaudit.cases import Case, batch_for
-from kernelaudit.oracle import Judgement, RefContext, default_ref_chunk, judge_matmul_chunk, placed_operands, run_op
+from kernelaudit.oracle import (Judgement, RefContext, _fused_freivalds_enabled, default_ref_chunk,
+                                judge_matmul_chunk, run_op)
 from kernelaudit.thresholds import REAL
 
 
@@ -61,7 +62,8 @@ def main() -> None:
             jf = Judgement("out0", "freivalds", 1.0, 256 * 256)
             jf._located = False
             js = Judgement("out0", "spot", 1.0, 256 * 256)
-            step = max(1, chunk // (256 * 256))
+            # as the sweep does: one launch for all batches with the fused check
+            step = B if _fused_freivalds_enabled(dev) else max(1, chunk // (256 * 256))
             for b0 in range(0, B, step):
                 b1 = min(B, b0 + step)
                 judge_matmul_chunk(case, ctx, b0, b1, c[b0:b1], jf, js, 1)

@@ -521,6 +521,8 @@ def _judge(case, placed, outs, out_rows, ref_device, tolerances, mode, ref_chunk
         shared_acc = {j: None for j in shared}
         shared_scale = {j: None for j in shared}
     step = chunk_batches(case, placed, outs, out_rows, ctx.chunk)
+    if use_freivalds and _fused_freivalds_enabled(ctx.device):
+        step = B  # the fused check reads C in place and holds no chunk: one launch for all batches
     for b0 in range(0, B, step):
         b1 = min(B, b0 + step)
         if use_freivalds:
