@@ -224,3 +224,17 @@ def test_weight_gradient_summed_over_many_batches_is_not_a_false_alarm():
     assert out.verdict.ok, out.verdict.explain()
     metrics = {d["metric"] for d in out.verdict.details["outputs"]}
     assert metrics == {"grad0:rel", "grad1:cond"}
+
+
+def test_mps_fault_model_corrupts_composite_ops_under_inference_mode_too():
+    from kernelaudit.faults import make_fault_model
+
+    th = Thresholds(12)
+    a = torch.randn(17, 4, 16).transpose(1, 2)  # (17, 16, 4), a transposed view; output 17*256 > 2^12
+    b = torch.randn(17, 4, 16)
+    honest = torch.matmul(a, b)
+    for mode in (torch.no_grad, torch.inference_mode):
+        with mode(), make_fault_model("mps", th) as fm:
+            got = torch.matmul(a, b)
+        assert fm.stats.changed == {"A": 1}, mode.__name__
+        assert not torch.allclose(got, honest)

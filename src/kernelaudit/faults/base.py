@@ -69,6 +69,14 @@ class FaultStats:
         self.changed[rule] = self.changed.get(rule, 0) + 1
 
 
+def _is_composite(func) -> bool:
+    """Whether an aten op is implemented by decomposition into other aten ops."""
+    try:
+        return torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd")
+    except (AttributeError, RuntimeError):
+        return False
+
+
 class FaultModel(TorchDispatchMode):
     """Base class: subclasses implement :meth:`handle` for the aten ops they cover."""
 
@@ -86,6 +94,14 @@ class FaultModel(TorchDispatchMode):
         if func.overloadpacket in self.covered:
             self.stats.calls += 1
             return self.handle(func, args, kwargs)
+        if _is_composite(func):
+            # Under inference_mode, composite ops (matmul, linear, einsum) reach the mode
+            # whole instead of as the bmm/mm calls they are made of: decompose them here,
+            # with the mode on, so their pieces meet the rules as on a real backend.
+            with self:
+                out = func.decompose(*args, **kwargs)
+            if out is not NotImplemented:
+                return out
         return func(*args, **kwargs)
 
     def handle(self, func, args, kwargs):  # pragma: no cover - abstract
