@@ -60,7 +60,6 @@ def main() -> None:
         def verify():
             ctx = RefContext(case, placed, dev, chunk)
             jf = Judgement("out0", "freivalds", 1.0, 256 * 256)
-            jf._located = False
             js = Judgement("out0", "spot", 1.0, 256 * 256)
             # as the sweep does: one launch for all batches with the fused check
             step = B if _fused_freivalds_enabled(dev) else max(1, chunk // (256 * 256))
@@ -83,7 +82,6 @@ def main() -> None:
         rows.append({"dtype": dtype, "batch": B, "out_elements": B * 65536, "bmm_s": t_bmm, "verify_s": t_ver,
                      "full_ref_s": t_full, "verify_over_bmm": t_ver / t_bmm, "full_ref_over_bmm": t_full / t_bmm})
         print(rows[-1], flush=True)
-        del placed, outs, c, a, b
         torch.cuda.empty_cache()
     res = {"date": time.strftime("%Y-%m-%d"), "device": torch.cuda.get_device_name(), "torch": torch.__version__,
            "triton": _triton(), "python": platform.python_version(), "rows": rows}

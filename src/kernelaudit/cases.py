@@ -8,7 +8,6 @@ any device (:mod:`kernelaudit.gen`), never read back from the device under test.
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 from typing import Iterable, Sequence
 
@@ -171,5 +170,3 @@ def parse_list(value: str | Iterable[str] | None, default: Sequence[str]) -> tup
     return tuple(items)
 
 
-def math_prod(shape) -> int:
-    return math.prod(shape)

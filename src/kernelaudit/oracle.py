@@ -24,7 +24,6 @@ import math
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 
@@ -177,6 +176,7 @@ class Judgement:
     bad_count: int = 0
     first_bad_index: int | None = None
     worst_batch: int | None = None
+    located: bool = False  # the first bad element of a Freivalds-localised batch was found
 
     def add(self, b0: int, per_batch: torch.Tensor, first_bad_local=None) -> None:
         """Record metrics of batches b0.. (``first_bad_local(b) -> flat index within batch``)."""
@@ -402,7 +402,7 @@ def judge_matmul_chunk(case, ctx, b0, b1, got_chunk, jf: Judgement, js: Judgemen
         bad_local.setdefault(int(bb[k]), int(flat[k]) - int(bb[k]) * per_batch)
     js.add(b0, per_b, lambda bi: bad_local.get(bi, 0))
     # Freivalds localises to a batch; find the element exactly (one batch is small).
-    if jf.tol is not None and jf.bad_first is not None and jf.bad_first >= b0 and jf._located is False:
+    if jf.tol is not None and jf.bad_first is not None and jf.bad_first >= b0 and not jf.located:
         bi = jf.bad_first - b0
         n_el = H * Mdim * Ndim
         e_flat = torch.arange(n_el, device=ctx.device)
@@ -415,7 +415,7 @@ def judge_matmul_chunk(case, ctx, b0, b1, got_chunk, jf: Judgement, js: Judgemen
         scale_b = full.abs().amax().clamp_min(_TINY)
         over = torch.nonzero(e > jf.tol * scale_b).flatten()
         jf.first_bad_index = jf.bad_first * per_batch + (int(over[0]) if over.numel() else int(e.argmax()))
-        jf._located = True
+        jf.located = True
 
 
 def chunk_batches(case: Case, placed: list[Placed], outs, out_rows, chunk: int) -> int:
@@ -507,7 +507,6 @@ def _judge(case, placed, outs, out_rows, ref_device, tolerances, mode, ref_chunk
     if use_freivalds:
         jf = Judgement("out0", "freivalds", tol("out0", "freivalds"), outs[0].numel() // B)
         js = Judgement("out0", "spot", tol("out0", "spot"), outs[0].numel() // B)
-        jf._located = False
         judgements += [jf, js]
     else:
         js_rows = {j: Judgement(names[j], rel, tol(names[j], rel), outs[j].numel() // B) for j in batched}
