@@ -238,3 +238,12 @@ def test_mps_fault_model_corrupts_composite_ops_under_inference_mode_too():
             got = torch.matmul(a, b)
         assert fm.stats.changed == {"A": 1}, mode.__name__
         assert not torch.allclose(got, honest)
+
+
+def test_a_metric_without_calibrated_tolerance_is_an_error_not_a_pass():
+    th = Thresholds(12)
+    n = 2 ** (th.bits // 4)
+    case = Case("bmm", "float32", "aT", "out", "2^32", "above", batch_for(th.t32, n * n, "above"), "fwd", 0, 12)
+    out = execute(case, fault_model="mps", tolerances={"out0:spot": 1e-5})  # freivalds missing
+    assert out.verdict.status.value == "error"
+    assert "out0:freivalds" in out.verdict.message and out.verdict.details["checker_bug"]

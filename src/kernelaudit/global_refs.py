@@ -20,9 +20,8 @@ def judge_global(kind: str, case, ctx, outs, tolerances) -> list[Judgement]:
 
 
 def _tol(tolerances, name, metric):
-    if tolerances is None:
-        return None
-    return tolerances.get(f"{name}:{metric}", 0.0 if metric == "exact" else None)
+    from .tolerance import tolerance_for
+    return tolerance_for(tolerances, name, metric)
 
 
 def _step(ctx, per: int) -> int:

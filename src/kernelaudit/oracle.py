@@ -32,6 +32,7 @@ from .cases import Case
 from .errors import CheckerBug
 from .faults import make_fault_model
 from .ops.spec import DTYPES, Placed, layout_roles, place
+from .tolerance import MissingTolerance, tolerance_for
 from .verdict import BadBatches, Status, Verdict
 
 #: Largest number of elements any reference chunk or comparison holds at once, per
@@ -462,7 +463,10 @@ def execute(case: Case, device="cpu", *, fault_model: str = "none",
     except Exception as e:  # the op raised: that is the 'error' class
         msg = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
         return Outcome(Verdict.error(msg, traceback=traceback.format_exc(limit=3)), {}, time.perf_counter() - t0)
-    judgements = _judge(case, placed, outs, out_rows, ref_device, tolerances, mode, ref_chunk)
+    try:
+        judgements = _judge(case, placed, outs, out_rows, ref_device, tolerances, mode, ref_chunk)
+    except MissingTolerance as e:
+        return Outcome(Verdict.error(str(e), checker_bug=True), {}, time.perf_counter() - t0)
     worst = {f"{j.name}:{j.metric}": j.worst for j in judgements}
     verdicts = [j.verdict() for j in judgements]
     if tolerances is None:
@@ -493,9 +497,7 @@ def _judge(case, placed, outs, out_rows, ref_device, tolerances, mode, ref_chunk
     names = [f"out{j}" if case.direction == "fwd" else f"grad{j}" for j in range(len(outs))]
 
     def tol(name, metric):
-        if tolerances is None:
-            return None
-        return tolerances.get(f"{name}:{metric}", 0.0 if metric == "exact" else None)
+        return tolerance_for(tolerances, name, metric)
 
     exact_spec = spec.exact if case.direction == "fwd" or spec.exact_bwd is None else spec.exact_bwd
     exact = exact_spec or not DTYPES[case.dtype].is_floating_point

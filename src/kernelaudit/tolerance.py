@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from .errors import CheckerBug
 from .ops.spec import DTYPES
 
 #: Accept up to this many times the worst error seen below the thresholds (the study's 10x).
@@ -40,3 +41,22 @@ def calibrated(worst: dict[str, float], dtype: str) -> dict[str, float]:
         else:
             out[name] = max(CALIBRATION_FACTOR * float(w), floor_for(dtype, metric))
     return out
+
+
+class MissingTolerance(CheckerBug):
+    """A metric has no calibrated tolerance: judging without one would pass anything."""
+
+
+def tolerance_for(tolerances: dict[str, float] | None, name: str, metric: str) -> float | None:
+    """The tolerance of output ``name``'s ``metric``; None while calibrating.
+
+    A metric the calibration did not record (a run store calibrated by another version,
+    say) raises :class:`MissingTolerance` instead of silently accepting everything."""
+    if tolerances is None:
+        return None
+    key = f"{name}:{metric}"
+    if key in tolerances:
+        return tolerances[key]
+    if metric in EXACT_METRICS:
+        return 0.0
+    raise MissingTolerance(f"no calibrated tolerance for {key} (calibrated: {', '.join(sorted(tolerances)) or 'none'})")
