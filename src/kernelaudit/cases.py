@@ -159,14 +159,17 @@ def calibration_batch(case: Case) -> int:
 CALIBRATION_MAX_BATCHES = 64
 
 
-def parse_list(value: str | Iterable[str] | None, default: Sequence[str]) -> tuple[str, ...]:
-    """A comma list from the CLI (``all`` = the default set)."""
+def parse_list(value: str | Iterable[str] | None, default: Sequence[str],
+               everything: Sequence[str] | None = None) -> tuple[str, ...]:
+    """A comma list from the CLI: None gives ``default``, ``all`` gives ``everything``."""
     if value is None:
         return tuple(default)
     if isinstance(value, str):
         items = [v.strip() for v in value.split(",") if v.strip()]
     else:
         items = list(value)
+    if items == ["all"]:
+        return tuple(everything if everything is not None else default)
     return tuple(items)
 
 

@@ -55,7 +55,8 @@ def _fail_usage(e: Exception) -> None:
 
 @main.command(epilog=SWEEP_EXAMPLES)
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or mps.")
-@click.option("--ops", default=None, help=f"Comma list of ops (default: the preset's). Known: {', '.join(ALL_OPS)}.")
+@click.option("--ops", default=None,
+              help=f"Comma list of ops, or all (default: the preset's). Known: {', '.join(ALL_OPS)}.")
 @click.option("--dtypes", default=None, help=f"Comma list of dtypes. Known: {', '.join(DTYPES)}.")
 @click.option("--layouts", default=None, help=f"Comma list of layouts. Known: {', '.join(LAYOUTS)}.")
 @click.option("--directions", default=None, help="fwd, bwd or fwd,bwd (default).")
@@ -73,6 +74,9 @@ def _fail_usage(e: Exception) -> None:
 @click.option("--full", "preset", flag_value="full", help="Every op, dtype, layout, threshold, position.")
 @click.option("--mode", default="auto", show_default=True,
               help="auto (Freivalds + spot checks for matmuls) or full (float64 reference everywhere).")
+@click.option("--reference", "reference", default="device", show_default=True,
+              help="Where the float64 reference runs: device (the one under test, in chunks far below "
+                   "2^31 elements) or cpu (fully independent of the device's kernels, slower).")
 @click.option("--case-timeout", type=float, default=600.0, show_default=True, help="Seconds per case.")
 @click.option("--memory-limit-gib", type=float, default=None, help="Cap on device memory a case may plan for.")
 @click.option("--no-report", is_flag=True, help="Do not write the PNG/HTML reports at the end.")
@@ -80,7 +84,7 @@ def _fail_usage(e: Exception) -> None:
               help="With a fault model: exit 0 only if every case is classified exactly as the model's "
                    "rules predict (wrong where they corrupt, error where they raise, ok elsewhere).")
 def sweep(device, ops, dtypes, layouts, directions, thresholds, positions, fault_model, scale, seed, out,
-          resume, preset, mode, case_timeout, memory_limit_gib, no_report, expect_rules):
+          resume, preset, mode, reference, case_timeout, memory_limit_gib, no_report, expect_rules):
     """Run ops around 2^31 / 2^32 / 2*2^32 elements and map where they go wrong."""
     from .sweep import run_sweep
 
@@ -88,19 +92,20 @@ def sweep(device, ops, dtypes, layouts, directions, thresholds, positions, fault
     try:
         Thresholds(scale)
         spec = GridSpec(
-            ops=parse_list(ops, preset["ops"]),
-            dtypes=parse_list(dtypes, preset["dtypes"]),
+            ops=parse_list(ops, preset["ops"], tuple(ALL_OPS)),
+            dtypes=parse_list(dtypes, preset["dtypes"], tuple(DTYPES)),
             layouts=parse_list(layouts, LAYOUTS),
             directions=parse_list(directions, DIRECTIONS),
-            thresholds=parse_list(thresholds, preset["thresholds"]),
-            positions=parse_list(positions, preset["positions"]),
+            thresholds=parse_list(thresholds, preset["thresholds"], ("2^31", "2^32", "2*2^32")),
+            positions=parse_list(positions, preset["positions"], POSITIONS),
             seed=seed, scale=scale,
         ).validate()
         out = out or Path("runs") / f"{device}-{fault_model}-s{scale}"
         limit = int(memory_limit_gib * 2**30) if memory_limit_gib else None
         with _Progress() as prog:
             res = run_sweep(spec, out, device=device, fault_model=fault_model, resume=resume,
-                            case_timeout_s=case_timeout, memory_limit=limit, mode=mode, progress=prog.tick)
+                            case_timeout_s=case_timeout, memory_limit=limit, mode=mode, reference=reference,
+                            progress=prog.tick)
     except InvalidArgument as e:
         _fail_usage(e)
     except KeyboardInterrupt:

@@ -77,11 +77,15 @@ def resolve_device(device: str) -> str:
 
 def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: str = "none",
               resume: bool = False, case_timeout_s: float = DEFAULT_CASE_TIMEOUT_S,
-              memory_limit: int | None = None, mode: str = "auto",
+              memory_limit: int | None = None, mode: str = "auto", reference: str = "device",
               progress: Callable | None = None) -> SweepResult:
-    """Run the grid ``spec`` into the run store at ``out``."""
+    """Run the grid ``spec`` into the run store at ``out``.
+
+    ``reference``: ``device`` computes the float64 reference on the device under test,
+    in chunks far below the thresholds; ``cpu`` computes it on the CPU."""
     check_choice("fault_model", fault_model, FAULT_MODELS)
     check_choice("mode", mode, ("auto", "full"))
+    check_choice("reference", reference, ("device", "cpu"))
     cases = grid(spec)
     device = resolve_device(device)
     th = Thresholds(spec.scale)
@@ -95,6 +99,7 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
         "tolerance_rule": f"max({CALIBRATION_FACTOR:g} x worst calibrated error, floor)",
         "tolerances": {},
         "mode": mode,
+        "reference": reference,
         "started": now(),
         "argv": python_argv(),
         "plan": {"cases": len(cases)},
@@ -104,7 +109,8 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
     tolerances: dict = dict(store.manifest().get("tolerances", {}))
     # 2^32 first: a run cut short by its time budget still maps the main boundary.
     todo = sorted((c for c in cases if c.key not in done), key=lambda c: SCHEDULE.index(c.threshold))
-    cfg = WorkerConfig(device=device, fault_model=fault_model, memory_limit=memory_limit, mode=mode)
+    cfg = WorkerConfig(device=device, fault_model=fault_model, memory_limit=memory_limit, mode=mode,
+                       ref_device="cpu" if reference == "cpu" else None)
     need_cal = sorted({c.tolerance_key for c in todo} - set(tolerances))
     total = len(need_cal) + len(todo)
     tick = progress or (lambda *a, **k: None)

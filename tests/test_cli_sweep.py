@@ -1,0 +1,60 @@
+"""`kernelaudit sweep` and `kernelaudit report` from the command line: exit codes and messages."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+
+def _run(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "kernelaudit", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=600)
+
+
+@pytest.mark.parametrize("args,name", [
+    (["--dtypes", "float8"], "dtypes"),
+    (["--ops", "bmm,conv"], "ops"),
+    (["--layouts", "diagonal"], "layouts"),
+    (["--fault-model", "cosmic"], "fault_model"),
+    (["--scale", "40"], "scale"),
+    (["--device", "tpu"], "device"),
+    (["--reference", "gpu"], "reference"),
+    (["--thresholds", "2^30"], "thresholds"),
+])
+def test_bad_sweep_argument_exits_2_naming_the_argument_and_the_allowed_values(args, name, tmp_path):
+    r = _run("sweep", "--out", str(tmp_path / "x"), *args)
+    assert r.returncode == 2, r.stderr
+    assert f"{name}=" in r.stderr and "allowed values" in r.stderr
+
+
+def test_sweep_exits_1_on_wrong_cases_0_when_they_match_the_rules_and_report_rebuilds(tmp_path):
+    common = ["--device", "cpu", "--ops", "bmm", "--dtypes", "float32", "--thresholds", "2^32",
+              "--fault-model", "mps", "--scale", "12", "--no-report"]
+    r = _run("sweep", *common, "--out", str(tmp_path / "a"))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "wrong" in r.stdout and "bmm/float32/aT/out/2^32+/fwd" in r.stdout
+    r = _run("sweep", *common, "--out", str(tmp_path / "b"), "--expect-rules")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "classified exactly as the mps rules predict" in r.stdout
+    r = _run("report", str(tmp_path / "a"))
+    assert r.returncode == 1
+    assert (tmp_path / "a" / "report.html").exists() and (tmp_path / "a" / "boundary_map.png").exists()
+    r = _run("report", str(tmp_path / "missing"))
+    assert r.returncode == 2 and "missing" in r.stderr
+
+
+def test_sweep_refuses_to_overwrite_a_run_without_resume(tmp_path):
+    common = ["--device", "cpu", "--ops", "add", "--dtypes", "float32", "--thresholds", "2^32", "--scale", "12",
+              "--positions", "above", "--no-report", "--out", str(tmp_path)]
+    assert _run("sweep", *common).returncode == 0
+    r = _run("sweep", *common)
+    assert r.returncode == 2 and "--resume" in r.stderr
+    r = _run("sweep", *common, "--resume")
+    assert r.returncode == 0 and "0 cases run" in r.stdout
+
+
+def test_sweep_help_shows_examples():
+    r = _run("sweep", "--help")
+    assert r.returncode == 0 and "Examples:" in r.stdout and "--fault-model mps --scale 16" in r.stdout
