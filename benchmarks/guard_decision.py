@@ -16,7 +16,6 @@ Target: the decision for one intercepted call at most 5 us on CPU.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import sys
@@ -29,6 +28,8 @@ from kernelaudit import guard
 from kernelaudit.guard.engine import Engine, Normalised
 from kernelaudit.guard.split import make_plan
 from kernelaudit.thresholds import REAL
+
+from _common import emit  # benchmarks/ is on sys.path when a script runs
 
 #: Acceptance bound on the decision for one intercepted call (issue 3).
 MAX_DECISION_US = 5.0
@@ -119,10 +120,7 @@ def main(argv=None) -> int:
            and res_override_ok(),
            "torch": torch.__version__, "python": platform.python_version(), "threads": torch.get_num_threads(),
            "date": time.strftime("%Y-%m-%d", time.gmtime()), "host": platform.node()}
-    print(json.dumps(res, indent=1))
-    if a.out:
-        a.out.parent.mkdir(parents=True, exist_ok=True)
-        a.out.write_text(json.dumps(res, indent=1) + "\n")
+    emit(res, a.out)
     return 0
 
 

@@ -18,7 +18,6 @@ H200: guarded throughput >= 0.9x unguarded.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import sys
@@ -31,6 +30,8 @@ from kernelaudit import guard
 from kernelaudit.guard.engine import Engine
 from kernelaudit.guard.install import _Overrides
 from kernelaudit.thresholds import Thresholds
+
+from _common import emit  # benchmarks/ is on sys.path when a script runs
 
 #: Acceptance bound: guarded throughput / unguarded throughput (issue 3).
 MIN_RATIO = 0.9
@@ -139,10 +140,7 @@ def main(argv=None) -> int:
             res["triton"] = triton.__version__
         except ImportError:
             pass
-    print(json.dumps(res, indent=1))
-    if a.out:
-        a.out.parent.mkdir(parents=True, exist_ok=True)
-        a.out.write_text(json.dumps(res, indent=1) + "\n")
+    emit(res, a.out)
     return 0
 
 

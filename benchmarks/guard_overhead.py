@@ -26,7 +26,6 @@ Configurations:
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import sys
@@ -40,6 +39,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from kernelaudit import guard
 from kernelaudit.errors import UnsafeCallError
 from kernelaudit.thresholds import REAL
+
+from _common import emit  # benchmarks/ is on sys.path when a script runs
 
 #: The acceptance bound on guarded / unguarded time (issue 3).
 MAX_RATIO = 1.03
@@ -194,10 +195,7 @@ def main(argv=None) -> int:
         print("skipped: CUDA is not available")
         return 0
     res = run(a.device, a.dim, 4, a.seq, a.batch, rounds=a.rounds)
-    print(json.dumps(res, indent=1))
-    if a.out:
-        a.out.parent.mkdir(parents=True, exist_ok=True)
-        a.out.write_text(json.dumps(res, indent=1) + "\n")
+    emit(res, a.out)
     return 0
 
 

@@ -15,7 +15,6 @@ from metadata alone (meta tensors: no data, runs in seconds on a laptop):
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -24,6 +23,8 @@ import torch
 
 from kernelaudit.cases import GridSpec, grid
 from kernelaudit.guard.proof import precision
+
+from _common import emit  # benchmarks/ is on sys.path when a script runs
 
 MATMUL_OPS = ("bmm", "baddbmm", "mm", "addmm", "matmul3d", "matmul4d", "einsum", "linear", "sdpa", "attention")
 
@@ -39,10 +40,7 @@ def main(argv=None) -> int:
     res = {"benchmark": "guard_precision", "scale": a.scale, "ops": MATMUL_OPS, "dtypes": a.dtypes.split(","),
            **precision(cases).to_json(), "seconds": round(time.perf_counter() - t, 2), "torch": torch.__version__,
            "date": time.strftime("%Y-%m-%d", time.gmtime())}
-    print(json.dumps(res, indent=1))
-    if a.out:
-        a.out.parent.mkdir(parents=True, exist_ok=True)
-        a.out.write_text(json.dumps(res, indent=1) + "\n")
+    emit(res, a.out)
     return 0
 
 
