@@ -247,3 +247,16 @@ def test_a_metric_without_calibrated_tolerance_is_an_error_not_a_pass():
     out = execute(case, fault_model="mps", tolerances={"out0:spot": 1e-5})  # freivalds missing
     assert out.verdict.status.value == "error"
     assert "out0:freivalds" in out.verdict.message and out.verdict.details["checker_bug"]
+
+
+def test_a_wrapped_batch_diluted_in_a_bf16_weight_gradient_is_still_caught(tmp_path):
+    """mm/addmm/linear backward, in-crossing, rule C: one bad batch out of 257 in the
+    weight gradient's sum; a 2-eps floor on the cond metric used to hide it in bf16."""
+    spec = GridSpec(ops=("mm", "addmm", "linear"), dtypes=("bfloat16",), layouts=("contig", "bT"),
+                    directions=("bwd",), thresholds=("2^32",), positions=("above",), scale=16)
+    res = run_sweep(spec, tmp_path, device="cpu", fault_model="mps")
+    recs = _records(res.store)
+    assert recs
+    for case, v in recs:
+        expected, why = predict(case, "mps")
+        assert v.status.value == expected, f"{case.id}: {v.explain()} vs rules {expected} ({why})"
