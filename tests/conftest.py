@@ -14,11 +14,10 @@ if not torch.cuda.is_available():  # Triton kernels run on the CPU (in CI) throu
 
 @pytest.fixture(scope="session")
 def mps_run(tmp_path_factory):
-    """The quick grid under the mps fault model at scale 14 (thresholds 2^13 / 2^14)."""
+    """The whole --full grid (every op, dtype, layout, size, direction) under the mps
+    fault model at scale 14 (thresholds 2^13 / 2^14 / 2^15)."""
     from kernelaudit import GridSpec, run_sweep
     from kernelaudit.cli import PRESETS
 
-    q = PRESETS["quick"]
-    spec = GridSpec(ops=q["ops"], dtypes=("float32", "float16"), thresholds=("2^31", "2^32", "2*2^32"),
-                    positions=("below", "at", "above"), scale=14)
+    spec = GridSpec(**PRESETS["full"], scale=14)
     return run_sweep(spec, tmp_path_factory.mktemp("mps"), device="cpu", fault_model="mps")

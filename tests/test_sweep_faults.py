@@ -23,11 +23,18 @@ def test_mps_fault_model_run_is_classified_exactly_as_the_rules_predict(mps_run)
     recs = _records(mps_run.store)
     assert len(recs) == mps_run.store.manifest()["plan"]["cases"]
     mismatches = []
+    either = 0
     for case, v in recs:
         expected, why = predict(case, "mps")
         assert expected != "unknown", case.id
+        if expected == EITHER:  # only a 16-bit weight gradient is touched (see predict)
+            either += 1
+            assert case.direction == "bwd" and case.dtype in ("float16", "bfloat16"), case.id
+            assert v.status.value in ("ok", "wrong"), case.id
+            continue
         if v.status.value != expected:
             mismatches.append(f"{case.id} B={case.batch}: got {v.explain()} but rules say {expected} ({why})")
+    assert either < len(recs) // 50
     assert not mismatches, "\n".join(mismatches[:20])
     statuses = {v.status.value for _, v in recs}
     assert {"ok", "wrong", "error"} <= statuses  # the grid exercises every rule
@@ -259,4 +266,7 @@ def test_a_wrapped_batch_diluted_in_a_bf16_weight_gradient_is_still_caught(tmp_p
     assert recs
     for case, v in recs:
         expected, why = predict(case, "mps")
-        assert v.status.value == expected, f"{case.id}: {v.explain()} vs rules {expected} ({why})"
+        assert expected in (EITHER, v.status.value), f"{case.id}: {v.explain()} vs rules {expected} ({why})"
+    by_id = {c.id: v for c, v in recs}
+    for case_id in ("mm/bfloat16/bT/in/2^32+/bwd", "addmm/bfloat16/bT/in/2^32+/bwd", "linear/bfloat16/contig/in/2^32+/bwd"):
+        assert by_id[case_id].status.value == "wrong", by_id[case_id].explain()  # caught at scale 16
