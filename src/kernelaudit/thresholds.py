@@ -9,6 +9,7 @@ small tensors.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from .errors import InvalidArgument
 
@@ -38,17 +39,17 @@ class Thresholds:
                 f"{MIN_SCALE_BITS}..{REAL_SCALE_BITS} (log2 of the 2^32 threshold)"
             )
 
-    @property
+    @cached_property
     def t31(self) -> int:
         """The signed limit, 2^(bits-1)."""
         return 2 ** (self.bits - 1)
 
-    @property
+    @cached_property
     def t32(self) -> int:
         """The unsigned limit, 2^bits."""
         return 2**self.bits
 
-    @property
+    @cached_property
     def t33(self) -> int:
         """Twice the unsigned limit, 2^(bits+1)."""
         return 2 ** (self.bits + 1)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import torch
 
@@ -30,9 +30,11 @@ from ..thresholds import Thresholds
 MPS_INT_MAX_MESSAGE = "MPSGraph does not support tensor dims larger than INT_MAX"
 
 
-@dataclass(frozen=True)
-class TensorMeta:
-    """What a rule may look at: shape, strides, storage offset (never data)."""
+class TensorMeta(NamedTuple):
+    """What a rule may look at: shape, strides, storage offset (never data).
+
+    A named tuple, not a dataclass: the guard builds two per intercepted call, and
+    its decision must stay within a few microseconds."""
 
     shape: tuple[int, ...]
     strides: tuple[int, ...]
@@ -40,7 +42,7 @@ class TensorMeta:
 
     @classmethod
     def of(cls, t: torch.Tensor) -> "TensorMeta":
-        return cls(tuple(t.shape), tuple(t.stride()), int(t.storage_offset()))
+        return cls(tuple(t.shape), t.stride(), t.storage_offset())
 
     @property
     def numel(self) -> int:
@@ -49,12 +51,14 @@ class TensorMeta:
     @property
     def contiguous(self) -> bool:
         """Row-major packed (size-1 dims may have any stride), no storage offset."""
+        if self.offset:
+            return False
         expected = 1
         for n, st in zip(reversed(self.shape), reversed(self.strides)):
             if n != 1 and st != expected:
                 return False
             expected *= n
-        return self.offset == 0
+        return True
 
     @property
     def transposed(self) -> bool:
@@ -85,8 +89,7 @@ class Effect(str, enum.Enum):
     WRAP = "wrap"       # rule C: a big contiguous operand's index wraps
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(NamedTuple):
     """A rule's verdict on one call: the effect, which rule, which operands, why."""
 
     effect: Effect
@@ -96,28 +99,38 @@ class Decision:
     reason: str = ""
 
 
+_OK = Decision(Effect.OK)
+_TILED_OK = Decision(Effect.OK, None, (), None, "tiled path without transposed views is correct")
+
+
 def mps_matmul_decision(out_shape: Sequence[int], operands: Sequence[TensorMeta],
                         th: Thresholds) -> Decision:
     """Apply rules A, B, C (in order) to a matmul-family call."""
+    t32 = th.t32
     out_numel = math.prod(out_shape)
-    if out_numel > th.t32:
+    if out_numel > t32:
         bad = tuple(i for i, m in enumerate(operands) if m.transposed)
         if bad:
             return Decision(Effect.PACKED, "A", bad, 0,
-                            f"output has {out_numel} > {th.t32} elements and operand(s) {list(bad)} "
+                            f"output has {out_numel} > {t32} elements and operand(s) {list(bad)} "
                             "are transposed views: the tiled path reads them as packed")
-        return Decision(Effect.OK, None, (), None, "tiled path without transposed views is correct")
-    big_views = tuple(i for i, m in enumerate(operands) if m.view and m.numel >= th.t31)
+        return _TILED_OK
+    numels = [m.numel for m in operands]
+    t31 = th.t31
+    if max(numels) < t31:
+        return _OK  # the common case: every operand is small
+    contiguous = [m.contiguous for m in operands]
+    big_views = tuple(i for i, n in enumerate(numels) if not contiguous[i] and n >= t31)
     if big_views:
         return Decision(Effect.RAISE, "B", big_views, None,
-                        f"view operand(s) {list(big_views)} have >= {th.t31} elements")
-    big = tuple(i for i, m in enumerate(operands) if m.contiguous and m.numel > th.t32)
+                        f"view operand(s) {list(big_views)} have >= {t31} elements")
+    big = tuple(i for i, n in enumerate(numels) if contiguous[i] and n > t32)
     if big:
-        first = min(-(-th.t32 // operands[i].per_batch) for i in big)
+        first = min(-(-t32 // operands[i].per_batch) for i in big)
         return Decision(Effect.WRAP, "C", big, first,
-                        f"contiguous operand(s) {list(big)} have > {th.t32} elements: "
+                        f"contiguous operand(s) {list(big)} have > {t32} elements: "
                         f"the flat index wraps from batch {first} on")
-    return Decision(Effect.OK)
+    return _OK
 
 
 def attention_scores_decision(q_shape: Sequence[int], k_shape: Sequence[int],

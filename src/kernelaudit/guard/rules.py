@@ -224,8 +224,14 @@ class Policy:
 
 # -- the mps policy -----------------------------------------------------------------
 def _mps_rule(letter: str, th: Thresholds) -> Callable[[Call], str | None]:
+    key = ("mps", th.bits)
+
     def check(call: Call) -> str | None:
-        d = call.memo(("mps", th.bits), lambda: mps_matmul_decision(call.out_shape, call.operands, th))
+        # Rules A, B and C share one decision per call (inlined memo: this is the
+        # guard's hot path for calls past the size floor).
+        d = call._memo.get(key)
+        if d is None:
+            d = call._memo[key] = mps_matmul_decision(call.out_shape, call.operands, th)
         return d.reason if d.rule == letter else None
     check.__name__ = f"mps_rule_{letter}"
     return check
