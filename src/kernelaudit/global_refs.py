@@ -73,29 +73,28 @@ def _nonzero(case, ctx, outs, tolerances):
 
 
 def _sum_all(case, ctx, outs, tolerances):
+    """The sum of a flat tensor (cond metric), or its gradient: one broadcast value."""
     B = case.batch
     R = ctx.placed[0].operand.rows_per_batch
-    total = torch.zeros((), dtype=torch.float64, device=ctx.device)
-    absum = torch.zeros((), dtype=torch.float64, device=ctx.device)
-    for b0 in range(0, B, _step(ctx, R)):
-        b1 = min(B, b0 + _step(ctx, R))
-        if case.direction == "fwd":
-            x, _ = ctx.operand(0, b0, b1)
-            total += x.sum()
-            absum += x.abs().sum()
-    if case.direction == "bwd":  # d(sum)/dx = g everywhere: the gradient is one broadcast value
+    (got,) = outs
+    if case.direction == "bwd":  # d(sum)/dx = g everywhere
         from . import gen
         from .ops.spec import DTYPES
         gval = gen.values_at(torch.zeros(1, dtype=torch.int64, device=ctx.device),
                              gen.stream_key(case.seed, f"{case.op}/grad0"), DTYPES[case.dtype]).double()
         j = Judgement("grad0", "exact", _tol(tolerances, "grad0", "exact"), R)
-        (got,) = outs
         for b0 in range(0, B, _step(ctx, R)):
             b1 = min(B, b0 + _step(ctx, R))
             g = got[b0 * R:b1 * R].to(ctx.device)
             compare_rows(j, b0, g, gval.expand(g.numel()), True)
         return [j]
-    (got,) = outs
+    total = torch.zeros((), dtype=torch.float64, device=ctx.device)
+    absum = torch.zeros((), dtype=torch.float64, device=ctx.device)
+    for b0 in range(0, B, _step(ctx, R)):
+        b1 = min(B, b0 + _step(ctx, R))
+        x, _ = ctx.operand(0, b0, b1)
+        total += x.sum()
+        absum += x.abs().sum()
     j = Judgement("out0", "cond", _tol(tolerances, "out0", "cond"), 1)
     err = (got.detach().double().to(ctx.device) - total).abs() / absum.clamp_min(_TINY)
     j.add(0, err.reshape(1))

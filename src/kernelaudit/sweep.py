@@ -144,8 +144,9 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
             store.append(c, v, res["elapsed_s"])
             tick(advance=1, description=c.id, status=v.status.value)
     counts: dict[str, int] = {}
-    for r in store.latest().values():
-        if Case.from_json(r["case"]).key in {c.key for c in cases}:
+    planned = {c.key for c in cases}
+    for key, r in store.latest().items():
+        if key in planned:
             s = r["verdict"]["status"]
             counts[s] = counts.get(s, 0) + 1
     store.update_manifest(finished=now(), counts=counts)

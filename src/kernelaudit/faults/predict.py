@@ -138,6 +138,10 @@ def predict(case, fault_model: str) -> tuple[str, str]:
     tainted = [_tainted(o) for o in outs]
     if any(tainted):
         why = "; ".join(dict.fromkeys(mode.corrupted))
+        if case.dtype in _SIXTEEN_BIT and spec.extra.get("dilutes"):
+            # a reduction of the whole tensor: the few wrapped elements past 2^32 move a
+            # 16-bit result by a fraction of one rounding step
+            return EITHER, why + " (diluted in a 16-bit full reduction)"
         if bwd and case.dtype in _SIXTEEN_BIT and all(sh for sh, t in zip(shared, tainted) if t):
             # Only gradients of shared operands (weights, biases) are tainted: each sums
             # every batch, so a few corrupted batches move it by a fraction of one

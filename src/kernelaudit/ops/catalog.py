@@ -224,7 +224,7 @@ GLOBAL = [
     OpSpec("nonzero", "indexing", lambda x: torch.nonzero(x > 0), _flat_rows, _row_series("in"), exact=True,
            directions=("fwd",), extra={"global": "nonzero"}),
     OpSpec("sum_all", "reduction", lambda x: x.sum(), _flat_rows, _row_series("in"),
-           dtypes=("float32", "bfloat16"), extra={"global": "sum_all"}),
+           dtypes=("float32", "bfloat16"), extra={"global": "sum_all", "dilutes": True}),
     OpSpec("argmax_all", "reduction", lambda x: x.argmax(), _flat_rows, _row_series("in"), exact=True,
            directions=("fwd",), extra={"global": "argmax_all"}),
 ]

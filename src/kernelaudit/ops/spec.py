@@ -156,6 +156,8 @@ class OpSpec:
     bilinear: Callable | None = None         # matmul family: (tensors) -> (A, B, M, alpha, beta)
     reference: Callable | None = None        # custom reference (see oracle.py); None = generic
     notes: str = ""
+    # ``extra``: "factory" (a length -> tensor function), "global" (a custom reference
+    # in global_refs.py), "dilutes" (reduces the whole crossing tensor to a scalar).
     extra: dict = field(default_factory=dict)
 
     def check(self, *, dtype: str | None = None, layout: str | None = None,
