@@ -21,3 +21,14 @@ def mps_run(tmp_path_factory):
 
     spec = GridSpec(**PRESETS["full"], scale=14)
     return run_sweep(spec, tmp_path_factory.mktemp("mps"), device="cpu", fault_model="mps")
+
+
+@pytest.fixture(scope="module")
+def triton_interpreter():
+    """Run the corpus's Triton kernels on CPU tensors (interpreter mode) for a test
+    module, whatever the machine; modules opt in with ``usefixtures``."""
+    from kernelaudit.problems import kernels
+
+    before = kernels.set_interpret(True)
+    yield
+    kernels.set_interpret(before)

@@ -12,17 +12,9 @@ from kernelaudit.check import check_command, run_check_isolated
 from kernelaudit.problems import CORPUS_DIR, MUTANTS_DIR, solution_path
 from kernelaudit.verdict import Status
 
+pytestmark = pytest.mark.usefixtures("triton_interpreter")
+
 RELU = str(CORPUS_DIR / "relu.py")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def triton_interpreter():
-    """These tests run the Triton kernels on CPU tensors: interpreter mode, whatever the machine."""
-    from kernelaudit.problems import kernels
-
-    before = kernels.set_interpret(True)
-    yield
-    kernels.set_interpret(before)
 
 
 def run(*args):

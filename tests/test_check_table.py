@@ -10,17 +10,7 @@ from kernelaudit.check import TABLE_COLUMNS, committed_table, detection_table, t
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "oracles.md"
 
-pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def triton_interpreter():
-    """These tests run the Triton kernels on CPU tensors: interpreter mode, whatever the machine."""
-    from kernelaudit.problems import kernels
-
-    before = kernels.set_interpret(True)
-    yield
-    kernels.set_interpret(before)
+pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning"), pytest.mark.usefixtures("triton_interpreter")]
 
 
 @pytest.fixture(scope="module")

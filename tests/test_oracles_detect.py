@@ -10,17 +10,7 @@ from kernelaudit.oracles import Subject, make_oracle
 from kernelaudit.problems import CORPUS_DIR, MUTANTS_DIR, ProblemCase, load_candidate, load_problem, solution_path
 from kernelaudit.verdict import Status
 
-pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def triton_interpreter():
-    """These tests run the Triton kernels on CPU tensors: interpreter mode, whatever the machine."""
-    from kernelaudit.problems import kernels
-
-    before = kernels.set_interpret(True)
-    yield
-    kernels.set_interpret(before)
+pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning"), pytest.mark.usefixtures("triton_interpreter")]
 
 
 def _candidate(tmp_path, body: str, init: str = "pass"):

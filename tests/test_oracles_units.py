@@ -18,15 +18,7 @@ from kernelaudit.oracles.ulp import UlpOracle, spacing, ulp_distance
 from kernelaudit.problems import CORPUS_DIR, ProblemCase, load_problem
 from kernelaudit.verdict import Status
 
-
-@pytest.fixture(scope="module", autouse=True)
-def triton_interpreter():
-    """These tests run the Triton kernels on CPU tensors: interpreter mode, whatever the machine."""
-    from kernelaudit.problems import kernels
-
-    before = kernels.set_interpret(True)
-    yield
-    kernels.set_interpret(before)
+pytestmark = pytest.mark.usefixtures("triton_interpreter")
 
 
 # -- parsing ---------------------------------------------------------------------------

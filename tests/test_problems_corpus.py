@@ -8,19 +8,9 @@ from kernelaudit.oracles import ORACLE_NAMES, Subject, make_oracle
 from kernelaudit.problems import CORPUS_DIR, ProblemCase, load_candidate, load_problem, solution_path
 
 # The interpreter evaluates with numpy, which warns on the overflow inside exp(large).
-pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning"), pytest.mark.usefixtures("triton_interpreter")]
 
 PROBLEMS = sorted(p.stem for p in CORPUS_DIR.glob("*.py"))
-
-
-@pytest.fixture(scope="module", autouse=True)
-def triton_interpreter():
-    """These tests run the Triton kernels on CPU tensors: interpreter mode, whatever the machine."""
-    from kernelaudit.problems import kernels
-
-    before = kernels.set_interpret(True)
-    yield
-    kernels.set_interpret(before)
 
 
 def test_every_problem_has_a_verified_solution():
