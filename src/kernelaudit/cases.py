@@ -148,15 +148,16 @@ def grid(spec: GridSpec) -> list[Case]:
     return cases
 
 
+#: Calibration runs at most this many batches: enough samples of the per-batch error.
+CALIBRATION_MAX_BATCHES = 64
+
+
 def calibration_batch(case: Case) -> int:
     """A batch count far below every threshold, for tolerance calibration."""
     th = case.thresholds
     per = per_batch_max(case.spec, case.series, th)
     return max(1, min(CALIBRATION_MAX_BATCHES, th.t31 // (8 * per)))
 
-
-#: Calibration runs at most this many batches: enough samples of the per-batch error.
-CALIBRATION_MAX_BATCHES = 64
 
 
 def parse_list(value: str | Iterable[str] | None, default: Sequence[str],

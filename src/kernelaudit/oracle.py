@@ -419,8 +419,8 @@ def judge_matmul_chunk(case, ctx, b0, b1, got_chunk, jf: Judgement, js: Judgemen
         jf.located = True
 
 
-def chunk_batches(case: Case, placed: list[Placed], outs, out_rows, chunk: int) -> int:
-    """Batches per reference chunk, so that no chunk holds more than REF_CHUNK_ELEMENTS."""
+def chunk_batches(case: Case, placed: list[Placed], outs, chunk: int) -> int:
+    """Batches per reference chunk, so that no chunk holds more than ``chunk`` elements."""
     B = case.batch
     per = 1
     for p in placed:
@@ -521,7 +521,7 @@ def _judge(case, placed, outs, out_rows, ref_device, tolerances, mode, ref_chunk
         judgements += list(js_rows.values()) + list(js_shared.values())
         shared_acc = {j: None for j in shared}
         shared_scale = {j: None for j in shared}
-    step = chunk_batches(case, placed, outs, out_rows, ctx.chunk)
+    step = chunk_batches(case, placed, outs, ctx.chunk)
     if use_freivalds and _fused_freivalds_enabled(ctx.device):
         step = B  # the fused check reads C in place and holds no chunk: one launch for all batches
     for b0 in range(0, B, step):

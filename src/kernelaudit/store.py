@@ -17,7 +17,6 @@ import json
 import os
 import platform
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -178,6 +177,3 @@ def _jsonable(x):
         return list(x)
     return str(x)
 
-
-def python_argv() -> list[str]:
-    return list(sys.argv)

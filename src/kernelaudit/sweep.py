@@ -6,6 +6,7 @@ in the run store are never recomputed, tolerances already calibrated are reused.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
@@ -14,7 +15,7 @@ from .cases import Case, GridSpec, calibration_batch, grid
 from .faults import FAULT_MODELS
 from .errors import check_choice
 from .runner import DEFAULT_CASE_TIMEOUT_S, WorkerConfig, WorkerPool
-from .store import RunStore, environment, now, python_argv
+from .store import RunStore, environment, now
 from .thresholds import Thresholds
 from .tolerance import CALIBRATION_FACTOR, calibrated
 from .verdict import Status, Verdict
@@ -101,7 +102,7 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
         "mode": mode,
         "reference": reference,
         "started": now(),
-        "argv": python_argv(),
+        "argv": list(sys.argv),
         "plan": {"cases": len(cases)},
     }
     store = RunStore.create(out, manifest, resume=resume)
