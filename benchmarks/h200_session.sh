@@ -1,24 +1,42 @@
 #!/usr/bin/env bash
-# One time-boxed H200 session: GPU tests and benchmarks of all three capabilities.
+# Time-boxed H200 steps: GPU tests and benchmarks of all three capabilities.
 # Every output lands in $OUT/h200 and is packed into $OUT/h200_results.tgz.
-# Usage (device tool): bash benchmarks/h200_session.sh
+# Usage (device tool): bash benchmarks/h200_session.sh STEP [STEP...]
+#   steps: kernels verify profile guard sweep corpus oracle_cost demo   (default: all but sweep)
+# SWEEP_BUDGET_S (default 540) bounds the sweep step; it resumes a store in runs/h200.
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 O=${OUT:-/tmp/out}/h200; mkdir -p "$O"
 log() { echo "== $(date -u +%T) $*"; }
-log env; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-python3 -c "import torch,triton;print(torch.__version__,triton.__version__,torch.version.cuda)"
-log kernels; timeout 70 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_kernels_gpu.py 2>&1 | tail -4
-log verify_cost; timeout 70 python3 benchmarks/verify_cost.py --out "$O/verify_cost_h200.json" 2>&1 | tail -4
-log rerun; timeout 45 python3 -m kernelaudit sweep --device cuda --ops mm,addmm,linear,sdpa,attention \
-  --dtypes float32,float16 --directions bwd --thresholds 2^32 --out "$O/sweep_rerun" --no-report 2>&1 | tail -8
-log guard_demo; timeout 70 python3 examples/guard_demo.py --device cuda --scale 32 --dtype bfloat16 \
-  --out "$O/guard_demo_h200.json" --figure "$O/guard_demo_h200.png" 2>&1 | tail -6
-log guard_overhead; timeout 40 python3 benchmarks/guard_overhead.py --device cuda --out "$O/guard_overhead_h200.json" 2>&1 | tail -4
-log guard_fix; timeout 40 python3 benchmarks/guard_fix_throughput.py --device cuda --out "$O/guard_fix_h200.json" 2>&1 | tail -4
-P=relu,softmax,layernorm,matmul_square,matmul_batched,attention,cumsum,cross_entropy_loss
-log corpus; KERNELAUDIT_GPU_PROBLEMS=$P KERNELAUDIT_GPU_RESULTS="$O/corpus_h200.json" timeout 60 \
-  python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_corpus_gpu.py 2>&1 | tail -6
-log oracle_cost; timeout 40 python3 benchmarks/oracle_cost.py --device cuda --problems $P --repeats 3 "$O/oracle_cost_h200.json" 2>&1 | tail -4
+steps=${*:-kernels verify profile guard demo corpus oracle_cost}
+log env; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$O/env.txt"
+python3 -c "import torch,triton,platform;print(torch.__version__,triton.__version__,torch.version.cuda,platform.python_version())" | tee -a "$O/env.txt"
+for s in $steps; do
+  case $s in
+  kernels) log kernels; timeout 120 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_kernels_gpu.py 2>&1 | tail -4 ;;
+  verify) log verify_cost; timeout 150 python3 benchmarks/verify_cost.py --explore --out "$O/verify_cost_h200.json" 2>&1 | tail -8 ;;
+  profile) log profile; timeout 200 python3 benchmarks/sweep_profile.py --out "$O/sweep_profile_h200.json" > "$O/sweep_profile.log" 2>&1
+    grep '^{' "$O/sweep_profile.log" | python3 -c "
+import sys,json
+for l in sys.stdin:
+    r=json.loads(l); print(r['case'], 'B=%d'%r['batch'], 'cold %.3f warm %.3f'%(r['cold_s'],r['warm_s']), r['warm'])" ;;
+  guard) log guard_gpu_tests; timeout 150 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_guard_gpu.py 2>&1 | tail -4
+    log guard_overhead; timeout 150 python3 benchmarks/guard_overhead.py --device cuda --out "$O/guard_overhead_h200.json" 2>&1 | tail -8
+    log guard_fix; timeout 150 python3 benchmarks/guard_fix_throughput.py --device cuda --out "$O/guard_fix_h200.json" 2>&1 | tail -8 ;;
+  demo) log guard_demo; timeout 90 python3 examples/guard_demo.py --device cuda --scale 32 --dtype bfloat16 \
+      --out "$O/guard_demo_h200.json" --figure "$O/guard_demo_h200.png" 2>&1 | tail -6 ;;
+  sweep) log sweep; mkdir -p runs
+    [ -d runs/h200 ] || { [ -d benchmarks/results/h200-store ] && cp -r benchmarks/results/h200-store runs/h200; }
+    timeout --signal=INT "${SWEEP_BUDGET_S:-540}" python3 -m kernelaudit sweep --device cuda --full --resume \
+      --out runs/h200 --case-timeout 120 --no-report > "$O/sweep.log" 2>&1; echo "sweep rc=$?"; tail -5 "$O/sweep.log"
+    python3 -m kernelaudit report runs/h200 > "$O/report.txt" 2>&1; tail -30 "$O/report.txt"
+    cp -r runs/h200 "$O/sweep_store" ;;
+  corpus) log corpus; KERNELAUDIT_GPU_RESULTS="$O/corpus_h200.json" timeout 300 \
+      python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_corpus_gpu.py 2>&1 | tail -8 ;;
+  oracle_cost) log oracle_cost; timeout 200 python3 benchmarks/oracle_cost.py --device cuda --repeats 3 \
+      "$O/oracle_cost_h200.json" 2>&1 | tail -6 ;;
+  *) echo "unknown step $s" ;;
+  esac
+done
 log done
 tar czf "${OUT:-/tmp/out}/h200_results.tgz" -C "${OUT:-/tmp/out}" h200 && rm -rf "$O"

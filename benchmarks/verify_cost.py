@@ -45,6 +45,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--dtypes", default="bfloat16,float16,float32")
+    ap.add_argument("--explore", action="store_true", help="also time the fused kernel at other tile shapes")
     args = ap.parse_args()
     dev = torch.device("cuda")
     B = batch_for(REAL.t32, 256 * 256, "above")
@@ -77,9 +78,25 @@ def main() -> None:
                 rb, _ = ctx.operand(1, b0, b1)
                 worst = torch.maximum(worst, (torch.bmm(ra, rb) - c[b0:b1].double()).abs().max())
 
+        def kernel_only(blocks=None, num_warps=4):  # the fused projection alone, without the spot checks
+            from kernelaudit.kernels.freivalds import freivalds
+            from kernelaudit.oracle import _desc, _matmul_operands
+            import kernelaudit.gen as gen
+            ctx = RefContext(case, placed, dev, chunk)
+            Am, Bmm, _, alpha, beta = _matmul_operands(case, ctx, 0, B, B, meta=True)
+            x = gen.values_at(torch.arange(256, device=dev), 1, torch.float64)
+            freivalds(c.view(B, 1, 256, 256), x, x, _desc(ctx, Am), _desc(ctx, Bmm), None, 64, alpha, beta,
+                      c.dtype, blocks=blocks, num_warps=num_warps)
+
+        t_kernel = _time(kernel_only, reps=3) if _fused_freivalds_enabled(dev) else None
+        configs = {}
+        if args.explore and _fused_freivalds_enabled(dev):
+            for bm, bn, w in ((64, 64, 4), (64, 64, 8), (32, 64, 4), (32, 32, 4), (128, 64, 8), (64, 128, 8)):
+                configs[f"BM{bm}-BN{bn}-W{w}"] = _time(lambda: kernel_only((bm, bn), w), reps=3)
+            print(dtype, configs, flush=True)
         t_ver = _time(verify, reps=3)
         t_full = _time(full_ref, reps=3)
-        rows.append({"dtype": dtype, "batch": B, "out_elements": B * 65536, "bmm_s": t_bmm, "verify_s": t_ver,
+        rows.append({"dtype": dtype, "batch": B, "out_elements": B * 65536, "bmm_s": t_bmm, "verify_s": t_ver, "fused_kernel_s": t_kernel, "kernel_configs_s": configs,
                      "full_ref_s": t_full, "verify_over_bmm": t_ver / t_bmm, "full_ref_over_bmm": t_full / t_bmm})
         print(rows[-1], flush=True)
         torch.cuda.empty_cache()

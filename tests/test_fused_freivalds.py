@@ -28,6 +28,8 @@ def test_fused_freivalds_gives_the_same_verdicts_and_metrics_as_the_torch_check(
         assert (got.status, got.bad_batches, got.first_bad_index) == (ref.status, ref.bad_batches, ref.first_bad_index)
         for a, b in zip(ref.details.get("outputs", []), got.details.get("outputs", [])):
             assert a["metric"] == b["metric"]
-            assert a["value"] == pytest.approx(b["value"], rel=1e-6, abs=1e-12)
+            # 16-bit outputs are projected with float32 sums (kernels.freivalds.ACCUMULATE):
+            # the metric may move, but by far less than its tolerance.
+            assert a["value"] == pytest.approx(b["value"], rel=1e-6, abs=1e-3 * a["tolerance"])
         statuses.add(ref.status.value)
     assert "wrong" in statuses  # the planted faults are there to be found

@@ -78,12 +78,23 @@ def _as_tuple(x) -> tuple:
     return tuple(x)
 
 
-def run_op(case: Case, device, fault_model: str):
-    """Run the case on ``device``; returns (placed, outputs-to-judge, output rows-per-batch)."""
+def _sync(device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def run_op(case: Case, device, fault_model: str, timing: dict | None = None):
+    """Run the case on ``device``; returns (placed, outputs-to-judge, output rows-per-batch).
+
+    ``timing`` (a dict) receives ``inputs_s``: seconds spent generating the inputs."""
     spec = case.spec
     placed = placed_operands(case)
     bwd = case.direction == "bwd"
+    t0 = time.perf_counter()
     bases, views = device_inputs(placed, device, grad=bwd)
+    if timing is not None:
+        _sync(device)
+        timing["inputs_s"] = time.perf_counter() - t0
     fm = make_fault_model(fault_model, case.thresholds)
     if spec.call is None:  # a factory op: no inputs, a length
         n = case.batch * spec.out_rows(case.series, case.thresholds)[0]
@@ -326,16 +337,6 @@ def _desc(ctx, t):
     return Desc(ctx.placed[i - 1].key, off, strides)
 
 
-def _desc_values(ctx, d, idx: torch.Tensor) -> torch.Tensor:
-    """Generated float64 values of descriptor ``d`` at int64 storage indexes."""
-    return gen.values_at(idx, d.key, DTYPES[ctx.case.dtype]).to(torch.float64)
-
-
-def _desc_index(d, bb, hh, ii, kk):
-    s = d.strides
-    return d.offset + bb * s[0] + hh * s[1] + ii * s[2] + kk * s[3]
-
-
 def judge_matmul_chunk(case, ctx, b0, b1, got_chunk, jf: Judgement, js: Judgement, out_rows):
     """Freivalds projection and exact spot checks for batches [b0, b1) of a matmul output.
 
@@ -348,7 +349,7 @@ def judge_matmul_chunk(case, ctx, b0, b1, got_chunk, jf: Judgement, js: Judgemen
     x = gen.values_at(torch.arange(Ndim, device=ctx.device), gen.stream_key(case.seed, "freivalds-x"), torch.float64)
     y = gen.values_at(torch.arange(Mdim, device=ctx.device), gen.stream_key(case.seed, "freivalds-y"), torch.float64)
     if fused:
-        from .kernels.freivalds import freivalds
+        from .kernels.freivalds import freivalds, spots
 
         Am, Bmm, Mm, alpha, beta = _matmul_operands(case, ctx, b0, b1, nb, meta=True)
         dA, dB = _desc(ctx, Am), _desc(ctx, Bmm)
@@ -356,13 +357,9 @@ def judge_matmul_chunk(case, ctx, b0, b1, got_chunk, jf: Judgement, js: Judgemen
         K = Am.shape[-1]
         res = freivalds(C, x, y, dA, dB, dM, K, alpha, beta, DTYPES[case.dtype])
         lhs, rhs, bound = res[..., 0], res[..., 1], res[..., 2]
-        kk = torch.arange(K, device=ctx.device)
 
-        def rows_cols(bb, hh, ii, jj):
-            rows = _desc_values(ctx, dA, _desc_index(dA, bb[:, None], hh[:, None], ii[:, None], kk[None, :]))
-            cols = _desc_values(ctx, dB, _desc_index(dB, bb[:, None], hh[:, None], kk[None, :], jj[:, None]))
-            mv = _desc_values(ctx, dM, _desc_index(dM, bb, hh, ii, jj)) if dM is not None else None
-            return rows, cols, mv
+        def spot_values(bb, hh, ii, jj):
+            return spots(C, dA, dB, dM, K, alpha, beta, DTYPES[case.dtype], bb, hh, ii, jj)
     else:
         A, Bm, M, alpha, beta = _matmul_operands(case, ctx, b0, b1, nb, meta=False)
         lhs = (C @ x) @ y
@@ -375,9 +372,16 @@ def judge_matmul_chunk(case, ctx, b0, b1, got_chunk, jf: Judgement, js: Judgemen
         Ab = torch.broadcast_to(A, (nb, H, *A.shape[-2:]))
         Bb = torch.broadcast_to(Bm, (nb, H, *Bm.shape[-2:]))
 
-        def rows_cols(bb, hh, ii, jj):
-            mv = torch.broadcast_to(M, C.shape)[bb, hh, ii, jj] if M is not None else None
-            return Ab[bb, hh, ii, :], Bb[bb, hh, :, jj], mv
+        def spot_values(bb, hh, ii, jj):
+            rows, cols = Ab[bb, hh, ii, :], Bb[bb, hh, :, jj]
+            prod = rows * cols
+            ref = alpha * prod.sum(-1)
+            scale = abs(alpha) * prod.abs().sum(-1)
+            if M is not None:
+                mv = torch.broadcast_to(M, C.shape)[bb, hh, ii, jj]
+                ref = ref + beta * mv
+                scale = scale + abs(beta) * mv.abs()
+            return C[bb, hh, ii, jj].to(torch.float64), ref, scale
     per = ((lhs - rhs).abs() / bound.clamp_min(_TINY))
     per = torch.where(torch.isnan(lhs), torch.full_like(per, math.inf), per)
     jf.add(b0, per.reshape(nb, -1).amax(1))
@@ -387,13 +391,7 @@ def judge_matmul_chunk(case, ctx, b0, b1, got_chunk, jf: Judgement, js: Judgemen
     bb, rem = flat // (H * Mdim * Ndim), flat % (H * Mdim * Ndim)
     hh, rem = rem // (Mdim * Ndim), rem % (Mdim * Ndim)
     ii, jj = rem // Ndim, rem % Ndim
-    rows, cols, mv = rows_cols(bb, hh, ii, jj)
-    ref = alpha * (rows * cols).sum(-1)
-    scale = abs(alpha) * (rows * cols).abs().sum(-1)
-    if mv is not None:
-        ref = ref + beta * mv
-        scale = scale + abs(beta) * mv.abs()
-    got = C[bb, hh, ii, jj].to(torch.float64)
+    got, ref, scale = spot_values(bb, hh, ii, jj)
     err = (got - ref).abs() / scale.clamp_min(_TINY)
     err = torch.where(torch.isnan(got), torch.full_like(err, math.inf), err)
     per_b = torch.zeros(nb, dtype=torch.float64, device=err.device).scatter_reduce(0, bb, err, "amax")
@@ -410,9 +408,8 @@ def judge_matmul_chunk(case, ctx, b0, b1, got_chunk, jf: Judgement, js: Judgemen
         eh, erem = e_flat // (Mdim * Ndim), e_flat % (Mdim * Ndim)
         ei, ej = erem // Ndim, erem % Ndim
         eb = torch.full_like(e_flat, bi)
-        r, c, m = rows_cols(eb, eh, ei, ej)
-        full = alpha * (r * c).sum(-1) + (beta * m if m is not None else 0.0)
-        e = (C[bi].reshape(-1).to(torch.float64) - full).abs()
+        got_b, full, _ = spot_values(eb, eh, ei, ej)
+        e = (got_b - full).abs()
         scale_b = full.abs().amax().clamp_min(_TINY)
         over = torch.nonzero(e > jf.tol * scale_b).flatten()
         jf.first_bad_index = jf.bad_first * per_batch + (int(over[0]) if over.numel() else int(e.argmax()))
@@ -453,10 +450,12 @@ def execute(case: Case, device="cpu", *, fault_model: str = "none",
     t0 = time.perf_counter()
     device = torch.device(device)
     ref_device = torch.device(ref_device) if ref_device is not None else device
+    timing: dict[str, float] = {}
     try:
-        placed, outs, out_rows, fm = run_op(case, device, fault_model)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+        placed, outs, out_rows, fm = run_op(case, device, fault_model, timing)
+        _sync(device)
+        t_op = time.perf_counter()
+        timing["op_s"] = t_op - t0 - timing.get("inputs_s", 0.0)
     except torch.OutOfMemoryError as e:  # the plan was too optimistic: not the op's fault
         return Outcome(Verdict.skipped(f"out of memory despite the memory plan: {str(e).splitlines()[0]}"),
                        {}, time.perf_counter() - t0)
@@ -467,16 +466,19 @@ def execute(case: Case, device="cpu", *, fault_model: str = "none",
         judgements = _judge(case, placed, outs, out_rows, ref_device, tolerances, mode, ref_chunk)
     except MissingTolerance as e:
         return Outcome(Verdict.error(str(e), checker_bug=True), {}, time.perf_counter() - t0)
+    _sync(device)
+    timing["judge_s"] = time.perf_counter() - t_op
     worst = {f"{j.name}:{j.metric}": j.worst for j in judgements}
     verdicts = [j.verdict() for j in judgements]
     if tolerances is None:
-        v = Verdict(Status.OK, message="calibration")
+        v = Verdict(Status.OK, message="calibration", details={"timing": {k: round(t, 5) for k, t in timing.items()}})
     else:
         wrong = [v for v in verdicts if v.status is Status.WRONG]
         v = wrong[0] if wrong else max(verdicts, key=lambda v: (v.value or 0) / (v.tolerance or 1), default=Verdict(Status.OK))
         v = Verdict(v.status, v.metric, v.value, v.tolerance, v.bad_batches, v.first_bad_index,
                     _describe(case, placed, outs), {"outputs": [x.to_json() for x in verdicts],
-                                                    "fault_calls_changed": dict(fm.stats.changed)})
+                                                    "fault_calls_changed": dict(fm.stats.changed),
+                                                    "timing": {k: round(t, 5) for k, t in timing.items()}})
     return Outcome(v, worst, time.perf_counter() - t0)
 
 

@@ -75,9 +75,10 @@ def _worker_main(conn, cfg: WorkerConfig) -> None:
             v = Verdict.error(f"kernelaudit failed on this case: {type(e).__name__}: {e}",
                               checker_bug=True, traceback=traceback.format_exc(limit=5))
             res = {"verdict": v.to_json(), "worst": {}, "elapsed_s": time.perf_counter() - t0}
-        finally:
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
+        # No empty_cache() between cases: the caching allocator reuses the last case's
+        # blocks (returning tens of GiB to the driver and mapping them again cost more
+        # than many small cases), the plan counts cached blocks as available, and an
+        # allocation that does not fit makes the allocator release its cache and retry.
         conn.send(res)
 
 

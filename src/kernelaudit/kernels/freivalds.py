@@ -34,7 +34,7 @@ class Desc:
 
 
 @triton.jit
-def _gen(idx, key, DT: tl.constexpr):
+def _gen(idx, key, DT: tl.constexpr, ACC: tl.constexpr = tl.float64):
     # The hash of kernelaudit.gen in native 32-bit arithmetic (uint32 products wrap
     # mod 2^32, shifts are logical): the same bits as the int64-with-masks version,
     # at a fraction of the instructions; this kernel is bound by it.
@@ -52,7 +52,7 @@ def _gen(idx, key, DT: tl.constexpr):
         v = v.to(tl.float16).to(tl.float32)
     elif DT == 2:
         v = v.to(tl.bfloat16).to(tl.float32)
-    return v.to(tl.float64)
+    return v.to(ACC)
 
 
 @triton.jit
@@ -61,7 +61,7 @@ def _freivalds_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, out_ptr,
                       b_key, b_off, sb0, sb1, sb2, sb3,
                       m_key, m_off, sm0, sm1, sm2, sm3,
                       H, Mdim, Ndim, Kdim, alpha, beta,
-                      HAS_M: tl.constexpr, DT: tl.constexpr,
+                      HAS_M: tl.constexpr, DT: tl.constexpr, ACC: tl.constexpr,
                       BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
     pid = tl.program_id(0).to(tl.int64)
     b = pid // H
@@ -69,29 +69,29 @@ def _freivalds_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, out_ptr,
     ks = tl.arange(0, BK).to(tl.int64)
     kmask = ks < Kdim
     # u = B x and |B||x|, over column blocks of B (K x N)
-    u = tl.zeros([BK], dtype=tl.float64)
-    ua = tl.zeros([BK], dtype=tl.float64)
+    u = tl.zeros([BK], dtype=ACC)
+    ua = tl.zeros([BK], dtype=ACC)
     for n0 in range(0, Ndim, BN):
         ns = n0 + tl.arange(0, BN).to(tl.int64)
         nmask = ns < Ndim
         xv = tl.load(x_ptr + ns, mask=nmask, other=0.0)
         bidx = b_off + b * sb0 + h * sb1 + ks[:, None] * sb2 + ns[None, :] * sb3
         bm = kmask[:, None] & nmask[None, :]
-        bv = tl.where(bm, _gen(bidx, b_key, DT), 0.0)
+        bv = tl.where(bm, _gen(bidx, b_key, DT, ACC), 0.0)
         u += tl.sum(bv * xv[None, :], axis=1)
         ua += tl.sum(tl.abs(bv) * tl.abs(xv)[None, :], axis=1)
-    lhs = tl.zeros([BM], dtype=tl.float64)
-    rhs_m = tl.zeros([BM], dtype=tl.float64)
-    bound_m = tl.zeros([BM], dtype=tl.float64)
-    v = tl.zeros([BK], dtype=tl.float64)
-    va = tl.zeros([BK], dtype=tl.float64)
+    lhs = tl.zeros([BM], dtype=ACC)
+    rhs_m = tl.zeros([BM], dtype=ACC)
+    bound_m = tl.zeros([BM], dtype=ACC)
+    v = tl.zeros([BK], dtype=ACC)
+    va = tl.zeros([BK], dtype=ACC)
     for m0 in range(0, Mdim, BM):
         ms = m0 + tl.arange(0, BM).to(tl.int64)
         mmask = ms < Mdim
         yv = tl.load(y_ptr + ms, mask=mmask, other=0.0)
         aidx = a_off + b * sa0 + h * sa1 + ms[:, None] * sa2 + ks[None, :] * sa3
         am = mmask[:, None] & kmask[None, :]
-        av = tl.where(am, _gen(aidx, a_key, DT), 0.0)
+        av = tl.where(am, _gen(aidx, a_key, DT, ACC), 0.0)
         v += tl.sum(av * yv[:, None], axis=0)
         va += tl.sum(tl.abs(av) * tl.abs(yv)[:, None], axis=0)
         for n0 in range(0, Ndim, BN):
@@ -100,31 +100,105 @@ def _freivalds_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, out_ptr,
             xv = tl.load(x_ptr + ns, mask=nmask, other=0.0)
             cm = mmask[:, None] & nmask[None, :]
             cv = tl.load(c_ptr + b * sc0 + h * sc1 + ms[:, None] * sc2 + ns[None, :] * sc3, mask=cm, other=0.0)
-            lhs += yv * tl.sum(cv.to(tl.float64) * xv[None, :], axis=1)
+            lhs += yv * tl.sum(cv.to(ACC) * xv[None, :], axis=1)
             if HAS_M:
                 midx = m_off + b * sm0 + h * sm1 + ms[:, None] * sm2 + ns[None, :] * sm3
-                mv = tl.where(cm, _gen(midx, m_key, DT), 0.0)
+                mv = tl.where(cm, _gen(midx, m_key, DT, ACC), 0.0)
                 rhs_m += yv * tl.sum(mv * xv[None, :], axis=1)
                 bound_m += tl.abs(yv) * tl.sum(tl.abs(mv) * tl.abs(xv)[None, :], axis=1)
     rhs = alpha * tl.sum(v * u, axis=0) + beta * tl.sum(rhs_m, axis=0)
     bound = tl.abs(alpha) * tl.sum(va * ua, axis=0) + tl.abs(beta) * tl.sum(bound_m, axis=0)
-    tl.store(out_ptr + pid * 3 + 0, tl.sum(lhs, axis=0))
-    tl.store(out_ptr + pid * 3 + 1, rhs)
-    tl.store(out_ptr + pid * 3 + 2, bound)
+    tl.store(out_ptr + pid * 3 + 0, tl.sum(lhs, axis=0).to(tl.float64))
+    tl.store(out_ptr + pid * 3 + 1, rhs.to(tl.float64))
+    tl.store(out_ptr + pid * 3 + 2, bound.to(tl.float64))
+
+
+#: Accumulation precision per output dtype. A 16-bit output is judged against a
+#: tolerance of at least 2 of its own rounding steps (>= 2^-10), so float32 sums, whose
+#: error over these lengths stays near 1e-6 of the bound, cannot move a verdict; and
+#: they run at several times float64's rate. float32 outputs keep float64 sums.
+ACCUMULATE = {torch.float32: torch.float64, torch.float16: torch.float32, torch.bfloat16: torch.float32}
+_TL = {torch.float64: tl.float64, torch.float32: tl.float32}
 
 
 def freivalds(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, A: Desc, B: Desc, M: Desc | None,
-              K: int, alpha: float, beta: float, dtype: torch.dtype) -> torch.Tensor:
-    """(nb, H, 3) float64: lhs, rhs, bound per (batch, head) of C (nb, H, M, N)."""
+              K: int, alpha: float, beta: float, dtype: torch.dtype, *, blocks: tuple[int, int] | None = None,
+              num_warps: int = 4) -> torch.Tensor:
+    """(nb, H, 3) float64: lhs, rhs, bound per (batch, head) of C (nb, H, M, N).
+
+    ``dtype`` is the operands' dtype (what the generated values are rounded to); sums run
+    in :data:`ACCUMULATE` of it. ``blocks`` = (BM, BN) overrides the tile shape."""
     nb, H, Mdim, Ndim = C.shape
+    acc = ACCUMULATE[dtype]
     out = torch.empty((nb, H, 3), dtype=torch.float64, device=C.device)
     m = M or Desc(0, 0, (0, 0, 0, 0))
     BK = max(16, triton.next_power_of_2(K))
     BN = max(16, min(64, triton.next_power_of_2(Ndim)))
     BM = max(16, min(64, 8192 // max(BN, BK)))
-    _freivalds_kernel[(nb * H,)](C, *C.stride(), x, y, out,
+    if blocks is not None:
+        BM, BN = blocks
+    _freivalds_kernel[(nb * H,)](C, *C.stride(), x.to(acc), y.to(acc), out,
                                  A.key, A.offset, *A.strides, B.key, B.offset, *B.strides,
                                  m.key, m.offset, *m.strides,
                                  H, Mdim, Ndim, K, float(alpha), float(beta),
-                                 HAS_M=M is not None, DT=_DT[dtype], BM=BM, BN=BN, BK=BK)
+                                 HAS_M=M is not None, DT=_DT[dtype], ACC=_TL[acc], BM=BM, BN=BN, BK=BK,
+                                 num_warps=num_warps)
     return out
+
+
+@triton.jit
+def _spot_kernel(c_ptr, sc0, sc1, sc2, sc3, bb_ptr, hh_ptr, ii_ptr, jj_ptr, out_ptr, n,
+                 a_key, a_off, sa0, sa1, sa2, sa3,
+                 b_key, b_off, sb0, sb1, sb2, sb3,
+                 m_key, m_off, sm0, sm1, sm2, sm3,
+                 Kdim, alpha, beta,
+                 HAS_M: tl.constexpr, DT: tl.constexpr, BS: tl.constexpr, BK: tl.constexpr):
+    pid = tl.program_id(0).to(tl.int64)
+    s = pid * BS + tl.arange(0, BS).to(tl.int64)
+    smask = s < n
+    bb = tl.load(bb_ptr + s, mask=smask, other=0)
+    hh = tl.load(hh_ptr + s, mask=smask, other=0)
+    ii = tl.load(ii_ptr + s, mask=smask, other=0)
+    jj = tl.load(jj_ptr + s, mask=smask, other=0)
+    arow = a_off + bb * sa0 + hh * sa1 + ii * sa2
+    bcol = b_off + bb * sb0 + hh * sb1 + jj * sb3
+    ref = tl.zeros([BS], dtype=tl.float64)
+    scale = tl.zeros([BS], dtype=tl.float64)
+    for k0 in range(0, Kdim, BK):
+        ks = k0 + tl.arange(0, BK).to(tl.int64)
+        m = smask[:, None] & (ks < Kdim)[None, :]
+        av = tl.where(m, _gen(arow[:, None] + ks[None, :] * sa3, a_key, DT), 0.0)
+        bv = tl.where(m, _gen(bcol[:, None] + ks[None, :] * sb2, b_key, DT), 0.0)
+        ref += tl.sum(av * bv, axis=1)
+        scale += tl.sum(tl.abs(av * bv), axis=1)
+    ref = alpha * ref
+    scale = tl.abs(alpha) * scale
+    if HAS_M:
+        mv = _gen(m_off + bb * sm0 + hh * sm1 + ii * sm2 + jj * sm3, m_key, DT)
+        ref += beta * mv
+        scale += tl.abs(beta) * tl.abs(mv)
+    got = tl.load(c_ptr + bb * sc0 + hh * sc1 + ii * sc2 + jj * sc3, mask=smask, other=0.0).to(tl.float64)
+    tl.store(out_ptr + s * 3 + 0, got, mask=smask)
+    tl.store(out_ptr + s * 3 + 1, ref, mask=smask)
+    tl.store(out_ptr + s * 3 + 2, scale, mask=smask)
+
+
+def spots(C: torch.Tensor, A: Desc, B: Desc, M: Desc | None, K: int, alpha: float, beta: float,
+          dtype: torch.dtype, bb: torch.Tensor, hh: torch.Tensor, ii: torch.Tensor,
+          jj: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Exact float64 spot checks: for each (bb, hh, ii, jj) of C (nb, H, M, N), the value
+    the device wrote, the dot product ``alpha A[i,:] . B[:,j] + beta M[i,j]`` of generated
+    values, and its scale ``sum |alpha a_k b_k| + |beta m|``; each (n,) float64."""
+    n = bb.numel()
+    out = torch.empty((n, 3), dtype=torch.float64, device=C.device)
+    if n == 0:
+        return out[:, 0], out[:, 1], out[:, 2]
+    m = M or Desc(0, 0, (0, 0, 0, 0))
+    BK = max(16, min(128, triton.next_power_of_2(K)))
+    BS = 32
+    idx = [t.contiguous().to(torch.int64) for t in (bb, hh, ii, jj)]
+    _spot_kernel[(triton.cdiv(n, BS),)](C, *C.stride(), *idx, out, n,
+                                        A.key, A.offset, *A.strides, B.key, B.offset, *B.strides,
+                                        m.key, m.offset, *m.strides, K, float(alpha), float(beta),
+                                        HAS_M=M is not None, DT=_DT[dtype], BS=BS, BK=BK)
+    return out[:, 0], out[:, 1], out[:, 2]
