@@ -20,9 +20,9 @@ for s in $steps; do
 import sys,json
 for l in sys.stdin:
     r=json.loads(l); print(r['case'], 'B=%d'%r['batch'], 'cold %.3f warm %.3f'%(r['cold_s'],r['warm_s']), r['warm'])" ;;
-  guard) log guard_gpu_tests; timeout 150 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_guard_gpu.py 2>&1 | tail -4
-    log guard_overhead; timeout 150 python3 benchmarks/guard_overhead.py --device cuda --out "$O/guard_overhead_h200.json" 2>&1 | tail -8
-    log guard_fix; timeout 150 python3 benchmarks/guard_fix_throughput.py --device cuda --out "$O/guard_fix_h200.json" 2>&1 | tail -8 ;;
+  guard) log guard_gpu_tests; timeout ${GUARD_TIMEOUT_S:-100} python3 -m pytest -q -p no:cacheprovider tests/gpu/test_guard_gpu.py 2>&1 | tail -4
+    log guard_overhead; timeout ${GUARD_TIMEOUT_S:-100} python3 benchmarks/guard_overhead.py --device cuda --rounds 9 --out "$O/guard_overhead_h200.json" 2>&1 | tail -8
+    log guard_fix; timeout ${GUARD_TIMEOUT_S:-100} python3 benchmarks/guard_fix_throughput.py --device cuda --out "$O/guard_fix_h200.json" 2>&1 | tail -8 ;;
   demo) log guard_demo; timeout 90 python3 examples/guard_demo.py --device cuda --scale 32 --dtype bfloat16 \
       --out "$O/guard_demo_h200.json" --figure "$O/guard_demo_h200.png" 2>&1 | tail -6 ;;
   sweep) log sweep; mkdir -p runs
@@ -31,9 +31,9 @@ for l in sys.stdin:
       --out runs/h200 --case-timeout 120 --no-report > "$O/sweep.log" 2>&1; echo "sweep rc=$?"; tail -5 "$O/sweep.log"
     python3 -m kernelaudit report runs/h200 > "$O/report.txt" 2>&1; tail -30 "$O/report.txt"
     cp -r runs/h200 "$O/sweep_store" ;;
-  corpus) log corpus; KERNELAUDIT_GPU_RESULTS="$O/corpus_h200.json" timeout 300 \
+  corpus) log corpus; KERNELAUDIT_GPU_RESULTS="$O/corpus_h200.json" timeout ${CORPUS_TIMEOUT_S:-220} \
       python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_corpus_gpu.py 2>&1 | tail -8 ;;
-  oracle_cost) log oracle_cost; timeout 200 python3 benchmarks/oracle_cost.py --device cuda --repeats 3 \
+  oracle_cost) log oracle_cost; timeout ${ORACLE_TIMEOUT_S:-200} python3 benchmarks/oracle_cost.py --device cuda --repeats 3 \
       "$O/oracle_cost_h200.json" 2>&1 | tail -6 ;;
   *) echo "unknown step $s" ;;
   esac
