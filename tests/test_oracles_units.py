@@ -199,3 +199,41 @@ def test_bfloat16_next_pattern_is_one_ulp_and_a_larger_number(bits):
     a = torch.tensor([bits], dtype=torch.int16).view(torch.bfloat16)
     b = torch.tensor([bits + 1], dtype=torch.int16).view(torch.bfloat16)
     assert ulp_distance(a, b).item() == 1 and b.float().item() > a.float().item()
+
+
+def test_values_skips_the_kinds_a_problem_excludes_and_says_why():
+    from kernelaudit.oracles.values import ValuesOracle
+    from kernelaudit.problems import load_candidate
+
+    case = ProblemCase.make(load_problem(CORPUS_DIR / "cumprod.py"), small=True)
+    # The problem file itself as the candidate: ModelNew = Model, computed by torch.
+    v = ValuesOracle().judge(case, Subject(load_candidate(_model_as_candidate(CORPUS_DIR / "cumprod.py"))))
+    assert v.ok, v.explain()
+    assert "mixed skipped: sub-range products" in v.message and "mixed" in v.details["skipped_kinds"]
+    assert "values mixed" not in str(v.details.get("checks", {}))
+
+
+def test_gelu_bound_allows_the_erf_cancellation_but_not_a_bf16_result():
+    case = ProblemCase.make(load_problem(CORPUS_DIR / "gelu.py"), small=True)
+    x = -4.5 - torch.rand(case.inputs[0].shape)
+    case = case.with_inputs([x], "negative")
+    ref = torch.nn.functional.gelu(x.double())
+    (bnd,) = error_bounds(case)
+    assert bool((bnd >= 0.5 * 2.0**-24 * x.abs().double()).all())  # room for u |x| / 2
+    assert BoundOracle().judge(case, ref.float()).ok
+    # Where gelu is not tiny the bound stays tight: a bf16-rounded result is rejected.
+    y = torch.randn(case.inputs[0].shape, generator=torch.Generator().manual_seed(0))
+    normal = case.with_inputs([y], "normal")
+    assert BoundOracle().judge(normal, torch.nn.functional.gelu(y.double()).float()).ok
+    down = torch.nn.functional.gelu(y.double()).bfloat16().float()
+    assert BoundOracle().judge(normal, down).status is Status.WRONG
+
+
+def _model_as_candidate(problem_path):
+    import tempfile
+    from pathlib import Path
+
+    d = Path(tempfile.mkdtemp())
+    p = d / problem_path.name
+    p.write_text(problem_path.read_text() + "\nModelNew = Model\n")
+    return p

@@ -274,18 +274,19 @@ def _canonical(t: torch.Tensor | None, nb: int, rows: int | None) -> torch.Tenso
     return t
 
 
-def _spot_indices(b0: int, b1: int, per: int, t31: int) -> torch.Tensor:
-    """Flat indexes (global) to spot-check in batches [b0, b1)."""
-    firsts = torch.arange(b0, b1, dtype=torch.int64) * per
-    idx = [firsts, firsts + per - 1]
+def _spot_indices(b0: int, b1: int, per: int, t31: int, device=None) -> torch.Tensor:
+    """Flat indexes (global) to spot-check in batches [b0, b1), built on ``device``.
+
+    Ordered so that, within any batch, the first listed index that is bad is also the
+    smallest bad one: each batch's first element, then the neighbours of multiples of
+    2^31 (ascending), then each batch's last element. Duplicates are harmless."""
+    firsts = torch.arange(b0, b1, dtype=torch.int64, device=device) * per
     lo, hi = b0 * per, b1 * per
     k0 = max(1, -(-lo // t31))
-    ks = torch.arange(k0, (hi - 1) // t31 + 2, dtype=torch.int64) * t31
-    for d in SPOT_NEIGHBOURS:
-        idx.append(ks + d)
-    flat = torch.cat(idx)
-    flat = flat[(flat >= lo) & (flat < hi)]
-    return torch.unique(flat)
+    ks = torch.arange(k0, (hi - 1) // t31 + 2, dtype=torch.int64, device=device) * t31
+    near = (ks[:, None] + torch.tensor(SPOT_NEIGHBOURS, dtype=torch.int64, device=device)[None, :]).reshape(-1)
+    near = near[(near >= lo) & (near < hi)]
+    return torch.cat([firsts, near, firsts + per - 1])
 
 
 #: Operand tag stride for descriptor tracing (storage offsets stay far below it).
@@ -382,12 +383,23 @@ def judge_matmul_chunk(case, ctx, b0, b1, got_chunk, jf: Judgement, js: Judgemen
                 ref = ref + beta * mv
                 scale = scale + abs(beta) * mv.abs()
             return C[bb, hh, ii, jj].to(torch.float64), ref, scale
+    _judge_projection(case, C, b0, lhs, rhs, bound, spot_values, jf, js)
+
+
+def _judge_projection(case, C, b0: int, lhs, rhs, bound, spot_values, jf: Judgement, js: Judgement) -> None:
+    """Record Freivalds metrics (per (batch, head) ``lhs``, ``rhs``, ``bound``) and exact
+    spot checks of the canonical (nb, H, M, N) output ``C`` whose batches start at
+    ``b0``; ``spot_values(bb, hh, ii, jj) -> (got, ref, scale)`` gives exact float64
+    values of any elements. A batch the projection flags is searched element by element
+    for its first bad index."""
+    nb, H, Mdim, Ndim = C.shape
     per = ((lhs - rhs).abs() / bound.clamp_min(_TINY))
     per = torch.where(torch.isnan(lhs), torch.full_like(per, math.inf), per)
     jf.add(b0, per.reshape(nb, -1).amax(1))
     # spot checks: exact float64 dot products at chosen elements
     per_batch = C[0].numel()
-    flat = _spot_indices(b0, b1, per_batch, case.thresholds.t31).to(ctx.device) - b0 * per_batch
+    device = C.device
+    flat = _spot_indices(b0, b0 + nb, per_batch, case.thresholds.t31, device) - b0 * per_batch
     bb, rem = flat // (H * Mdim * Ndim), flat % (H * Mdim * Ndim)
     hh, rem = rem // (Mdim * Ndim), rem % (Mdim * Ndim)
     ii, jj = rem // Ndim, rem % Ndim
@@ -396,15 +408,16 @@ def judge_matmul_chunk(case, ctx, b0, b1, got_chunk, jf: Judgement, js: Judgemen
     err = torch.where(torch.isnan(got), torch.full_like(err, math.inf), err)
     per_b = torch.zeros(nb, dtype=torch.float64, device=err.device).scatter_reduce(0, bb, err, "amax")
     tol = js.tol if js.tol is not None else math.inf
+    bad = torch.nonzero(err > tol).flatten()
     bad_local = {}
-    for k in torch.nonzero(err > tol).flatten().tolist():
-        bad_local.setdefault(int(bb[k]), int(flat[k]) - int(bb[k]) * per_batch)
+    for b_, f_ in zip(bb[bad].tolist(), flat[bad].tolist()):  # one transfer, not one per spot
+        bad_local.setdefault(b_, f_ - b_ * per_batch)
     js.add(b0, per_b, lambda bi: bad_local.get(bi, 0))
     # Freivalds localises to a batch; find the element exactly (one batch is small).
     if jf.tol is not None and jf.bad_first is not None and jf.bad_first >= b0 and not jf.located:
         bi = jf.bad_first - b0
         n_el = H * Mdim * Ndim
-        e_flat = torch.arange(n_el, device=ctx.device)
+        e_flat = torch.arange(n_el, device=device)
         eh, erem = e_flat // (Mdim * Ndim), e_flat % (Mdim * Ndim)
         ei, ej = erem // Ndim, erem % Ndim
         eb = torch.full_like(e_flat, bi)
@@ -414,6 +427,125 @@ def judge_matmul_chunk(case, ctx, b0, b1, got_chunk, jf: Judgement, js: Judgemen
         over = torch.nonzero(e > jf.tol * scale_b).flatten()
         jf.first_bad_index = jf.bad_first * per_batch + (int(over[0]) if over.numel() else int(e.argmax()))
         jf.located = True
+
+
+def _operand_of(t) -> int:
+    """Index of the operand a traced meta view comes from (its storage-offset tag)."""
+    return t.storage_offset() // _TAG - 1
+
+
+def _transposed(d):
+    from .kernels.freivalds import Desc
+
+    s = d.strides
+    return Desc(d.key, d.offset, (s[0], s[1], s[3], s[2]))
+
+
+def judge_matmul_grads(case, ctx, outs, tol) -> list[Judgement] | None:
+    """Backward of a bilinear op ``C = alpha A B + beta M``, judged by projections.
+
+    With G the (generated) upstream gradient, the gradients are again products of
+    generated operands: ``dA = alpha G B^T``, ``dB = alpha A^T G``, ``dM = beta G``
+    (summed over the dims M broadcasts). So each is checked like a forward output: a
+    fused Freivalds pass (and, for per-batch gradients, exact spot checks) instead of a
+    float64 autograd reference. A gradient shared by every batch (a weight, a stride-0
+    operand) is one matrix: its projection is compared with the sum of every batch's.
+    A bias broadcast over rows is checked against ``beta * sum(G)``, computed in chunks.
+    Returns None when the op's gradients do not map onto A, B, M (the caller falls
+    back to the full reference)."""
+    from .kernels.freivalds import Desc, freivalds, spots
+
+    spec, placed, B = case.spec, ctx.placed, case.batch
+    dt = DTYPES[case.dtype]
+    grad_ops = [i for i, p in enumerate(placed) if p.operand.grad and p.dtype.is_floating_point]
+    if len(grad_ops) != len(outs):
+        return None
+    Am, Bmm, Mm, alpha, beta = _matmul_operands(case, ctx, 0, B, B, meta=True)
+    roles = {_operand_of(Am): "A", _operand_of(Bmm): "B"}
+    if Mm is not None:
+        roles[_operand_of(Mm)] = "M"
+    if sorted(roles) != sorted(grad_ops):
+        return None
+    dA, dB = _desc(ctx, Am), _desc(ctx, Bmm)
+    H = max(Am.shape[1], Bmm.shape[1])
+    Mdim, K, N = Am.shape[-2], Am.shape[-1], Bmm.shape[-1]
+    dG = Desc(gen.stream_key(case.seed, f"{case.op}/grad0"), 0, (H * Mdim * N, Mdim * N, N, 1))
+    # The got gradients seen through the same decomposition (transposes included).
+    views = []
+    for i, p in enumerate(placed):
+        if i in grad_ops:
+            g = outs[grad_ops.index(i)]
+            views.append(g if p.batched else g.as_strided(p.shape, p.strides, p.offset))
+        else:
+            views.append(torch.empty(0, device="meta", dtype=p.dtype).as_strided(p.shape, p.strides, p.offset))
+    got_roles = dict(zip("ABM", spec.bilinear(*views)[:3]))
+    judgements = []
+    for j, i in enumerate(grad_ops):
+        name, role, p = f"grad{j}", roles[i], placed[i]
+        Cg = _canonical(got_roles[role].detach(), B, p.operand.rows_per_batch if p.batched else None)
+        if role == "M" and (Cg.shape[-2] != Mdim or (Cg.shape[0] == 1 and B > 1)):
+            judgements.append(_judge_bias_grad(case, ctx, name, Cg, dG, beta, (B, H, Mdim, N), tol))
+            continue
+        if role == "A":
+            dX, dY, dM, inner, al, be, shape = dG, _transposed(dB), None, N, alpha, 0.0, (B, H, Mdim, K)
+        elif role == "B":
+            dX, dY, dM, inner, al, be, shape = _transposed(dA), dG, None, Mdim, alpha, 0.0, (B, H, K, N)
+        else:  # a full-size M: dM = beta G, batch by batch
+            dX, dY, dM, inner, al, be, shape = dA, dB, dG, 0, 0.0, beta, (B, H, Mdim, N)
+        C = Cg.expand(shape)
+        x = gen.values_at(torch.arange(shape[3], device=ctx.device), gen.stream_key(case.seed, "freivalds-x"),
+                          torch.float64)
+        y = gen.values_at(torch.arange(shape[2], device=ctx.device), gen.stream_key(case.seed, "freivalds-y"),
+                          torch.float64)
+        res = freivalds(C, x, y, dX, dY, dM, inner, al, be, dt)
+        if p.batched:
+            jf = Judgement(name, "freivalds", tol(name, "freivalds"), C[0].numel())
+            js = Judgement(name, "spot", tol(name, "spot"), C[0].numel())
+
+            def spot_values(bb, hh, ii, jj, C=C, dX=dX, dY=dY, dM=dM, inner=inner, al=al, be=be):
+                return spots(C, dX, dY, dM, inner, al, be, dt, bb, hh, ii, jj)
+            _judge_projection(case, C, 0, res[..., 0], res[..., 1], res[..., 2], spot_values, jf, js)
+            judgements += [jf, js]
+            continue
+        # One matrix shared by every batch (and by every head where it broadcasts):
+        # its projection against the sum of the batches' contributions.
+        over_h = Cg.shape[1] == 1 or Cg.stride(1) == 0
+        lhs = res[0, 0, 0] if over_h else res[0, :, 0]
+        rhs = res[..., 1].sum((0, 1)) if over_h else res[..., 1].sum(0)
+        bound = res[..., 2].sum((0, 1)) if over_h else res[..., 2].sum(0)
+        metric = (lhs - rhs).abs() / bound.clamp_min(_TINY)
+        metric = torch.where(torch.isnan(lhs), torch.full_like(metric, math.inf), metric)
+        jf = Judgement(name, "freivalds", tol(name, "freivalds"), outs[j].numel())
+        jf.add(0, metric.reshape(1, -1).amax(1))
+        jf.first_bad_index = None  # a sum over every batch: no single element to point at
+        judgements.append(jf)
+    return judgements
+
+
+def _judge_bias_grad(case, ctx, name, got, dG, beta, out_shape, tol) -> Judgement:
+    """``got`` (canonical, broadcast over some of (batch, head, row)) against
+    ``beta * sum(G)`` over those dims, computed in float64 chunks of batches, with the
+    ``cond`` metric ``|got - ref| / (|beta| sum |G|)``."""
+    B, H, Mdim, N = out_shape
+    dims = tuple(d for d in range(3) if got.shape[d] == 1 and out_shape[d] > 1)
+    step = max(1, ctx.chunk // (H * Mdim * N))
+    ref = scale = None
+    for b0 in range(0, B, step):
+        b1 = min(B, b0 + step)
+        g = gen.values_strided((b1 - b0, H, Mdim, N), dG.strides, dG.offset + b0 * dG.strides[0], dG.key,
+                               DTYPES[case.dtype], ctx.device).to(torch.float64)
+        r = g.sum(dims, keepdim=True) if dims else g
+        a = g.abs().sum(dims, keepdim=True) if dims else g.abs()
+        if ref is None:
+            ref, scale = r, a
+        elif 0 in dims:  # summed over batches: accumulate
+            ref, scale = ref + r, scale + a
+        else:            # one slice per batch: append
+            ref, scale = torch.cat([ref, r]), torch.cat([scale, a])
+    ref, scale = beta * ref, abs(beta) * scale
+    j = Judgement(name, "cond", tol(name, "cond"), got.numel())
+    compare_rows(j, 0, got.reshape(1, -1), ref.reshape(1, -1), False, scale.reshape(1, -1))
+    return j
 
 
 def chunk_batches(case: Case, placed: list[Placed], outs, chunk: int) -> int:
@@ -501,6 +633,11 @@ def _judge(case, placed, outs, out_rows, ref_device, tolerances, mode, ref_chunk
     def tol(name, metric):
         return tolerance_for(tolerances, name, metric)
 
+    if (spec.bilinear is not None and case.direction == "bwd" and mode == "auto"
+            and _fused_freivalds_enabled(ctx.device)):
+        js = judge_matmul_grads(case, ctx, outs, tol)
+        if js is not None:
+            return js
     exact_spec = spec.exact if case.direction == "fwd" or spec.exact_bwd is None else spec.exact_bwd
     exact = exact_spec or not DTYPES[case.dtype].is_floating_point
     rel = "exact" if exact else "rel"

@@ -121,7 +121,15 @@ class ValuesOracle(Driver):
 
     def drive(self, case: ProblemCase, subject: Subject) -> Verdict:
         verdicts = {}
+        skip = case.problem.value_kinds_skip
         for i, kind in enumerate(self.kinds(case)):
+            if kind in skip:  # seeds stay tied to the kind's position, skipped or not
+                continue
             vcase = case.with_inputs(value_inputs(case, kind, case.seed * 1000 + i), f"values {kind}")
             verdicts[f"values {kind}"] = self.compare.judge(vcase, subject)
-        return combine(self.name, verdicts, context="values: ")
+        v = combine(self.name, verdicts, context="values: ")
+        if skip:
+            note = "; ".join(f"{k} skipped: {why}" for k, why in skip.items())
+            v = Verdict(v.status, v.metric, v.value, v.tolerance, v.bad_batches, v.first_bad_index,
+                        f"{v.message} ({note})" if v.message else note, {**(v.details or {}), "skipped_kinds": skip})
+        return v

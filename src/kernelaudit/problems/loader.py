@@ -23,6 +23,8 @@ Optional module-level names a problem may define (the project's corpus defines a
                   (never changed, e.g. class indexes).
 ``ALLOW_TF32``    the problem accepts TF32 operand rounding in its products.
 ``ADVERSARIAL``   extra value kinds the op admits, e.g. ``("neg_inf_rows",)``.
+``VALUE_KINDS_SKIP`` dict of value kind -> why the op does not admit it (the ``values``
+                  oracle skips it and says so).
 """
 
 from __future__ import annotations
@@ -206,6 +208,10 @@ class Problem:
     @property
     def adversarial(self) -> tuple[str, ...]:
         return tuple(getattr(self.module, "ADVERSARIAL", ()))
+
+    @property
+    def value_kinds_skip(self) -> dict[str, str]:
+        return dict(getattr(self.module, "VALUE_KINDS_SKIP", {}))
 
     @property
     def category(self) -> str:

