@@ -227,34 +227,58 @@ def compare_rows(j: Judgement, b0: int, got: torch.Tensor, ref: torch.Tensor, ex
     """Per-batch rel (or exact) metric of a chunk; both tensors hold whole batches.
 
     ``scale`` (per element, optional) replaces the batch's ``max|ref|`` as the error's
-    denominator: reductions pass ``sum|x|`` so a sum near zero is not a false alarm."""
+    denominator: reductions pass ``sum|x|`` so a sum near zero is not a false alarm.
+    On CUDA the per-batch maxima come from one fused pass (:mod:`.kernels.compare`)."""
     nb = _nb_of(j, got)
-    g = _batch_view(got.to(torch.float64), nb)
-    r = _batch_view(ref.to(torch.float64), nb)
+    g = _batch_view(got.detach(), nb)
+    r = _batch_view(ref.detach().to(torch.float64), nb)
     if g.shape != r.shape:
         raise CheckerBug(f"{j.name}: got chunk {tuple(g.shape)} vs reference {tuple(r.shape)}")
-    err = (g - r).abs()
-    err = torch.where(torch.isnan(g) | torch.isnan(r), torch.full_like(err, math.inf), err)
-    if exact:
-        per = err.amax(1)
-        thresh = torch.zeros(nb, dtype=err.dtype, device=err.device)
-    elif scale is not None:
-        sc = _batch_view(scale.to(torch.float64), nb).clamp_min(_TINY)
-        per = (err / sc).amax(1)
-        thresh = (j.tol if j.tol is not None else 0.0) * sc
-    else:
-        sc = r.abs().amax(1).clamp_min(_TINY)
-        per = err.amax(1) / sc
-        thresh = ((j.tol if j.tol is not None else 0.0) * sc).unsqueeze(1).expand_as(err)
+    sc = _batch_view(scale.detach().to(torch.float64), nb) if scale is not None and not exact else None
+    if _fused_compare_enabled(r.device):
+        from .kernels.compare import row_max
 
-    if exact:
-        thresh = thresh.unsqueeze(1).expand_as(err)
+        err_max, ref_max = row_max(g, r, sc, _TINY)
+    else:
+        g64 = g.to(torch.float64)
+        err = (g64 - r).abs()
+        if sc is not None:
+            err = err / sc.clamp_min(_TINY)
+        err = torch.where(torch.isnan(g64) | torch.isnan(r), torch.full_like(err, math.inf), err)
+        err_max, ref_max = err.amax(1), r.abs().amax(1)
+    per = err_max if (exact or sc is not None) else err_max / ref_max.clamp_min(_TINY)
 
     def local(bi: int) -> int:
-        over = torch.nonzero(err[bi] > thresh[bi]).flatten()
+        """First element of batch ``bi`` over the tolerance (one row, in torch)."""
+        gi, ri = g[bi].to(torch.float64), r[bi]
+        e = (gi - ri).abs()
+        tol = j.tol if j.tol is not None else 0.0
+        if exact:
+            thresh = torch.zeros_like(e)
+        elif sc is not None:
+            e = e / sc[bi].clamp_min(_TINY)
+            thresh = torch.full_like(e, tol)
+        else:
+            thresh = torch.full_like(e, tol * float(ri.abs().amax().clamp_min(_TINY)))
+        e = torch.where(torch.isnan(gi) | torch.isnan(ri), torch.full_like(e, math.inf), e)
+        over = torch.nonzero(e > thresh).flatten()
         return int(over[0]) if over.numel() else 0
 
     j.add(b0, per, local)
+
+
+def _fused_compare_enabled(device: torch.device) -> bool:
+    """The fused comparison runs on CUDA (and on the CPU interpreter when asked)."""
+    import os
+
+    flag = os.environ.get("KERNELAUDIT_FUSED_COMPARE")
+    if flag == "0" or (device.type != "cuda" and flag != "1"):
+        return False
+    try:
+        from .kernels import compare  # noqa: F401
+    except Exception:
+        return False
+    return True
 
 
 def _nb_of(j: Judgement, got: torch.Tensor) -> int:

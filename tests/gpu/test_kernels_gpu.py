@@ -49,3 +49,46 @@ def test_fused_freivalds_on_cuda_agrees_with_the_torch_check(op, monkeypatch):
         got = execute(case, "cuda", fault_model="mps", tolerances=tol).verdict
         assert (got.status, got.bad_batches, got.first_bad_index) == (ref.status, ref.bad_batches,
                                                                       ref.first_bad_index), case.id
+
+
+@pytest.mark.parametrize("op", ["bmm", "baddbmm", "mm", "addmm", "linear", "matmul4d", "einsum"])
+def test_gradient_projections_on_cuda_agree_with_the_float64_autograd_reference(op, monkeypatch):
+    from kernelaudit.cases import GridSpec, grid
+    from kernelaudit.faults.predict import EITHER, predict
+    from kernelaudit.oracle import execute
+    from kernelaudit.tolerance import calibrated
+
+    cases = grid(GridSpec(ops=(op,), dtypes=("float16", "bfloat16", "float32"), thresholds=("2^32",),
+                          positions=("above",), directions=("bwd",), scale=16))
+    for case in cases:
+        monkeypatch.setenv("KERNELAUDIT_FUSED_FREIVALDS", "0")
+        ref = execute(case, "cuda", fault_model="mps",
+                      tolerances=calibrated(execute(case.with_batch(8), "cuda", tolerances=None).worst,
+                                            case.dtype)).verdict
+        monkeypatch.delenv("KERNELAUDIT_FUSED_FREIVALDS")
+        cal = execute(case.with_batch(8), "cuda", tolerances=None).worst
+        assert any(k.endswith(":freivalds") for k in cal), (case.id, cal)
+        got = execute(case, "cuda", fault_model="mps", tolerances=calibrated(cal, case.dtype)).verdict
+        if predict(case, "mps")[0] == EITHER:
+            assert {got.status.value, ref.status.value} <= {"ok", "wrong"}, case.id
+        else:
+            assert got.status == ref.status, (case.id, got.explain(), ref.explain())
+
+
+@pytest.mark.parametrize("op,fault", [("add", "wrap32"), ("softmax", "wrap32"), ("cumsum", "wrap32"),
+                                      ("gather", "wrap32"), ("sum", "wrap32")])
+def test_fused_comparison_on_cuda_gives_the_torch_verdicts(op, fault, monkeypatch):
+    from kernelaudit.cases import GridSpec, grid
+    from kernelaudit.oracle import execute
+    from kernelaudit.tolerance import calibrated
+
+    cases = grid(GridSpec(ops=(op,), dtypes=("float32", "bfloat16"), thresholds=("2^32",), positions=("above",),
+                          scale=16))
+    for case in cases:
+        tol = calibrated(execute(case.with_batch(2), "cuda", tolerances=None).worst, case.dtype)
+        monkeypatch.setenv("KERNELAUDIT_FUSED_COMPARE", "0")
+        ref = execute(case, "cuda", fault_model=fault, tolerances=tol).verdict
+        monkeypatch.delenv("KERNELAUDIT_FUSED_COMPARE")
+        got = execute(case, "cuda", fault_model=fault, tolerances=tol).verdict
+        assert (got.status, got.bad_batches, got.first_bad_index) == (ref.status, ref.bad_batches,
+                                                                      ref.first_bad_index), case.id
