@@ -4,6 +4,7 @@
 # Usage (device tool): bash benchmarks/h200_session.sh STEP [STEP...]
 #   steps: kernels verify profile guard sweep corpus oracle_cost demo   (default: all but sweep)
 # SWEEP_BUDGET_S (default 540) bounds the sweep step; it resumes a store in runs/h200.
+# REPORT=0 skips building the report there (kernelaudit report rebuilds it anywhere).
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 O=${OUT:-/tmp/out}/h200; mkdir -p "$O"
@@ -27,14 +28,14 @@ for l in sys.stdin:
       --out "$O/guard_demo_h200.json" --figure "$O/guard_demo_h200.png" 2>&1 | tail -6 ;;
   sweep) log sweep; mkdir -p runs
     [ -d runs/h200 ] || { [ -d benchmarks/results/h200-store ] && cp -r benchmarks/results/h200-store runs/h200; }
-    timeout --signal=INT "${SWEEP_BUDGET_S:-540}" python3 -m kernelaudit sweep --device cuda --full --resume \
+    timeout -k 20 --signal=INT "${SWEEP_BUDGET_S:-540}" python3 -m kernelaudit sweep --device cuda --full --resume \
       --out runs/h200 --case-timeout 120 --no-report > "$O/sweep.log" 2>&1; echo "sweep rc=$?"; tail -5 "$O/sweep.log"
-    python3 -m kernelaudit report runs/h200 > "$O/report.txt" 2>&1; tail -30 "$O/report.txt"
+    [ "${REPORT:-1}" = 1 ] && { timeout 100 python3 -m kernelaudit report runs/h200 > "$O/report.txt" 2>&1; tail -30 "$O/report.txt"; }
     cp -r runs/h200 "$O/sweep_store" ;;
   corpus) log corpus; KERNELAUDIT_GPU_RESULTS="$O/corpus_h200.json" timeout ${CORPUS_TIMEOUT_S:-220} \
       python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_corpus_gpu.py 2>&1 | tail -8 ;;
   oracle_cost) log oracle_cost; timeout ${ORACLE_TIMEOUT_S:-200} python3 benchmarks/oracle_cost.py --device cuda --repeats 3 \
-      "$O/oracle_cost_h200.json" 2>&1 | tail -6 ;;
+      ${ORACLE_PROBLEMS:+--problems $ORACLE_PROBLEMS} "$O/oracle_cost_h200.json" 2>&1 | tail -6 ;;
   *) echo "unknown step $s" ;;
   esac
 done

@@ -88,7 +88,10 @@ def make_oracle(spec: str | list[str] | tuple[str, ...], *, tol: float | None = 
         elif n in COMPARATOR_NAMES:
             built.append(next(c for c in comparators if c.name == n))
         elif n == "shapes":
-            built.append(ShapesOracle(inner))
+            # When the sequence's comparators already judged the fixed shape (they come
+            # first), shapes does not run the candidate there again.
+            done = [c for c in names[:names.index("shapes")] if c in COMPARATOR_NAMES]
+            built.append(ShapesOracle(inner, fixed_judged_by=",".join(done) or None))
         elif n == "values":
             built.append(ValuesOracle(inner))
         elif n == "tamper":

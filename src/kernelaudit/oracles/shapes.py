@@ -13,7 +13,7 @@ recorded; a candidate that raises at a valid shape is an ``error``.
 from __future__ import annotations
 
 from ..problems.case import ProblemCase
-from ..verdict import Verdict
+from ..verdict import Status, Verdict
 from .base import Comparator, Driver, Subject, combine
 
 #: Small primes for the all-prime case (non-multiples of 2, 4, 8, 16, 32, ...).
@@ -64,13 +64,18 @@ class ShapesOracle(Driver):
 
     name = "shapes"
 
-    def __init__(self, compare: Comparator | None = None) -> None:
+    def __init__(self, compare: Comparator | None = None, *, fixed_judged_by: str | None = None) -> None:
         from .bound import BoundOracle
 
         self.compare = compare or BoundOracle()
+        #: Set when an earlier member of a sequence already judged the fixed shape with
+        #: the same comparators: that check is not repeated (the sequence reports it).
+        self.fixed_judged_by = fixed_judged_by
 
     def drive(self, case: ProblemCase, subject: Subject) -> Verdict:
-        verdicts = {f"shape {case.label}": self.compare.judge(case, subject)}
+        verdicts = {}
+        if self.fixed_judged_by is None:
+            verdicts[f"shape {case.label}"] = self.compare.judge(case, subject)
         skipped = []
         for label, shapes in shape_variants(case.shapes):
             try:
@@ -81,6 +86,12 @@ class ShapesOracle(Driver):
                 skipped.append(f"{label} ({type(exc).__name__})")
                 continue
             verdicts[f"shape {label}"] = self.compare.judge(vcase, subject)
-        v = combine(self.name, verdicts, context="shapes: ")
+        if not verdicts and self.fixed_judged_by is not None:
+            v = Verdict(Status.OK, message=f"shapes: no other shape to try; the fixed shape was judged by "
+                                           f"{self.fixed_judged_by}", details={})
+        else:
+            v = combine(self.name, verdicts, context="shapes: ")
         v.details["skipped_shapes"] = skipped
+        if self.fixed_judged_by is not None:
+            v.details["fixed_shape_judged_by"] = self.fixed_judged_by
         return v
