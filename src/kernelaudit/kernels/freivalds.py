@@ -63,7 +63,13 @@ def _gen(idx, key, DT: tl.constexpr, ACC: tl.constexpr = tl.float64):
     return v.to(ACC)
 
 
-@triton.jit
+#: Integer arguments Triton must not specialise on (divisible by 16, equal to 1): every
+#: distinct pattern of these would be one more compile, and a sweep meets hundreds of
+#: layouts. Only C's last stride stays specialised (contiguous rows load as vectors).
+_DESC_INTS = [f"{p}{x}" for p in "abm" for x in ("_key", "_off")] + [f"s{p}{d}" for p in "abm" for d in range(4)]
+
+
+@triton.jit(do_not_specialize=_DESC_INTS + ["sc0", "sc1", "sc2", "H", "Mdim", "Ndim", "Kdim"])
 def _freivalds_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, out_ptr,
                       a_key, a_off, sa0, sa1, sa2, sa3,
                       b_key, b_off, sb0, sb1, sb2, sb3,
@@ -155,7 +161,7 @@ def freivalds(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, A: Desc, B: Des
     return out
 
 
-@triton.jit
+@triton.jit(do_not_specialize=_DESC_INTS + ["sc0", "sc1", "sc2", "sc3", "n", "Kdim"])
 def _spot_kernel(c_ptr, sc0, sc1, sc2, sc3, bb_ptr, hh_ptr, ii_ptr, jj_ptr, out_ptr, n,
                  a_key, a_off, sa0, sa1, sa2, sa3,
                  b_key, b_off, sb0, sb1, sb2, sb3,

@@ -18,7 +18,10 @@ _KIND = {"float": 0, "int": 1, "index": 2}
 _RANGE, _INDEX, _STRIDED = 0, 1, 2
 
 
-@triton.jit
+# No specialisation on the integer arguments (start, n, key, sizes, strides): each
+# distinct divisible-by-16 / equal-to-1 pattern would be another compile, and a sweep
+# generates hundreds of layouts. The stores are contiguous whatever they are.
+@triton.jit(do_not_specialize=["start", "n", "key", "high", "d1", "d2", "d3", "t0", "t1", "t2", "t3"])
 def _hash_kernel(out_ptr, idx_ptr, start, n, key, high,
                  d1, d2, d3, t0, t1, t2, t3,
                  KIND: tl.constexpr, SOURCE: tl.constexpr, BLOCK: tl.constexpr):
