@@ -129,12 +129,17 @@ def run_op(case: Case, device, fault_model: str, timing: dict | None = None):
 class RefContext:
     """Regenerates any rows of any operand, in the reference precision, on ``device``."""
 
-    def __init__(self, case: Case, placed: list[Placed], device, chunk: int | None = None) -> None:
+    def __init__(self, case: Case, placed: list[Placed], device, chunk: int | None = None, *,
+                 exact: bool = False) -> None:
         self.chunk = chunk or default_ref_chunk(device)
         self.case = case
         self.placed = placed
         self.device = torch.device(device)
-        self.ref_dtype = torch.float64 if DTYPES[case.dtype].is_floating_point else torch.int64
+        dt = DTYPES[case.dtype]
+        # Exact ops (copies, selections, sorts) only move values: their reference in the
+        # case's own dtype is the float64 one bit for bit, at half the memory traffic
+        # (and a 32-bit sort key instead of a 64-bit one).
+        self.ref_dtype = dt if exact else (torch.float64 if dt.is_floating_point else torch.int64)
 
     def rows(self, j: int) -> int:
         return self.case.spec.out_rows(self.case.series, self.case.thresholds)[j]
@@ -231,7 +236,7 @@ def compare_rows(j: Judgement, b0: int, got: torch.Tensor, ref: torch.Tensor, ex
     On CUDA the per-batch maxima come from one fused pass (:mod:`.kernels.compare`)."""
     nb = _nb_of(j, got)
     g = _batch_view(got.detach(), nb)
-    r = _batch_view(ref.detach().to(torch.float64), nb)
+    r = _batch_view(ref.detach(), nb)  # float64, or the case's dtype for exact ops
     if g.shape != r.shape:
         raise CheckerBug(f"{j.name}: got chunk {tuple(g.shape)} vs reference {tuple(r.shape)}")
     sc = _batch_view(scale.detach().to(torch.float64), nb) if scale is not None and not exact else None
@@ -240,7 +245,7 @@ def compare_rows(j: Judgement, b0: int, got: torch.Tensor, ref: torch.Tensor, ex
 
         err_max, ref_max = row_max(g, r, sc, _TINY)
     else:
-        g64 = g.to(torch.float64)
+        g64, r = g.to(torch.float64), r.to(torch.float64)
         err = (g64 - r).abs()
         if sc is not None:
             err = err / sc.clamp_min(_TINY)
@@ -250,7 +255,7 @@ def compare_rows(j: Judgement, b0: int, got: torch.Tensor, ref: torch.Tensor, ex
 
     def local(bi: int) -> int:
         """First element of batch ``bi`` over the tolerance (one row, in torch)."""
-        gi, ri = g[bi].to(torch.float64), r[bi]
+        gi, ri = g[bi].to(torch.float64), r[bi].to(torch.float64)
         e = (gi - ri).abs()
         tol = j.tol if j.tol is not None else 0.0
         if exact:
@@ -646,7 +651,8 @@ def _describe(case, placed, outs) -> str:
 
 def _judge(case, placed, outs, out_rows, ref_device, tolerances, mode, ref_chunk=None) -> list[Judgement]:
     spec = case.spec
-    ctx = RefContext(case, placed, ref_device, ref_chunk)
+    exact_spec = spec.exact if case.direction == "fwd" or spec.exact_bwd is None else spec.exact_bwd
+    ctx = RefContext(case, placed, ref_device, ref_chunk, exact=exact_spec)
     g = spec.extra.get("global")
     if g:
         from .global_refs import judge_global
@@ -662,7 +668,6 @@ def _judge(case, placed, outs, out_rows, ref_device, tolerances, mode, ref_chunk
         js = judge_matmul_grads(case, ctx, outs, tol)
         if js is not None:
             return js
-    exact_spec = spec.exact if case.direction == "fwd" or spec.exact_bwd is None else spec.exact_bwd
     exact = exact_spec or not DTYPES[case.dtype].is_floating_point
     rel = "exact" if exact else "rel"
     use_freivalds = spec.bilinear is not None and case.direction == "fwd" and mode == "auto"
@@ -733,7 +738,7 @@ def _reference_chunk(case: Case, ctx: RefContext, b0: int, b1: int, outs) -> lis
             R = r.numel() // (b1 - b0)
             idx = torch.arange(b0 * R, b1 * R, device=ctx.device)
             gv = gen.values_at(idx, gen.stream_key(case.seed, f"{case.op}/grad{j}"), DTYPES[case.dtype])
-            grads_in.append(gv.to(torch.float64).view(r.shape))
+            grads_in.append(gv.to(r.dtype).view(r.shape))
         used = [leaf for leaf in leaves if leaf is not None]
         gs = torch.autograd.grad(res, used, grads_in, allow_unused=True)
         scales = _shared_grad_scales(spec, ctx, views, leaves, grads_in)
