@@ -1,6 +1,6 @@
 """The ``mps`` fault model: Apple MPS's silent wrong matmuls (rules A, B, C).
 
-Wraps the real mm/bmm/addmm/baddbmm kernels of whatever device it runs on and
+Wraps the real mm/bmm/addmm/baddbmm kernels (and addmm_/baddbmm_) of whatever device it runs on and
 corrupts their results exactly as :mod:`kernelaudit.faults.rules` says, forward and
 backward. Attention is forced through PyTorch's math path (as MPS's attention is), so
 its score product meets the same rules.
@@ -21,6 +21,9 @@ MATMUL_OPERANDS = {
     aten.bmm: (0, 1),
     aten.addmm: (1, 2),
     aten.baddbmm: (1, 2),
+    # in place (self += ...): the same MPS matmul kernels, so the same rules
+    aten.addmm_: (1, 2),
+    aten.baddbmm_: (1, 2),
 }
 
 

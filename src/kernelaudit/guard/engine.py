@@ -215,6 +215,9 @@ class Engine:
 
     def slow(self, op: str, overload: str, args, kwargs, run):
         mm = Normalised.of(op, args, kwargs)
+        inplace = overload == "inplace"
+        if inplace:
+            mm.out = mm.bias  # addmm_ / baddbmm_: the result overwrites self
         call, action, hits = self.decide_cached(mm)
         if action == "pass" or action == "off":
             if action == "off":
@@ -229,8 +232,12 @@ class Engine:
             self.counters.add("refused", hits)
             raise UnsafeCallError(refusal_message(call, hits, self.planner.plan(call)))
         if action == "verify":
+            # In place, the call overwrites its bias: keep a copy to verify against.
+            bias_before = mm.bias.clone() if inplace else None
             result = run(op, overload, *args, **kwargs)
             mm.out = result
+            if inplace:
+                mm.bias = bias_before
             if mm.bias is not None:
                 mm.bias = mm.bias.expand(mm.out_shape)
             plan = self.planner.plan(call, limit=self._verify_limit(call))

@@ -1,7 +1,8 @@
 """Putting the guard in front of the kernels: two ways, one engine.
 
 **Real backends** (``install()``): one override per covered aten op and overload
-(``mm``, ``bmm``, ``addmm``, ``baddbmm``, default and ``out``), on the dispatch key of
+(``mm``, ``bmm``, ``addmm``, ``baddbmm``, default and ``out``; the in-place
+``addmm_`` and ``baddbmm_``), on the dispatch key of
 each device type the policy's rules name (``MPS`` for the ``mps`` policy), and nothing
 else: ops and devices no rule covers keep their exact dispatch path. The override is
 the native C++ size screen of :mod:`.native` when it builds (Python only past the
@@ -50,6 +51,25 @@ DEFAULT_ACTION = "fix"
 #: Overloads overridden per op. The ``out`` overloads are what ``torch.compile``'s
 #: extern kernels and user ``out=`` calls reach.
 OVERLOADS = ("default", "out")
+#: ``inplace`` stands for the in-place op (``aten::addmm_``, ``aten::baddbmm_``): the
+#: result overwrites the bias operand ``self``. mm and bmm have none.
+INPLACE = "inplace"
+OVERLOADS_FOR = {"mm": OVERLOADS, "bmm": OVERLOADS, "addmm": (*OVERLOADS, INPLACE),
+                 "baddbmm": (*OVERLOADS, INPLACE)}
+
+
+def aten_op(op: str, overload: str):
+    """The aten overload object of ``op.overload`` (``inplace``: ``op_.default``)."""
+    if overload == INPLACE:
+        return getattr(aten, f"{op}_").default
+    return getattr(getattr(aten, op), overload)
+
+
+def _qualified(op: str, overload: str) -> str:
+    """``aten::`` name of an overload, as the dispatcher spells it."""
+    if overload == INPLACE:
+        return f"{op}_"
+    return op if overload == "default" else f"{op}.{overload}"
 #: MPS's fused attention op, intercepted for the attention-score rule.
 SDPA_MPS_ATEN = "_scaled_dot_product_attention_math_for_mps"
 #: torch device type -> dispatch key name.
@@ -57,7 +77,7 @@ DISPATCH_KEYS = {"cpu": "CPU", "cuda": "CUDA", "mps": "MPS", "xpu": "XPU"}
 
 
 def _kernel(op: str, overload: str, key: str):
-    name = f"aten::{op}" + ("" if overload == "default" else f".{overload}")
+    name = f"aten::{_qualified(op, overload)}"
     dk = getattr(torch._C.DispatchKey, key)
     if not torch._C._dispatch_has_kernel_for_dispatch_key(name, dk):
         return None
@@ -141,7 +161,7 @@ class _Overrides:
         # overridden: the pieces and the checks must never reach an override
         originals = {}
         for dt in {dt for _, dt in plan}:
-            kernels = {(o, ov): _kernel(o, ov, DISPATCH_KEYS[dt]) for o in WITH_BIAS for ov in OVERLOADS}
+            kernels = {(o, ov): _kernel(o, ov, DISPATCH_KEYS[dt]) for o in WITH_BIAS for ov in OVERLOADS_FOR[o]}
             if all(k is not None for k in kernels.values()):
                 originals[dt] = kernels  # else: this build has no such backend, nothing to guard
         # build (or load) the native screen only when there is something to screen
@@ -155,16 +175,17 @@ class _Overrides:
                 if dt not in originals:
                     continue
                 key = DISPATCH_KEYS[dt]
-                for ov in OVERLOADS:
-                    if self.native:
+                for ov in OVERLOADS_FOR[op]:
+                    # In-place calls are rare in a training step: they take the Python
+                    # override even when the native screen is on.
+                    if self.native and ov != INPLACE:
                         self.slow_lib.impl(nat_mod.slow_op_name(op, ov), _make_slow(engine, op, ov, dt, originals[dt]),
                                            key)
                         ai, bi = nat_mod.OPERANDS[op]
                         self.native.register_op(op, "" if ov == "default" else ov, key,
                                                 min(engine.floor(op, dt), 2**62), ai, bi, nat_mod.SLOW_NS)
                     else:
-                        name = op if ov == "default" else f"{op}.{ov}"
-                        self.lib.impl(name, _make_override(engine, op, ov, dt, originals[dt]), key)
+                        self.lib.impl(_qualified(op, ov), _make_override(engine, op, ov, dt, originals[dt]), key)
                     self.registered.append((op, ov, dt))
             if SDPA_MPS in policy.ops():
                 self._attention(engine)
@@ -219,7 +240,7 @@ class GuardMode(TorchDispatchMode):
         super().__init__()
         self.engine = engine
         ops = set(engine.policy.ops()) & set(WITH_BIAS)
-        self.table = {getattr(getattr(aten, op), ov): (op, ov) for op in ops for ov in OVERLOADS}
+        self.table = {aten_op(op, ov): (op, ov) for op in ops for ov in OVERLOADS_FOR[op]}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -251,7 +272,7 @@ def _composite(func) -> bool:
 def _mode_run(op, overload, *args, **kwargs):
     # Inside __torch_dispatch__ this mode is off: the call goes on to the modes below
     # it (the fault model) and then to the kernels.
-    return getattr(getattr(aten, op), overload)(*args, **kwargs)
+    return aten_op(op, overload)(*args, **kwargs)
 
 
 # -- global installation ---------------------------------------------------------------------
