@@ -89,6 +89,18 @@ def main() -> None:
                       c.dtype, blocks=blocks, num_warps=num_warps)
 
         t_kernel = _time(kernel_only, reps=3) if _fused_freivalds_enabled(dev) else None
+
+        def spots_only():  # the spot-check kernel alone, at the sweep's spot indexes
+            from kernelaudit.kernels.freivalds import spots
+            from kernelaudit.oracle import _desc, _matmul_operands, _spot_indices
+            ctx = RefContext(case, placed, dev, chunk)
+            Am, Bmm, _, alpha, beta = _matmul_operands(case, ctx, 0, B, B, meta=True)
+            flat = _spot_indices(0, B, 65536, REAL.t31, dev)
+            bb, rem = flat // 65536, flat % 65536
+            spots(c.view(B, 1, 256, 256), _desc(ctx, Am), _desc(ctx, Bmm), None, 64, alpha, beta, c.dtype,
+                  bb, torch.zeros_like(bb), rem // 256, rem % 256)
+
+        t_spots = _time(spots_only, reps=3) if _fused_freivalds_enabled(dev) else None
         configs = {}
         if args.explore and _fused_freivalds_enabled(dev):
             for bm, bn, w in ((64, 64, 4), (64, 64, 8), (32, 64, 4), (32, 32, 4), (128, 64, 8), (64, 128, 8)):
@@ -96,7 +108,7 @@ def main() -> None:
             print(dtype, configs, flush=True)
         t_ver = _time(verify, reps=3)
         t_full = _time(full_ref, reps=3)
-        rows.append({"dtype": dtype, "batch": B, "out_elements": B * 65536, "bmm_s": t_bmm, "verify_s": t_ver, "fused_kernel_s": t_kernel, "kernel_configs_s": configs,
+        rows.append({"dtype": dtype, "batch": B, "out_elements": B * 65536, "bmm_s": t_bmm, "verify_s": t_ver, "fused_kernel_s": t_kernel, "spot_kernel_s": t_spots, "kernel_configs_s": configs,
                      "full_ref_s": t_full, "verify_over_bmm": t_ver / t_bmm, "full_ref_over_bmm": t_full / t_bmm})
         print(rows[-1], flush=True)
         torch.cuda.empty_cache()
