@@ -32,3 +32,13 @@ def triton_interpreter():
     before = kernels.set_interpret(True)
     yield
     kernels.set_interpret(before)
+
+
+@pytest.fixture
+def clean_guard():
+    """No guard installed before or after the test (modules opt in with ``usefixtures``)."""
+    from kernelaudit import guard
+
+    guard.uninstall()
+    yield
+    guard.uninstall()

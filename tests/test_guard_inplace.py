@@ -15,11 +15,7 @@ TH = Thresholds(14)          # 2^32 -> 16384, 2^31 -> 8192
 CPU_MPS = guard.mps_policy(TH, device_types=("cpu",))
 
 
-@pytest.fixture(autouse=True)
-def _clean():
-    guard.uninstall()
-    yield
-    guard.uninstall()
+pytestmark = pytest.mark.usefixtures("clean_guard")
 
 
 def _rand(*shape):
