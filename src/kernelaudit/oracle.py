@@ -273,17 +273,8 @@ def compare_rows(j: Judgement, b0: int, got: torch.Tensor, ref: torch.Tensor, ex
 
 
 def _fused_compare_enabled(device: torch.device) -> bool:
-    """The fused comparison runs on CUDA (and on the CPU interpreter when asked)."""
-    import os
-
-    flag = os.environ.get("KERNELAUDIT_FUSED_COMPARE")
-    if flag == "0" or (device.type != "cuda" and flag != "1"):
-        return False
-    try:
-        from .kernels import compare  # noqa: F401
-    except Exception:
-        return False
-    return True
+    """The fused per-batch comparison (``KERNELAUDIT_FUSED_COMPARE``)."""
+    return _fused_enabled(device, "KERNELAUDIT_FUSED_COMPARE", "compare")
 
 
 def _nb_of(j: Judgement, got: torch.Tensor) -> int:
@@ -322,19 +313,25 @@ def _spot_indices(b0: int, b1: int, per: int, t31: int, device=None) -> torch.Te
 _TAG = 2**50
 
 
-def _fused_freivalds_enabled(device: torch.device) -> bool:
-    """The fused Triton check runs on CUDA (and on the CPU interpreter when asked)."""
+def _fused_enabled(device: torch.device, env: str, module: str) -> bool:
+    """A fused Triton kernel runs on CUDA, and on the CPU interpreter when ``$env`` is
+    ``1``; ``0`` turns it off. False when its module cannot be imported (no Triton)."""
+    import importlib
     import os
 
-    if os.environ.get("KERNELAUDIT_FUSED_FREIVALDS") == "0":
-        return False
-    if device.type != "cuda" and os.environ.get("KERNELAUDIT_FUSED_FREIVALDS") != "1":
+    flag = os.environ.get(env)
+    if flag == "0" or (device.type != "cuda" and flag != "1"):
         return False
     try:
-        from .kernels import freivalds  # noqa: F401
+        importlib.import_module(f".kernels.{module}", __package__)
     except Exception:
         return False
     return True
+
+
+def _fused_freivalds_enabled(device: torch.device) -> bool:
+    """The fused projection check (``KERNELAUDIT_FUSED_FREIVALDS``)."""
+    return _fused_enabled(device, "KERNELAUDIT_FUSED_FREIVALDS", "freivalds")
 
 
 def _matmul_operands(case, ctx, b0, b1, nb, *, meta: bool):
