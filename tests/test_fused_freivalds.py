@@ -91,3 +91,26 @@ def test_gradients_judged_by_projection_agree_with_the_float64_autograd_referenc
             assert got.bad_batches.first == ref.bad_batches.first, case.id
         statuses.add(ref.status.value)
     assert "wrong" in statuses or "wrong" not in predicted  # the planted faults are found
+
+
+def test_a_wrong_shared_weight_gradient_is_located_by_the_full_reference(monkeypatch):
+    """The projection flags a shared gradient (a weight: one matrix for every batch);
+    only then is its float64 reference summed, to name the first bad element."""
+    pytest.importorskip("triton")
+    import torch
+
+    from kernelaudit.oracle import _judge, run_op
+
+    monkeypatch.setenv("KERNELAUDIT_FUSED_FREIVALDS", "1")
+    case = grid(GridSpec(ops=("linear",), dtypes=("float32",), layouts=("contig",), thresholds=("2^32",),
+                         positions=("below",), directions=("bwd",), scale=12))[0]
+    tol = calibrated(execute(case.with_batch(4), tolerances=None).worst, case.dtype)
+    placed, outs, rows, _ = run_op(case, "cpu", "none")
+    js = _judge(case, placed, outs, rows, torch.device("cpu"), tol, "auto")
+    assert all(j.bad_count == 0 for j in js)  # clean
+    w = max((k for k, r in enumerate(rows) if r is None), key=lambda k: outs[k].numel())  # W, not the bias
+    outs[w].view(-1)[5] += 10.0  # plant one bad element in the weight's gradient
+    js = _judge(case, placed, outs, rows, torch.device("cpu"), tol, "auto")
+    bad = [j for j in js if j.bad_count]
+    assert [j.name for j in bad] == [f"grad{w}"] and bad[0].metric == "freivalds"
+    assert bad[0].first_bad_index == 5

@@ -543,9 +543,27 @@ def judge_matmul_grads(case, ctx, outs, tol) -> list[Judgement] | None:
         metric = torch.where(torch.isnan(lhs), torch.full_like(metric, math.inf), metric)
         jf = Judgement(name, "freivalds", tol(name, "freivalds"), outs[j].numel())
         jf.add(0, metric.reshape(1, -1).amax(1))
-        jf.first_bad_index = None  # a sum over every batch: no single element to point at
+        if jf.bad_count:  # rare: only now pay for the full reference, to point at the element
+            jf.first_bad_index = _first_bad_in_shared_grad(case, ctx, outs, j, jf.tol)
         judgements.append(jf)
     return judgements
+
+
+def _first_bad_in_shared_grad(case, ctx, outs, j: int, tol: float) -> int:
+    """Flat index (in its storage) of the first element of shared gradient ``j`` that is
+    off its float64 reference by more than ``tol * max|ref|``: the reference summed over
+    every batch in chunks, as the full check does."""
+    step = chunk_batches(case, ctx.placed, outs, ctx.chunk)
+    ref = None
+    for b0 in range(0, case.batch, step):
+        part = _reference_chunk(case, ctx, b0, min(case.batch, b0 + step), outs)[0][j].detach()
+        ref = part if ref is None else ref + part
+    got = outs[j].detach().reshape(-1).to(torch.float64)
+    ref = ref.reshape(-1).to(torch.float64)
+    e = (got - ref).abs()
+    e = torch.where(torch.isnan(got), torch.full_like(e, math.inf), e)
+    over = torch.nonzero(e > tol * ref.abs().amax().clamp_min(_TINY)).flatten()
+    return int(over[0]) if over.numel() else int(e.argmax())
 
 
 def _judge_bias_grad(case, ctx, name, got, dG, beta, out_shape, tol) -> Judgement:
