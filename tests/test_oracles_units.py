@@ -154,9 +154,15 @@ def test_exact_ops_must_match_bit_for_bit():
 # -- shapes and KernelBench ------------------------------------------------------------
 
 
-def test_shape_variants_cover_one_a_prime_below_and_one_past_each_size():
-    labels = [label for label, _ in shape_variants({"M": 32, "N": 8})]
-    assert labels == ["M=1", "M=31", "M=33", "N=1", "N=7", "N=9", "all prime"]
+def test_shape_variants_cover_size_one_each_then_prime_below_and_one_past_every_size_at_once():
+    variants = shape_variants({"M": 32, "N": 8, "K": 2})
+    assert [shapes for _, shapes in variants] == [
+        {"M": 1, "N": 8, "K": 2}, {"M": 32, "N": 1, "K": 2}, {"M": 32, "N": 8, "K": 1},
+        {"M": 31, "N": 7, "K": 2},   # no prime below 2: K stays
+        {"M": 33, "N": 9, "K": 3},
+        {"M": 7, "N": 11, "K": 13},
+    ]
+    assert variants[3][0] == "prime below M=31, N=7, K=2" and variants[-1][0] == "all prime"
     assert prime_below(2048) == 2039 and prime_below(2) is None
 
 

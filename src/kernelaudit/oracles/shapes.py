@@ -1,10 +1,10 @@
 """``shapes``: the problem's shape plus boundary shapes.
 
-For every shape constant ``P`` with fixed value ``v`` the oracle tries ``P = 1``, the
-largest prime below ``v`` (a non-multiple of every block size, with a tail), and
+For every shape constant ``P`` with fixed value ``v`` the oracle tries ``P = 1``, one
+constant at a time; then every constant at once at the largest prime below its ``v``
+(a non-multiple of every block size, with a tail), every constant at once at
 ``v + 1`` (one past the fixed size: the tail a kernel specialised to ``v`` drops),
-one constant at a time, plus one case with every constant set to a different small
-prime. Each case is built from the problem's own ``get_inputs()`` at that shape and
+and every constant set to a different small prime. Each case is built from the problem's own ``get_inputs()`` at that shape and
 judged by the comparator(s) of the sequence (``bound`` by default). A shape the
 reference itself rejects (a pooling window larger than the input) is skipped and
 recorded; a candidate that raises at a valid shape is an ``error``.
@@ -50,10 +50,14 @@ def shape_variants(base: dict[str, int]) -> list[tuple[str, dict[str, int]]]:
             seen.add(key)
             out.append((label, shapes))
 
-    for name, v in base.items():
-        for size in (1, prime_below(v), v + 1):
-            if size is not None:
-                add(f"{name}={size}", {**base, name: size})
+    for name, v in base.items():  # size 1, one constant at a time
+        add(f"{name}=1", {**base, name: 1})
+    # tails: every constant at once, so a problem with several constants pays two
+    # full-size runs for them, not two per constant
+    below = {name: prime_below(v) or v for name, v in base.items()}
+    add("prime below " + ", ".join(f"{n}={v}" for n, v in below.items()), below)
+    past = {name: v + 1 for name, v in base.items()}
+    add("one past " + ", ".join(f"{n}={v}" for n, v in past.items()), past)
     primes = iter(SMALL_PRIMES)
     add("all prime", {name: next(primes) for name in base})
     return out
