@@ -20,6 +20,7 @@ Metrics (each calibrated below the thresholds, see :mod:`kernelaudit.tolerance`)
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 import traceback
@@ -373,8 +374,7 @@ def judge_matmul_chunk(case, ctx, b0, b1, got_chunk, jf: Judgement, js: Judgemen
     fused = _fused_freivalds_enabled(ctx.device)
     C = _canonical(got_chunk if fused else got_chunk.to(torch.float64), nb, out_rows)
     H, Mdim, Ndim = C.shape[1], C.shape[-2], C.shape[-1]
-    x = gen.values_at(torch.arange(Ndim, device=ctx.device), gen.stream_key(case.seed, "freivalds-x"), torch.float64)
-    y = gen.values_at(torch.arange(Mdim, device=ctx.device), gen.stream_key(case.seed, "freivalds-y"), torch.float64)
+    x, y = _projection_vector(case.seed, "x", Ndim, ctx.device), _projection_vector(case.seed, "y", Mdim, ctx.device)
     if fused:
         from .kernels.freivalds import freivalds, spots
 
@@ -410,6 +410,13 @@ def judge_matmul_chunk(case, ctx, b0, b1, got_chunk, jf: Judgement, js: Judgemen
                 scale = scale + abs(beta) * mv.abs()
             return C[bb, hh, ii, jj].to(torch.float64), ref, scale
     _judge_projection(case, C, b0, lhs, rhs, bound, spot_values, jf, js)
+
+
+@functools.lru_cache(maxsize=64)
+def _projection_vector(seed: int, name: str, n: int, device: torch.device) -> torch.Tensor:
+    """The Freivalds vector ``x`` or ``y`` of length ``n`` (generated, float64; cached:
+    a sweep uses a handful of lengths; callers must not modify it)."""
+    return gen.values_at(torch.arange(n, device=device), gen.stream_key(seed, f"freivalds-{name}"), torch.float64)
 
 
 def _judge_projection(case, C, b0: int, lhs, rhs, bound, spot_values, jf: Judgement, js: Judgement) -> None:
@@ -519,10 +526,8 @@ def judge_matmul_grads(case, ctx, outs, tol) -> list[Judgement] | None:
         else:  # a full-size M: dM = beta G, batch by batch
             dX, dY, dM, inner, al, be, shape = dA, dB, dG, 0, 0.0, beta, (B, H, Mdim, N)
         C = Cg.expand(shape)
-        x = gen.values_at(torch.arange(shape[3], device=ctx.device), gen.stream_key(case.seed, "freivalds-x"),
-                          torch.float64)
-        y = gen.values_at(torch.arange(shape[2], device=ctx.device), gen.stream_key(case.seed, "freivalds-y"),
-                          torch.float64)
+        x = _projection_vector(case.seed, "x", shape[3], ctx.device)
+        y = _projection_vector(case.seed, "y", shape[2], ctx.device)
         res = freivalds(C, x, y, dX, dY, dM, inner, al, be, dt)
         if p.batched:
             jf = Judgement(name, "freivalds", tol(name, "freivalds"), C[0].numel())
