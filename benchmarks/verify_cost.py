@@ -78,7 +78,7 @@ def main() -> None:
                 rb, _ = ctx.operand(1, b0, b1)
                 worst = torch.maximum(worst, (torch.bmm(ra, rb) - c[b0:b1].double()).abs().max())
 
-        def kernel_only(blocks=None, num_warps=4):  # the fused projection alone, without the spot checks
+        def kernel_only(blocks=None, num_warps=4, kernel=None):  # the fused projection alone, no spot checks
             from kernelaudit.kernels.freivalds import freivalds
             from kernelaudit.oracle import _desc, _matmul_operands
             import kernelaudit.gen as gen
@@ -86,7 +86,7 @@ def main() -> None:
             Am, Bmm, _, alpha, beta = _matmul_operands(case, ctx, 0, B, B, meta=True)
             x = gen.values_at(torch.arange(256, device=dev), 1, torch.float64)
             freivalds(c.view(B, 1, 256, 256), x, x, _desc(ctx, Am), _desc(ctx, Bmm), None, 64, alpha, beta,
-                      c.dtype, blocks=blocks, num_warps=num_warps)
+                      c.dtype, blocks=blocks, num_warps=num_warps, kernel=kernel)
 
         t_kernel = _time(kernel_only, reps=3) if _fused_freivalds_enabled(dev) else None
 
@@ -103,8 +103,9 @@ def main() -> None:
         t_spots = _time(spots_only, reps=3) if _fused_freivalds_enabled(dev) else None
         configs = {}
         if args.explore and _fused_freivalds_enabled(dev):
-            for bm, bn, w in ((64, 64, 4), (64, 64, 8), (32, 64, 4), (32, 32, 4), (128, 64, 8), (64, 128, 8)):
-                configs[f"BM{bm}-BN{bn}-W{w}"] = _time(lambda: kernel_only((bm, bn), w), reps=3)
+            for kern in ("rowsum", "acc2d"):
+                for bm, bn, w in ((32, 32, 4), (32, 32, 8), (64, 32, 4), (64, 64, 8), (16, 32, 4)):
+                    configs[f"{kern}-BM{bm}-BN{bn}-W{w}"] = _time(lambda: kernel_only((bm, bn), w, kern), reps=3)
             print(dtype, configs, flush=True)
         t_ver = _time(verify, reps=3)
         t_full = _time(full_ref, reps=3)

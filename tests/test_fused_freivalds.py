@@ -114,3 +114,40 @@ def test_a_wrong_shared_weight_gradient_is_located_by_the_full_reference(monkeyp
     bad = [j for j in js if j.bad_count]
     assert [j.name for j in bad] == [f"grad{w}"] and bad[0].metric == "freivalds"
     assert bad[0].first_bad_index == 5
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("has_m", [False, True])
+def test_both_projection_kernels_compute_the_same_sums(dtype, has_m):
+    """``acc2d`` (accumulate tiles, reduce once) and ``rowsum`` (reduce every tile) agree
+    to rounding, with a bias and without, over transposed and offset descriptors."""
+    pytest.importorskip("triton")
+    import torch
+
+    from kernelaudit import gen
+    from kernelaudit.kernels.freivalds import Desc, freivalds
+    from kernelaudit.ops.spec import DTYPES
+
+    dt = DTYPES[dtype]
+    nb, H, M, K, N = 3, 2, 40, 24, 36
+    dA = Desc(gen.stream_key(2, "a"), 5, (H * M * K, M * K, 1, M))
+    dB = Desc(gen.stream_key(2, "b"), 2**32 - 7, (H * K * N, K * N, N, 1))
+    dM = Desc(gen.stream_key(2, "m"), 0, (0, M * N, N, 1)) if has_m else None
+    C = torch.randn(nb, H, M, N).to(dt)
+    x, y = torch.rand(N, dtype=torch.float64) - 0.5, torch.rand(M, dtype=torch.float64) - 0.5
+    a = freivalds(C, x, y, dA, dB, dM, K, 2.0, 0.5, dt, kernel="rowsum", blocks=(16, 16))
+    b = freivalds(C, x, y, dA, dB, dM, K, 2.0, 0.5, dt, kernel="acc2d", blocks=(16, 16))
+    rel = 1e-12 if dtype == "float32" else 1e-5  # float64 sums / float32 sums
+    assert torch.allclose(a, b, rtol=rel, atol=rel * float(a.abs().max()))
+
+
+def test_an_unknown_projection_kernel_is_refused_by_name(monkeypatch):
+    import torch
+
+    from kernelaudit.errors import InvalidArgument
+    from kernelaudit.kernels.freivalds import Desc, freivalds
+
+    monkeypatch.setenv("KERNELAUDIT_FREIVALDS_KERNEL", "fast")
+    d = Desc(1, 0, (0, 0, 1, 1))
+    with pytest.raises(InvalidArgument, match="KERNELAUDIT_FREIVALDS_KERNEL='fast': allowed values are rowsum, acc2d"):
+        freivalds(torch.zeros(1, 1, 2, 2), torch.zeros(2), torch.zeros(2), d, d, None, 2, 1.0, 0.0, torch.float32)

@@ -170,9 +170,10 @@ def _own_kernel_cases():
                    "x_ptr": f"*{acc}", "y_ptr": f"*{acc}", "out_ptr": "*fp64", **desc("a"), **desc("b"), **desc("m"),
                    "H": i64, "Mdim": i64, "Ndim": i64, "Kdim": i64, "alpha": "fp32", "beta": "fp32",
                    "HAS_M": c, "DT": c, "ACC": c, "BM": c, "BN": c, "BK": c}
-            yield (f"freivalds DT={dt} M={has_m}", "freivalds", "_freivalds_kernel", sig,
-                   {"HAS_M": has_m, "DT": dt, "ACC": getattr(triton.language, f"float{acc[2:]}"),
-                    "BM": 32, "BN": 32, "BK": 64})
+            for kernel in ("_freivalds_kernel", "_freivalds_acc2d_kernel"):
+                yield (f"{kernel} DT={dt} M={has_m}", "freivalds", kernel, sig,
+                       {"HAS_M": has_m, "DT": dt, "ACC": getattr(triton.language, f"float{acc[2:]}"),
+                        "BM": 32, "BN": 32, "BK": 64})
     sig = {"c_ptr": "*fp16", **{f"sc{d}": i64 for d in range(4)}, **{f"{n}_ptr": "*i64" for n in "bb hh ii jj".split()},
            "out_ptr": "*fp64", "n": i64, **desc("a"), **desc("b"), **desc("m"), "Kdim": i64, "alpha": "fp32",
            "beta": "fp32", "HAS_M": c, "DT": c, "BS": c, "BK": c}

@@ -129,6 +129,76 @@ def _freivalds_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, out_ptr,
     tl.store(out_ptr + pid * 3 + 2, bound.to(tl.float64))
 
 
+@triton.jit(do_not_specialize=_DESC_INTS + ["H", "Mdim", "Ndim", "Kdim"])
+def _freivalds_acc2d_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, out_ptr,
+                            a_key, a_off, sa0, sa1, sa2, sa3,
+                            b_key, b_off, sb0, sb1, sb2, sb3,
+                            m_key, m_off, sm0, sm1, sm2, sm3,
+                            H, Mdim, Ndim, Kdim, alpha, beta,
+                            HAS_M: tl.constexpr, DT: tl.constexpr, ACC: tl.constexpr,
+                            BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """The same sums as ``_freivalds_kernel``, accumulated elementwise in 2-D tiles and
+    reduced across threads once at the end instead of once per tile (an alternative
+    measured by ``benchmarks/verify_cost.py --explore``)."""
+    pid = tl.program_id(0).to(tl.int64)
+    b = pid // H
+    h = pid % H
+    ks = tl.arange(0, BK).to(tl.int64)
+    kmask = ks < Kdim
+    acc_u = tl.zeros([BK, BN], dtype=ACC)
+    acc_ua = tl.zeros([BK, BN], dtype=ACC)
+    for n0 in range(0, Ndim, BN):
+        ns = n0 + tl.arange(0, BN).to(tl.int64)
+        nmask = ns < Ndim
+        xv = tl.load(x_ptr + ns, mask=nmask, other=0.0)
+        bidx = b_off + b * sb0 + h * sb1 + ks[:, None] * sb2 + ns[None, :] * sb3
+        bv = tl.where(kmask[:, None] & nmask[None, :], _gen(bidx, b_key, DT, ACC), 0.0)
+        acc_u += bv * xv[None, :]
+        acc_ua += tl.abs(bv) * tl.abs(xv)[None, :]
+    acc_v = tl.zeros([BM, BK], dtype=ACC)
+    acc_va = tl.zeros([BM, BK], dtype=ACC)
+    acc_l = tl.zeros([BM, BN], dtype=ACC)
+    acc_m = tl.zeros([BM, BN], dtype=ACC)
+    acc_ma = tl.zeros([BM, BN], dtype=ACC)
+    for m0 in range(0, Mdim, BM):
+        ms = m0 + tl.arange(0, BM).to(tl.int64)
+        mmask = ms < Mdim
+        yv = tl.load(y_ptr + ms, mask=mmask, other=0.0)
+        aidx = a_off + b * sa0 + h * sa1 + ms[:, None] * sa2 + ks[None, :] * sa3
+        av = tl.where(mmask[:, None] & kmask[None, :], _gen(aidx, a_key, DT, ACC), 0.0)
+        acc_v += av * yv[:, None]
+        acc_va += tl.abs(av) * tl.abs(yv)[:, None]
+        for n0 in range(0, Ndim, BN):
+            ns = n0 + tl.arange(0, BN).to(tl.int64)
+            nmask = ns < Ndim
+            xv = tl.load(x_ptr + ns, mask=nmask, other=0.0)
+            cm = mmask[:, None] & nmask[None, :]
+            w = yv[:, None] * xv[None, :]
+            cv = tl.load(c_ptr + b * sc0 + h * sc1 + ms[:, None] * sc2 + ns[None, :] * sc3, mask=cm, other=0.0)
+            acc_l += cv.to(ACC) * w
+            if HAS_M:
+                midx = m_off + b * sm0 + h * sm1 + ms[:, None] * sm2 + ns[None, :] * sm3
+                mv = tl.where(cm, _gen(midx, m_key, DT, ACC), 0.0)
+                acc_m += mv * w
+                acc_ma += tl.abs(mv) * tl.abs(w)
+    u = tl.sum(acc_u, axis=1)
+    ua = tl.sum(acc_ua, axis=1)
+    v = tl.sum(acc_v, axis=0)
+    va = tl.sum(acc_va, axis=0)
+    lhs = tl.sum(tl.sum(acc_l, axis=1), axis=0)
+    rhs = alpha * tl.sum(v * u, axis=0) + beta * tl.sum(tl.sum(acc_m, axis=1), axis=0)
+    bound = tl.abs(alpha) * tl.sum(va * ua, axis=0) + tl.abs(beta) * tl.sum(tl.sum(acc_ma, axis=1), axis=0)
+    tl.store(out_ptr + pid * 3 + 0, lhs.to(tl.float64))
+    tl.store(out_ptr + pid * 3 + 1, rhs.to(tl.float64))
+    tl.store(out_ptr + pid * 3 + 2, bound.to(tl.float64))
+
+
+#: Which projection kernel runs: ``rowsum`` (reduce every tile; measured on the H200)
+#: or ``acc2d`` (accumulate tiles, reduce once). ``$KERNELAUDIT_FREIVALDS_KERNEL`` picks.
+KERNELS = {"rowsum": _freivalds_kernel, "acc2d": _freivalds_acc2d_kernel}
+DEFAULT_KERNEL = "rowsum"
+
+
 #: Accumulation precision per output dtype. A 16-bit output is judged against a
 #: tolerance of at least 2 of its own rounding steps (>= 2^-10), so float32 sums, whose
 #: error over these lengths stays near 1e-6 of the bound, cannot move a verdict; and
@@ -139,11 +209,19 @@ _TL = {torch.float64: tl.float64, torch.float32: tl.float32}
 
 def freivalds(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, A: Desc, B: Desc, M: Desc | None,
               K: int, alpha: float, beta: float, dtype: torch.dtype, *, blocks: tuple[int, int] | None = None,
-              num_warps: int = 4) -> torch.Tensor:
+              num_warps: int = 4, kernel: str | None = None) -> torch.Tensor:
     """(nb, H, 3) float64: lhs, rhs, bound per (batch, head) of C (nb, H, M, N).
 
     ``dtype`` is the operands' dtype (what the generated values are rounded to); sums run
-    in :data:`ACCUMULATE` of it. ``blocks`` = (BM, BN) overrides the tile shape."""
+    in :data:`ACCUMULATE` of it. ``blocks`` = (BM, BN) overrides the tile shape;
+    ``kernel`` one of :data:`KERNELS` (default ``$KERNELAUDIT_FREIVALDS_KERNEL`` or
+    :data:`DEFAULT_KERNEL`)."""
+    import os
+
+    from ..errors import check_choice
+
+    kernel = kernel or os.environ.get("KERNELAUDIT_FREIVALDS_KERNEL") or DEFAULT_KERNEL
+    check_choice("KERNELAUDIT_FREIVALDS_KERNEL", kernel, tuple(KERNELS))
     nb, H, Mdim, Ndim = C.shape
     acc = ACCUMULATE[dtype]
     out = torch.empty((nb, H, 3), dtype=torch.float64, device=C.device)
@@ -154,7 +232,7 @@ def freivalds(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, A: Desc, B: Des
     BM = max(16, min(32, 8192 // max(BN, BK)))
     if blocks is not None:
         BM, BN = blocks
-    _freivalds_kernel[(nb * H,)](C, *C.stride(), x.to(acc), y.to(acc), out,
+    KERNELS[kernel][(nb * H,)](C, *C.stride(), x.to(acc), y.to(acc), out,
                                  A.key, A.offset, *A.strides, B.key, B.offset, *B.strides,
                                  m.key, m.offset, *m.strides,
                                  H, Mdim, Ndim, K, float(alpha), float(beta),
