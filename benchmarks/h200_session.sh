@@ -2,6 +2,10 @@
 # Time-boxed H200 steps: GPU tests and benchmarks of all three capabilities.
 # Every output lands in $OUT/h200 and is packed into $OUT/h200_results.tgz.
 # Usage (device tool): bash benchmarks/h200_session.sh STEP [STEP...]
+# Next session, one call of about 9 minutes:
+#   EXPLORE=1 SWEEP_BUDGET_S=330 REPORT=0 bash benchmarks/h200_session.sh verify sweep
+# (verify with --explore times both projection kernels; the sweep resumes from
+# benchmarks/results/h200-store and can be resumed again in a later call).
 #   steps: kernels verify profile guard sweep corpus oracle_cost demo   (default: all but sweep)
 # SWEEP_BUDGET_S (default 540) bounds the sweep step; it resumes a store in runs/h200.
 # REPORT=0 skips building the report there (kernelaudit report rebuilds it anywhere).
