@@ -220,7 +220,7 @@ def test_summary_lists_every_wrong_and_error_case_with_its_evidence(run_dir):
 
 
 def test_summary_counts_statuses_overall_and_per_op(run_dir):
-    text = summary_text(load_run(run_dir))
+    text = summary_text(load_run(run_dir)).split("Where the time went")[0]  # the verdict table only
     rows = {m.group(1): m.group(2).split() for m in re.finditer(r"│ (bmm|matmul|all)\s+│(.*)│", text)}
     # columns: ok wrong error skipped total
     assert [c.strip("│") for c in rows["bmm"] if c != "│"] == ["2", "3", "1", "2", "8"]
@@ -472,3 +472,15 @@ def test_reports_of_an_empty_run_say_nothing_was_recorded(tmp_path):
 def test_report_package_exports_the_names_the_cli_uses():
     assert {"load_run", "print_summary", "write_reports", "boundary_grid"} <= set(report.__all__)
     assert all(hasattr(report, name) for name in report.__all__)
+
+
+def test_summary_says_where_the_time_went_per_op_and_phase(tmp_path):
+    timed = Verdict(Status.OK, "rel", 1e-4, 4e-3, details={"timing": {"inputs_s": 0.5, "op_s": 1.0, "judge_s": 2.0}})
+    lines = [json.dumps({"case": case(size=s), "verdict": timed.to_json(), "elapsed_s": 3.5,
+                         "recorded": "2026-12-02T10:00:01+00:00"}) for s in ("2^31", "2^32")]
+    lines.append(line(case(op="matmul", size="2^32"), OK))  # 0.01 s, no phases recorded
+    text = summary_text(load_run(store(tmp_path, lines)))
+    assert "Where the time went" in text
+    row = re.search(r"│ bmm\s+│\s+2\s+│\s+7\.0\s+│\s+1\.0\s+│\s+2\.0\s+│\s+4\.0\s+│ bmm/float16/contig/out/2\^31/fwd \(3\.50\)", text)
+    assert row, text
+    assert re.search(r"│ all\s+│\s+3\s+│\s+7\.0\s+│", text)

@@ -74,3 +74,35 @@ def progress_text(run: Run) -> str:
     if planned is None:
         return f"{n} cases recorded"
     return f"{n} of {planned} planned cases recorded"
+
+
+#: Phases ``execute`` times (``verdict.details["timing"]``), in the order they run.
+PHASES = ("inputs_s", "op_s", "judge_s")
+
+
+@dataclass(frozen=True)
+class OpTime:
+    """Seconds one op took over a run: in all, per phase (where recorded), slowest case."""
+
+    op: str
+    cases: int
+    total_s: float
+    phases_s: dict[str, float]
+    slowest_id: str
+    slowest_s: float
+
+
+def time_per_op(run: Run) -> list[OpTime]:
+    """Where the run's time went, per op, most expensive first (cases with no recorded
+    time count 0)."""
+    out = []
+    for op, records in by_op(run.records).items():
+        times = [(r.elapsed_s or 0.0, r) for r in records]
+        phases = dict.fromkeys(PHASES, 0.0)
+        for r in records:
+            timing = (r.verdict.details or {}).get("timing") or {}
+            for k in PHASES:
+                phases[k] += float(timing.get(k, 0.0))
+        slow_s, slow = max(times, key=lambda t: t[0])
+        out.append(OpTime(op, len(records), sum(t for t, _ in times), phases, slow.id, slow_s))
+    return sorted(out, key=lambda t: -t.total_s)

@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..verdict import Status
-from .counts import STATUS_ORDER, by_op, count, counts_per_op, progress_text, reasons
+from .counts import PHASES, STATUS_ORDER, by_op, count, counts_per_op, progress_text, reasons, time_per_op
 from .run import CaseRecord, Run
 
 STATUS_STYLES: dict[Status, str] = {
@@ -32,6 +32,8 @@ def print_summary(run: Run, console: Console | None = None) -> None:
     for note in run.notes:
         console.print(f"[yellow]note:[/] {note}")
     console.print(_counts_table(run))
+    if any(r.elapsed_s for r in run.records):
+        console.print(_time_table(run))
     for status in (Status.SKIPPED, Status.ERROR):
         grouped = reasons(run, status)
         if grouped:
@@ -90,6 +92,29 @@ def _counts_table(run: Run) -> Table:
     total = count(run.records)
     table.add_section()
     table.add_row(Text("all", style="bold"), *(_cell(total[s]) for s in STATUS_ORDER), str(total.total))
+    return table
+
+
+#: Ops listed in the time table (the rest are summed into one row).
+TIME_TABLE_ROWS = 10
+
+
+def _time_table(run: Run) -> Table:
+    """Where the time went: seconds per op, split into the phases ``execute`` records."""
+    rows = time_per_op(run)
+    table = Table(title="Where the time went (seconds)", title_justify="left")
+    for name in ("op", "cases", "total", *(p.removesuffix("_s") for p in PHASES), "slowest case"):
+        table.add_column(name, justify="left" if name in ("op", "slowest case") else "right")
+    for t in rows[:TIME_TABLE_ROWS]:
+        table.add_row(t.op, str(t.cases), f"{t.total_s:.1f}", *(f"{t.phases_s[p]:.1f}" for p in PHASES),
+                      f"{t.slowest_id} ({t.slowest_s:.2f})")
+    rest = rows[TIME_TABLE_ROWS:]
+    if rest:
+        table.add_row(f"{len(rest)} more ops", str(sum(t.cases for t in rest)), f"{sum(t.total_s for t in rest):.1f}",
+                      *(f"{sum(t.phases_s[p] for t in rest):.1f}" for p in PHASES), "")
+    table.add_section()
+    table.add_row(Text("all", style="bold"), str(sum(t.cases for t in rows)), f"{sum(t.total_s for t in rows):.1f}",
+                  *(f"{sum(t.phases_s[p] for t in rows):.1f}" for p in PHASES), "")
     return table
 
 
