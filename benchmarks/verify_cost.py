@@ -4,8 +4,12 @@ Side by side in one run, on one device, for the out-crossing series
 (B,256,64) x (B,64,256), B = 65537 (2^32 + 65536 output elements):
 
 * ``bmm``: the op under test (median of timed runs, CUDA events);
-* ``verify``: kernelaudit's matmul oracle (Freivalds projection + spot checks, from
-  inputs regenerated in float64 chunks, never read back from the op's inputs);
+* ``verify``: kernelaudit's matmul oracle as the sweep runs it on CUDA: the projections
+  ``y A`` and ``B x`` made while the inputs are generated (what that adds to plain
+  generation is counted: ``generation_with_projections_s - generation_s``), then one
+  pass over C and the spot checks (``check_with_projections_s``);
+* ``verify_regenerating``: the same check regenerating A and B itself (no projections
+  at generation), never reading the op's inputs back either;
 * ``full_ref``: a full float64 reference of the same output, chunked below 2^31.
 
 Usage: python benchmarks/verify_cost.py --out RESULT.json [--dtypes bfloat16,float16,float32]
@@ -58,7 +62,7 @@ def main() -> None:
         t_bmm = _time(lambda: torch.bmm(a, b, out=c))
         chunk = default_ref_chunk(dev)
 
-        def verify():
+        def verify(projections=None):
             ctx = RefContext(case, placed, dev, chunk)
             jf = Judgement("out0", "freivalds", 1.0, 256 * 256)
             js = Judgement("out0", "spot", 1.0, 256 * 256)
@@ -66,7 +70,16 @@ def main() -> None:
             step = B if _fused_freivalds_enabled(dev) else max(1, chunk // (256 * 256))
             for b0 in range(0, B, step):
                 b1 = min(B, b0 + step)
-                judge_matmul_chunk(case, ctx, b0, b1, c[b0:b1], jf, js, 1)
+                judge_matmul_chunk(case, ctx, b0, b1, c[b0:b1], jf, js, 1, projections)
+
+        # Inputs generated with their projections (what the sweep does on CUDA): the
+        # check then reads only C; what that costs on top of plain generation counts.
+        from kernelaudit.oracle import device_inputs, inputs_with_projections
+        t_gen = _time(lambda: device_inputs(placed, dev, grad=False), reps=3)
+        proj = {}
+        t_gen_proj = _time(lambda: proj.update(inputs_with_projections(case, placed, dev)[2]), reps=3)
+        t_check_pre = _time(lambda: verify(proj), reps=3)
+        t_ver_pre = t_check_pre + max(0.0, t_gen_proj - t_gen)
 
         def full_ref():
             ctx = RefContext(case, placed, dev, chunk)
@@ -109,8 +122,13 @@ def main() -> None:
             print(dtype, configs, flush=True)
         t_ver = _time(verify, reps=3)
         t_full = _time(full_ref, reps=3)
-        rows.append({"dtype": dtype, "batch": B, "out_elements": B * 65536, "bmm_s": t_bmm, "verify_s": t_ver, "fused_kernel_s": t_kernel, "spot_kernel_s": t_spots, "kernel_configs_s": configs,
-                     "full_ref_s": t_full, "verify_over_bmm": t_ver / t_bmm, "full_ref_over_bmm": t_full / t_bmm})
+        rows.append({"dtype": dtype, "batch": B, "out_elements": B * 65536, "bmm_s": t_bmm,
+                     "verify_s": t_ver_pre, "verify_over_bmm": t_ver_pre / t_bmm,
+                     "check_with_projections_s": t_check_pre, "generation_s": t_gen,
+                     "generation_with_projections_s": t_gen_proj,
+                     "verify_regenerating_s": t_ver, "verify_regenerating_over_bmm": t_ver / t_bmm,
+                     "fused_kernel_s": t_kernel, "spot_kernel_s": t_spots, "kernel_configs_s": configs,
+                     "full_ref_s": t_full, "full_ref_over_bmm": t_full / t_bmm})
         print(rows[-1], flush=True)
         torch.cuda.empty_cache()
     res = {"date": time.strftime("%Y-%m-%d"), "device": torch.cuda.get_device_name(), "torch": torch.__version__,

@@ -151,3 +151,35 @@ def test_an_unknown_projection_kernel_is_refused_by_name(monkeypatch):
     d = Desc(1, 0, (0, 0, 1, 1))
     with pytest.raises(InvalidArgument, match="KERNELAUDIT_FREIVALDS_KERNEL='fast': allowed values are rowsum, acc2d"):
         freivalds(torch.zeros(1, 1, 2, 2), torch.zeros(2), torch.zeros(2), d, d, None, 2, 1.0, 0.0, torch.float32)
+
+
+@pytest.mark.parametrize("op,layout", [("bmm", "contig"), ("bmm", "aT"), ("bmm", "slice"), ("mm", "bT"),
+                                       ("matmul4d", "contig"), ("baddbmm", "slice")])
+def test_inputs_generated_with_their_projections_are_the_plain_inputs_bit_for_bit(op, layout, monkeypatch):
+    """Generating A and B with ``y A`` / ``B x`` in the same pass writes exactly the
+    storage the plain generation writes, and the projections are those of the
+    generated values (float64 torch sums of the same operands)."""
+    pytest.importorskip("triton")
+    import torch
+
+    from kernelaudit.oracle import (RefContext, _matmul_operands, _projection_vector, device_inputs,
+                                    inputs_with_projections, placed_operands)
+
+    monkeypatch.setenv("KERNELAUDIT_FUSED_FREIVALDS", "1")
+    case = grid(GridSpec(ops=(op,), dtypes=("bfloat16",), layouts=(layout,), thresholds=("2^32",),
+                         positions=("above",), directions=("fwd",), scale=12))[0]
+    placed = placed_operands(case)
+    plain, _ = device_inputs(placed, "cpu", grad=False)
+    bases, _, proj = inputs_with_projections(case, placed, "cpu")
+    assert set(proj) == {"A", "B"} or (op == "mm" and set(proj) == {"A"})  # mm's B is a shared weight
+    for got, want in zip(bases, plain):
+        assert torch.equal(got, want)
+    ctx = RefContext(case, placed, "cpu")
+    A, Bm, _, _, _ = _matmul_operands(case, ctx, 0, case.batch, case.batch, meta=False)
+    y = _projection_vector(case.seed, "y", A.shape[-2], torch.device("cpu"))
+    x = _projection_vector(case.seed, "x", Bm.shape[-1], torch.device("cpu"))
+    want_a = torch.stack([(A * y[:, None]).sum(-2), (A.abs() * y.abs()[:, None]).sum(-2)], -1)
+    assert torch.allclose(proj["A"], want_a.expand_as(proj["A"]), rtol=1e-12, atol=1e-12)
+    if "B" in proj:
+        want_b = torch.stack([(Bm * x).sum(-1), (Bm.abs() * x.abs()).sum(-1)], -1)
+        assert torch.allclose(proj["B"], want_b.expand_as(proj["B"]), rtol=1e-12, atol=1e-12)

@@ -73,6 +73,56 @@ def device_inputs(placed: list[Placed], device, *, grad: bool) -> tuple[list[tor
     return bases, views
 
 
+def project_at_generation(case: Case, device, ref_device, mode: str) -> bool:
+    """Whether the forward of a bilinear op gets its check's projections ``y A`` and
+    ``B x`` while its inputs are generated (:func:`inputs_with_projections`): on CUDA,
+    with the fused check on the same device. ``KERNELAUDIT_PROJECT_AT_GENERATION=0``
+    turns it off (the check then regenerates A and B itself)."""
+    import os
+
+    device, ref_device = torch.device(device), torch.device(ref_device)
+    return (case.spec.bilinear is not None and case.direction == "fwd" and mode == "auto"
+            and device == ref_device and _fused_freivalds_enabled(device)
+            and os.environ.get("KERNELAUDIT_PROJECT_AT_GENERATION", "1") != "0"
+            and (os.environ.get("KERNELAUDIT_FREIVALDS_KERNEL") or "rowsum") == "rowsum")
+
+
+def inputs_with_projections(case: Case, placed: list[Placed], device):
+    """(bases, views, projections) for the forward of a bilinear op: the batched operands
+    A and B are written by :func:`~kernelaudit.kernels.freivalds.generate_and_project`,
+    which computes ``y A`` / ``B x`` from the values it generates (never from memory the
+    op could touch) in the same pass; every other storage as :func:`device_inputs` does.
+    ``projections`` maps ``"A"`` / ``"B"`` to (nb, H, K, 2) float64."""
+    from .kernels.freivalds import generate_and_project
+
+    ctx = RefContext(case, placed, device)
+    B = case.batch
+    Am, Bmm, _, _, _ = _matmul_operands(case, ctx, 0, B, B, meta=True)
+    x = _projection_vector(case.seed, "x", Bmm.shape[-1], torch.device(device))
+    y = _projection_vector(case.seed, "y", Am.shape[-2], torch.device(device))
+    roles = {}
+    for role, t, w, keep_rows in (("A", Am, y, False), ("B", Bmm, x, True)):
+        i = _operand_of(t)
+        p = placed[i]
+        if p.batched and p.storage_numel == p.numel + p.offset:
+            roles[i] = (role, t, w, keep_rows)
+    if len({_operand_of(Am), _operand_of(Bmm)}) < 2:
+        roles = {}  # one storage in both roles: keep the plain path
+    bases, views, projections = [], [], {}
+    for i, p in enumerate(placed):
+        if i in roles:
+            role, t, w, keep_rows = roles[i]
+            base = torch.empty(p.storage_numel, dtype=p.dtype, device=device)
+            if p.offset:  # storage before the view (the slice layout's leading row)
+                base[:p.offset].copy_(gen.fill_flat(p.offset, p.key, p.dtype, device))
+            projections[role] = generate_and_project(base, _desc(ctx, t), tuple(t.shape), w, keep_rows)
+        else:
+            base = gen.fill_flat(p.storage_numel, p.key, p.dtype, device, high=p.operand.high)
+        bases.append(base)
+        views.append(base.as_strided(p.shape, p.strides, p.offset))
+    return bases, views, projections
+
+
 def _as_tuple(x) -> tuple:
     if isinstance(x, torch.Tensor):
         return (x,)
@@ -84,15 +134,20 @@ def _sync(device) -> None:
         torch.cuda.synchronize(device)
 
 
-def run_op(case: Case, device, fault_model: str, timing: dict | None = None):
+def run_op(case: Case, device, fault_model: str, timing: dict | None = None, aux: dict | None = None):
     """Run the case on ``device``; returns (placed, outputs-to-judge, output rows-per-batch).
 
-    ``timing`` (a dict) receives ``inputs_s``: seconds spent generating the inputs."""
+    ``timing`` (a dict) receives ``inputs_s``: seconds spent generating the inputs.
+    With ``aux`` (a dict) holding ``project=True``, a bilinear forward's inputs are
+    generated with their projections, left in ``aux["projections"]``."""
     spec = case.spec
     placed = placed_operands(case)
     bwd = case.direction == "bwd"
     t0 = time.perf_counter()
-    bases, views = device_inputs(placed, device, grad=bwd)
+    if aux is not None and aux.get("project"):
+        bases, views, aux["projections"] = inputs_with_projections(case, placed, device)
+    else:
+        bases, views = device_inputs(placed, device, grad=bwd)
     if timing is not None:
         _sync(device)
         timing["inputs_s"] = time.perf_counter() - t0
@@ -365,11 +420,14 @@ def _desc(ctx, t):
     return Desc(ctx.placed[i - 1].key, off, strides)
 
 
-def judge_matmul_chunk(case, ctx, b0, b1, got_chunk, jf: Judgement, js: Judgement, out_rows):
+def judge_matmul_chunk(case, ctx, b0, b1, got_chunk, jf: Judgement, js: Judgement, out_rows,
+                       projections: dict | None = None):
     """Freivalds projection and exact spot checks for batches [b0, b1) of a matmul output.
 
     On CUDA the projection is one fused Triton pass over C with A and B regenerated in
-    registers; elsewhere it is computed with float64 torch ops on regenerated chunks."""
+    registers, or, for the operands in ``projections`` (made while the inputs were
+    generated, all batches), read from there; elsewhere it is computed with float64
+    torch ops on regenerated chunks."""
     nb = b1 - b0
     fused = _fused_freivalds_enabled(ctx.device)
     C = _canonical(got_chunk if fused else got_chunk.to(torch.float64), nb, out_rows)
@@ -382,7 +440,9 @@ def judge_matmul_chunk(case, ctx, b0, b1, got_chunk, jf: Judgement, js: Judgemen
         dA, dB = _desc(ctx, Am), _desc(ctx, Bmm)
         dM = _desc(ctx, Mm) if Mm is not None else None
         K = Am.shape[-1]
-        res = freivalds(C, x, y, dA, dB, dM, K, alpha, beta, DTYPES[case.dtype])
+        pre = projections or {}
+        res = freivalds(C, x, y, dA, dB, dM, K, alpha, beta, DTYPES[case.dtype], pre_a=pre.get("A"),
+                        pre_b=pre.get("B"))
         lhs, rhs, bound = res[..., 0], res[..., 1], res[..., 2]
 
         def spot_values(bb, hh, ii, jj):
@@ -632,8 +692,9 @@ def execute(case: Case, device="cpu", *, fault_model: str = "none",
     device = torch.device(device)
     ref_device = torch.device(ref_device) if ref_device is not None else device
     timing: dict[str, float] = {}
+    aux = {"project": project_at_generation(case, device, ref_device, mode)}
     try:
-        placed, outs, out_rows, fm = run_op(case, device, fault_model, timing)
+        placed, outs, out_rows, fm = run_op(case, device, fault_model, timing, aux)
         _sync(device)
         t_op = time.perf_counter()
         timing["op_s"] = t_op - t0 - timing.get("inputs_s", 0.0)
@@ -644,7 +705,8 @@ def execute(case: Case, device="cpu", *, fault_model: str = "none",
         msg = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
         return Outcome(Verdict.error(msg, traceback=traceback.format_exc(limit=3)), {}, time.perf_counter() - t0)
     try:
-        judgements = _judge(case, placed, outs, out_rows, ref_device, tolerances, mode, ref_chunk)
+        judgements = _judge(case, placed, outs, out_rows, ref_device, tolerances, mode, ref_chunk,
+                            aux.get("projections"))
     except MissingTolerance as e:
         return Outcome(Verdict.error(str(e), checker_bug=True), {}, time.perf_counter() - t0)
     _sync(device)
@@ -669,7 +731,8 @@ def _describe(case, placed, outs) -> str:
     return f"{case.op} {case.dtype} inputs [{ins}] -> [{o}]"
 
 
-def _judge(case, placed, outs, out_rows, ref_device, tolerances, mode, ref_chunk=None) -> list[Judgement]:
+def _judge(case, placed, outs, out_rows, ref_device, tolerances, mode, ref_chunk=None,
+           projections=None) -> list[Judgement]:
     spec = case.spec
     exact_spec = spec.exact if case.direction == "fwd" or spec.exact_bwd is None else spec.exact_bwd
     ctx = RefContext(case, placed, ref_device, ref_chunk, exact=exact_spec)
@@ -717,7 +780,8 @@ def _judge(case, placed, outs, out_rows, ref_device, tolerances, mode, ref_chunk
         if use_freivalds:
             R = out_rows[0]
             got = outs[0][b0 * R:b1 * R].to(ref_device)
-            judge_matmul_chunk(case, ctx, b0, b1, got, jf, js, R)
+            judge_matmul_chunk(case, ctx, b0, b1, got, jf, js, R,
+                               projections if (b0, b1) == (0, B) else None)
             continue
         ref, scales = _reference_chunk(case, ctx, b0, b1, outs)
         for j in batched:

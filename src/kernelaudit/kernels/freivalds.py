@@ -77,25 +77,33 @@ def _freivalds_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, out_ptr,
                       b_key, b_off, sb0, sb1, sb2, sb3,
                       m_key, m_off, sm0, sm1, sm2, sm3,
                       H, Mdim, Ndim, Kdim, alpha, beta,
+                      pa_ptr, pa_sb, pa_sh, pb_ptr, pb_sb, pb_sh,
                       HAS_M: tl.constexpr, DT: tl.constexpr, ACC: tl.constexpr,
-                      BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+                      BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                      PRE_A: tl.constexpr, PRE_B: tl.constexpr):
     pid = tl.program_id(0).to(tl.int64)
     b = pid // H
     h = pid % H
     ks = tl.arange(0, BK).to(tl.int64)
     kmask = ks < Kdim
-    # u = B x and |B||x|, over column blocks of B (K x N)
+    # u = B x and |B||x|, over column blocks of B (K x N): precomputed while B was
+    # generated (PRE_B), or regenerated here
     u = tl.zeros([BK], dtype=ACC)
     ua = tl.zeros([BK], dtype=ACC)
-    for n0 in range(0, Ndim, BN):
-        ns = n0 + tl.arange(0, BN).to(tl.int64)
-        nmask = ns < Ndim
-        xv = tl.load(x_ptr + ns, mask=nmask, other=0.0)
-        bidx = b_off + b * sb0 + h * sb1 + ks[:, None] * sb2 + ns[None, :] * sb3
-        bm = kmask[:, None] & nmask[None, :]
-        bv = tl.where(bm, _gen(bidx, b_key, DT, ACC), 0.0)
-        u += tl.sum(bv * xv[None, :], axis=1)
-        ua += tl.sum(tl.abs(bv) * tl.abs(xv)[None, :], axis=1)
+    if PRE_B:
+        pb = pb_ptr + b * pb_sb + h * pb_sh
+        u = tl.load(pb + ks * 2, mask=kmask, other=0.0).to(ACC)
+        ua = tl.load(pb + ks * 2 + 1, mask=kmask, other=0.0).to(ACC)
+    else:
+        for n0 in range(0, Ndim, BN):
+            ns = n0 + tl.arange(0, BN).to(tl.int64)
+            nmask = ns < Ndim
+            xv = tl.load(x_ptr + ns, mask=nmask, other=0.0)
+            bidx = b_off + b * sb0 + h * sb1 + ks[:, None] * sb2 + ns[None, :] * sb3
+            bm = kmask[:, None] & nmask[None, :]
+            bv = tl.where(bm, _gen(bidx, b_key, DT, ACC), 0.0)
+            u += tl.sum(bv * xv[None, :], axis=1)
+            ua += tl.sum(tl.abs(bv) * tl.abs(xv)[None, :], axis=1)
     lhs = tl.zeros([BM], dtype=ACC)
     rhs_m = tl.zeros([BM], dtype=ACC)
     bound_m = tl.zeros([BM], dtype=ACC)
@@ -105,11 +113,12 @@ def _freivalds_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, out_ptr,
         ms = m0 + tl.arange(0, BM).to(tl.int64)
         mmask = ms < Mdim
         yv = tl.load(y_ptr + ms, mask=mmask, other=0.0)
-        aidx = a_off + b * sa0 + h * sa1 + ms[:, None] * sa2 + ks[None, :] * sa3
-        am = mmask[:, None] & kmask[None, :]
-        av = tl.where(am, _gen(aidx, a_key, DT, ACC), 0.0)
-        v += tl.sum(av * yv[:, None], axis=0)
-        va += tl.sum(tl.abs(av) * tl.abs(yv)[:, None], axis=0)
+        if not PRE_A:
+            aidx = a_off + b * sa0 + h * sa1 + ms[:, None] * sa2 + ks[None, :] * sa3
+            am = mmask[:, None] & kmask[None, :]
+            av = tl.where(am, _gen(aidx, a_key, DT, ACC), 0.0)
+            v += tl.sum(av * yv[:, None], axis=0)
+            va += tl.sum(tl.abs(av) * tl.abs(yv)[:, None], axis=0)
         for n0 in range(0, Ndim, BN):
             ns = n0 + tl.arange(0, BN).to(tl.int64)
             nmask = ns < Ndim
@@ -122,6 +131,10 @@ def _freivalds_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, out_ptr,
                 mv = tl.where(cm, _gen(midx, m_key, DT, ACC), 0.0)
                 rhs_m += yv * tl.sum(mv * xv[None, :], axis=1)
                 bound_m += tl.abs(yv) * tl.sum(tl.abs(mv) * tl.abs(xv)[None, :], axis=1)
+    if PRE_A:  # y A, precomputed while A was generated
+        pa = pa_ptr + b * pa_sb + h * pa_sh
+        v = tl.load(pa + ks * 2, mask=kmask, other=0.0).to(ACC)
+        va = tl.load(pa + ks * 2 + 1, mask=kmask, other=0.0).to(ACC)
     rhs = alpha * tl.sum(v * u, axis=0) + beta * tl.sum(rhs_m, axis=0)
     bound = tl.abs(alpha) * tl.sum(va * ua, axis=0) + tl.abs(beta) * tl.sum(bound_m, axis=0)
     tl.store(out_ptr + pid * 3 + 0, tl.sum(lhs, axis=0).to(tl.float64))
@@ -207,15 +220,27 @@ ACCUMULATE = {torch.float32: torch.float64, torch.float16: torch.float32, torch.
 _TL = {torch.float64: tl.float64, torch.float32: tl.float32}
 
 
+def _pre_args(pre: torch.Tensor | None, dummy: torch.Tensor) -> tuple:
+    """(pointer, batch stride, head stride) of a projection tensor; size-1 dims broadcast."""
+    if pre is None:
+        return dummy, 0, 0
+    nb, H = pre.shape[:2]
+    return pre, pre.stride(0) if nb > 1 else 0, pre.stride(1) if H > 1 else 0
+
+
 def freivalds(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, A: Desc, B: Desc, M: Desc | None,
               K: int, alpha: float, beta: float, dtype: torch.dtype, *, blocks: tuple[int, int] | None = None,
-              num_warps: int = 4, kernel: str | None = None) -> torch.Tensor:
+              num_warps: int = 4, kernel: str | None = None, pre_a: torch.Tensor | None = None,
+              pre_b: torch.Tensor | None = None) -> torch.Tensor:
     """(nb, H, 3) float64: lhs, rhs, bound per (batch, head) of C (nb, H, M, N).
 
     ``dtype`` is the operands' dtype (what the generated values are rounded to); sums run
     in :data:`ACCUMULATE` of it. ``blocks`` = (BM, BN) overrides the tile shape;
     ``kernel`` one of :data:`KERNELS` (default ``$KERNELAUDIT_FREIVALDS_KERNEL`` or
-    :data:`DEFAULT_KERNEL`)."""
+    :data:`DEFAULT_KERNEL`). ``pre_a`` / ``pre_b``: the projections ``y A`` / ``B x``
+    made while the inputs were generated (:func:`generate_and_project`, shape (nb or 1,
+    H or 1, K, 2)): the kernel reads them instead of regenerating A / B (``rowsum``
+    kernel only)."""
     import os
 
     from ..errors import check_choice
@@ -232,12 +257,18 @@ def freivalds(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, A: Desc, B: Des
     BM = max(16, min(32, 8192 // max(BN, BK)))
     if blocks is not None:
         BM, BN = blocks
-    KERNELS[kernel][(nb * H,)](C, *C.stride(), x.to(acc), y.to(acc), out,
-                                 A.key, A.offset, *A.strides, B.key, B.offset, *B.strides,
-                                 m.key, m.offset, *m.strides,
-                                 H, Mdim, Ndim, K, float(alpha), float(beta),
-                                 HAS_M=M is not None, DT=_DT[dtype], ACC=_TL[acc], BM=BM, BN=BN, BK=BK,
-                                 num_warps=num_warps)
+    extra = {}
+    if kernel == "rowsum":
+        pa, pb = _pre_args(pre_a, out), _pre_args(pre_b, out)
+        extra = dict(PRE_A=pre_a is not None, PRE_B=pre_b is not None)
+    elif pre_a is not None or pre_b is not None:
+        raise ValueError(f"precomputed projections need the rowsum kernel, not {kernel!r}")
+    args = [C, *C.stride(), x.to(acc), y.to(acc), out, A.key, A.offset, *A.strides, B.key, B.offset, *B.strides,
+            m.key, m.offset, *m.strides, H, Mdim, Ndim, K, float(alpha), float(beta)]
+    if kernel == "rowsum":
+        args += [*pa, *pb]
+    KERNELS[kernel][(nb * H,)](*args, HAS_M=M is not None, DT=_DT[dtype], ACC=_TL[acc], BM=BM, BN=BN, BK=BK,
+                               num_warps=num_warps, **extra)
     return out
 
 
@@ -297,3 +328,72 @@ def spots(C: torch.Tensor, A: Desc, B: Desc, M: Desc | None, K: int, alpha: floa
                                         m.key, m.offset, *m.strides, K, float(alpha), float(beta),
                                         HAS_M=M is not None, DT=_DT[dtype], BS=BS, BK=BK)
     return out[:, 0], out[:, 1], out[:, 2]
+
+
+# -- projections computed while the inputs are generated ----------------------------------
+@triton.jit(do_not_specialize=["key", "off", "s0", "s1", "s2", "s3", "H", "R", "Cn"])
+def _gen_project_kernel(st_ptr, w_ptr, proj_ptr, key, off, s0, s1, s2, s3, H, R, Cn,
+                        DT: tl.constexpr, KEEP_ROWS: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr):
+    """Program (b, h) generates the (R x Cn) matrix [b, h] of a strided view of a
+    generated storage, writes it into the storage, and projects it in the same pass:
+    ``KEEP_ROWS=0`` (operand A, rows weighted by y): ``proj[c] = sum_r w[r] a[r, c]``;
+    ``KEEP_ROWS=1`` (operand B, columns weighted by x): ``proj[r] = sum_c b[r, c] w[c]``;
+    with the sums of absolute values beside them. The kept axis fits one block."""
+    pid = tl.program_id(0).to(tl.int64)
+    b = pid // H
+    h = pid % H
+    base = off + b * s0 + h * s1
+    if KEEP_ROWS == 0:
+        cs = tl.arange(0, BC).to(tl.int64)
+        cmask = cs < Cn
+        acc = tl.zeros([BR, BC], dtype=tl.float64)
+        acca = tl.zeros([BR, BC], dtype=tl.float64)
+        for r0 in range(0, R, BR):
+            rs = r0 + tl.arange(0, BR).to(tl.int64)
+            rmask = rs < R
+            m = rmask[:, None] & cmask[None, :]
+            idx = base + rs[:, None] * s2 + cs[None, :] * s3
+            v = _gen(idx, key, DT, tl.float32)
+            tl.store(st_ptr + idx, v.to(st_ptr.dtype.element_ty), mask=m)
+            w = tl.load(w_ptr + rs, mask=rmask, other=0.0)
+            v64 = tl.where(m, v.to(tl.float64), 0.0)
+            acc += v64 * w[:, None]
+            acca += tl.abs(v64) * tl.abs(w)[:, None]
+        tl.store(proj_ptr + pid * Cn * 2 + cs * 2, tl.sum(acc, axis=0), mask=cmask)
+        tl.store(proj_ptr + pid * Cn * 2 + cs * 2 + 1, tl.sum(acca, axis=0), mask=cmask)
+    else:
+        rs = tl.arange(0, BR).to(tl.int64)
+        rmask = rs < R
+        acc = tl.zeros([BR, BC], dtype=tl.float64)
+        acca = tl.zeros([BR, BC], dtype=tl.float64)
+        for c0 in range(0, Cn, BC):
+            cs = c0 + tl.arange(0, BC).to(tl.int64)
+            cmask = cs < Cn
+            m = rmask[:, None] & cmask[None, :]
+            idx = base + rs[:, None] * s2 + cs[None, :] * s3
+            v = _gen(idx, key, DT, tl.float32)
+            tl.store(st_ptr + idx, v.to(st_ptr.dtype.element_ty), mask=m)
+            w = tl.load(w_ptr + cs, mask=cmask, other=0.0)
+            v64 = tl.where(m, v.to(tl.float64), 0.0)
+            acc += v64 * w[None, :]
+            acca += tl.abs(v64) * tl.abs(w)[None, :]
+        tl.store(proj_ptr + pid * R * 2 + rs * 2, tl.sum(acc, axis=1), mask=rmask)
+        tl.store(proj_ptr + pid * R * 2 + rs * 2 + 1, tl.sum(acca, axis=1), mask=rmask)
+
+
+def generate_and_project(storage: torch.Tensor, d: Desc, shape: tuple[int, int, int, int], w: torch.Tensor,
+                         keep_rows: bool) -> torch.Tensor:
+    """Write the generated values of the canonical view ``d`` (shape (nb, H, R, C)) into
+    1-D ``storage`` and return its projections, (nb, H, K, 2) float64 (value, |value|):
+    columns kept (``keep_rows=False``: ``w`` weights the R rows, K = C) or rows kept
+    (``keep_rows=True``: ``w`` weights the C columns, K = R). Storage elements outside
+    the view are not written."""
+    nb, H, R, Cn = shape
+    K = R if keep_rows else Cn
+    proj = torch.empty((nb, H, K, 2), dtype=torch.float64, device=storage.device)
+    BK = max(16, triton.next_power_of_2(K))
+    other = max(16, min(64, 4096 // BK))
+    BR, BC = (BK, other) if keep_rows else (other, BK)
+    _gen_project_kernel[(nb * H,)](storage, w.to(torch.float64), proj, d.key, d.offset, *d.strides, H, R, Cn,
+                                   DT=_DT[storage.dtype], KEEP_ROWS=keep_rows, BR=BR, BC=BC)
+    return proj
