@@ -346,8 +346,9 @@ def _gen_project_kernel(st_ptr, w_ptr, proj_ptr, key, off, s0, s1, s2, s3, H, R,
     if KEEP_ROWS == 0:
         cs = tl.arange(0, BC).to(tl.int64)
         cmask = cs < Cn
-        acc = tl.zeros([BR, BC], dtype=tl.float64)
-        acca = tl.zeros([BR, BC], dtype=tl.float64)
+        # 1-D accumulators, reduced every tile: 2-D float64 ones of a 256-wide K spill
+        acc = tl.zeros([BC], dtype=tl.float64)
+        acca = tl.zeros([BC], dtype=tl.float64)
         for r0 in range(0, R, BR):
             rs = r0 + tl.arange(0, BR).to(tl.int64)
             rmask = rs < R
@@ -357,15 +358,15 @@ def _gen_project_kernel(st_ptr, w_ptr, proj_ptr, key, off, s0, s1, s2, s3, H, R,
             tl.store(st_ptr + idx, v.to(st_ptr.dtype.element_ty), mask=m)
             w = tl.load(w_ptr + rs, mask=rmask, other=0.0)
             v64 = tl.where(m, v.to(tl.float64), 0.0)
-            acc += v64 * w[:, None]
-            acca += tl.abs(v64) * tl.abs(w)[:, None]
-        tl.store(proj_ptr + pid * Cn * 2 + cs * 2, tl.sum(acc, axis=0), mask=cmask)
-        tl.store(proj_ptr + pid * Cn * 2 + cs * 2 + 1, tl.sum(acca, axis=0), mask=cmask)
+            acc += tl.sum(v64 * w[:, None], axis=0)
+            acca += tl.sum(tl.abs(v64) * tl.abs(w)[:, None], axis=0)
+        tl.store(proj_ptr + pid * Cn * 2 + cs * 2, acc, mask=cmask)
+        tl.store(proj_ptr + pid * Cn * 2 + cs * 2 + 1, acca, mask=cmask)
     else:
         rs = tl.arange(0, BR).to(tl.int64)
         rmask = rs < R
-        acc = tl.zeros([BR, BC], dtype=tl.float64)
-        acca = tl.zeros([BR, BC], dtype=tl.float64)
+        acc = tl.zeros([BR], dtype=tl.float64)
+        acca = tl.zeros([BR], dtype=tl.float64)
         for c0 in range(0, Cn, BC):
             cs = c0 + tl.arange(0, BC).to(tl.int64)
             cmask = cs < Cn
@@ -375,10 +376,10 @@ def _gen_project_kernel(st_ptr, w_ptr, proj_ptr, key, off, s0, s1, s2, s3, H, R,
             tl.store(st_ptr + idx, v.to(st_ptr.dtype.element_ty), mask=m)
             w = tl.load(w_ptr + cs, mask=cmask, other=0.0)
             v64 = tl.where(m, v.to(tl.float64), 0.0)
-            acc += v64 * w[None, :]
-            acca += tl.abs(v64) * tl.abs(w)[None, :]
-        tl.store(proj_ptr + pid * R * 2 + rs * 2, tl.sum(acc, axis=1), mask=rmask)
-        tl.store(proj_ptr + pid * R * 2 + rs * 2 + 1, tl.sum(acca, axis=1), mask=rmask)
+            acc += tl.sum(v64 * w[None, :], axis=1)
+            acca += tl.sum(tl.abs(v64) * tl.abs(w)[None, :], axis=1)
+        tl.store(proj_ptr + pid * R * 2 + rs * 2, acc, mask=rmask)
+        tl.store(proj_ptr + pid * R * 2 + rs * 2 + 1, acca, mask=rmask)
 
 
 def generate_and_project(storage: torch.Tensor, d: Desc, shape: tuple[int, int, int, int], w: torch.Tensor,
