@@ -171,11 +171,12 @@ def test_inputs_generated_with_their_projections_are_the_plain_inputs_bit_for_bi
     placed = placed_operands(case)
     plain, _ = device_inputs(placed, "cpu", grad=False)
     bases, _, proj = inputs_with_projections(case, placed, "cpu")
-    assert set(proj) == {"A", "B"} or (op == "mm" and set(proj) == {"A"})  # mm's B is a shared weight
+    want_roles = {"mm": {"A"}, "baddbmm": {"A", "B", "M"}}.get(op, {"A", "B"})  # mm's B is a shared weight
+    assert set(proj) == want_roles
     for got, want in zip(bases, plain):
         assert torch.equal(got, want)
     ctx = RefContext(case, placed, "cpu")
-    A, Bm, _, _, _ = _matmul_operands(case, ctx, 0, case.batch, case.batch, meta=False)
+    A, Bm, M, _, _ = _matmul_operands(case, ctx, 0, case.batch, case.batch, meta=False)
     y = _projection_vector(case.seed, "y", A.shape[-2], torch.device("cpu"))
     x = _projection_vector(case.seed, "x", Bm.shape[-1], torch.device("cpu"))
     want_a = torch.stack([(A * y[:, None]).sum(-2), (A.abs() * y.abs()[:, None]).sum(-2)], -1)
@@ -183,3 +184,6 @@ def test_inputs_generated_with_their_projections_are_the_plain_inputs_bit_for_bi
     if "B" in proj:
         want_b = torch.stack([(Bm * x).sum(-1), (Bm.abs() * x.abs()).sum(-1)], -1)
         assert torch.allclose(proj["B"], want_b.expand_as(proj["B"]), rtol=1e-12, atol=1e-12)
+    if "M" in proj:  # y M x of a full-size bias, one number per matrix
+        want_m = torch.stack([((M * x).sum(-1) * y).sum(-1), ((M.abs() * x.abs()).sum(-1) * y.abs()).sum(-1)], -1)
+        assert torch.allclose(proj["M"][..., 0, :], want_m, rtol=1e-12, atol=1e-12)

@@ -173,16 +173,16 @@ def _own_kernel_cases():
             cx = {"HAS_M": has_m, "DT": dt, "ACC": getattr(triton.language, f"float{acc[2:]}"),
                   "BM": 32, "BN": 32, "BK": 64}
             yield (f"_freivalds_acc2d_kernel DT={dt} M={has_m}", "freivalds", "_freivalds_acc2d_kernel", sig, cx)
-            pre = {"pa_ptr": "*fp64", "pa_sb": i64, "pa_sh": i64, "pb_ptr": "*fp64", "pb_sb": i64, "pb_sh": i64,
-                   "PRE_A": c, "PRE_B": c}
-            for pre_ab in ((False, False), (True, True)):
-                yield (f"_freivalds_kernel DT={dt} M={has_m} pre={pre_ab}", "freivalds", "_freivalds_kernel",
-                       {**sig, **pre}, {**cx, "PRE_A": pre_ab[0], "PRE_B": pre_ab[1]})
-    for keep in (False, True):
+            pre = {f"p{r}_{x}": t for r in "abm" for x, t in (("ptr", "*fp64"), ("sb", i64), ("sh", i64))}
+            for flags in ((False, False, False), (True, True, has_m)):
+                yield (f"_freivalds_kernel DT={dt} M={has_m} pre={flags}", "freivalds", "_freivalds_kernel",
+                       {**sig, **pre, "PRE_A": c, "PRE_B": c, "PRE_M": c},
+                       {**cx, "PRE_A": flags[0], "PRE_B": flags[1], "PRE_M": flags[2]})
+    for keep in (0, 1, 2):
         yield (f"generate and project keep_rows={keep}", "freivalds", "_gen_project_kernel",
-               {"st_ptr": "*bf16", "w_ptr": "*fp64", "proj_ptr": "*fp64", "key": i64, "off": i64, "s0": i64,
-                "s1": i64, "s2": i64, "s3": i64, "H": i64, "R": i64, "Cn": i64, "DT": c, "KEEP_ROWS": c, "BR": c,
-                "BC": c}, {"DT": 2, "KEEP_ROWS": keep, "BR": 64, "BC": 64})
+               {"st_ptr": "*bf16", "w_ptr": "*fp64", "w2_ptr": "*fp64", "proj_ptr": "*fp64", "key": i64, "off": i64,
+                "s0": i64, "s1": i64, "s2": i64, "s3": i64, "H": i64, "R": i64, "Cn": i64, "DT": c, "KEEP_ROWS": c,
+                "BR": c, "BC": c}, {"DT": 2, "KEEP_ROWS": keep, "BR": 64, "BC": 64})
     sig = {"c_ptr": "*fp16", **{f"sc{d}": i64 for d in range(4)}, **{f"{n}_ptr": "*i64" for n in "bb hh ii jj".split()},
            "out_ptr": "*fp64", "n": i64, **desc("a"), **desc("b"), **desc("m"), "Kdim": i64, "alpha": "fp32",
            "beta": "fp32", "HAS_M": c, "DT": c, "BS": c, "BK": c}

@@ -92,22 +92,26 @@ def inputs_with_projections(case: Case, placed: list[Placed], device):
     A and B are written by :func:`~kernelaudit.kernels.freivalds.generate_and_project`,
     which computes ``y A`` / ``B x`` from the values it generates (never from memory the
     op could touch) in the same pass; every other storage as :func:`device_inputs` does.
-    ``projections`` maps ``"A"`` / ``"B"`` to (nb, H, K, 2) float64."""
+    ``projections`` maps ``"A"`` / ``"B"`` to (nb, H, K, 2) float64 and, for a
+    full-size bias, ``"M"`` to ``y M x`` as (nb, H, 1, 2)."""
     from .kernels.freivalds import generate_and_project
 
     ctx = RefContext(case, placed, device)
     B = case.batch
-    Am, Bmm, _, _, _ = _matmul_operands(case, ctx, 0, B, B, meta=True)
+    Am, Bmm, Mm, _, _ = _matmul_operands(case, ctx, 0, B, B, meta=True)
     x = _projection_vector(case.seed, "x", Bmm.shape[-1], torch.device(device))
     y = _projection_vector(case.seed, "y", Am.shape[-2], torch.device(device))
     roles = {}
-    for role, t, w, keep_rows in (("A", Am, y, False), ("B", Bmm, x, True)):
+    candidates = [("A", Am, y, False), ("B", Bmm, x, True)]
+    if Mm is not None and tuple(Mm.shape[-2:]) == (Am.shape[-2], Bmm.shape[-1]):
+        candidates.append(("M", Mm, y, None))  # a full-size bias: y M x per matrix
+    for role, t, w, keep_rows in candidates:
         i = _operand_of(t)
         p = placed[i]
         if p.batched and p.storage_numel == p.numel + p.offset:
             roles[i] = (role, t, w, keep_rows)
-    if len({_operand_of(Am), _operand_of(Bmm)}) < 2:
-        roles = {}  # one storage in both roles: keep the plain path
+    if len({_operand_of(c[1]) for c in candidates}) < len(candidates):
+        roles = {}  # one storage in two roles: keep the plain path
     bases, views, projections = [], [], {}
     for i, p in enumerate(placed):
         if i in roles:
@@ -115,7 +119,10 @@ def inputs_with_projections(case: Case, placed: list[Placed], device):
             base = torch.empty(p.storage_numel, dtype=p.dtype, device=device)
             if p.offset:  # storage before the view (the slice layout's leading row)
                 base[:p.offset].copy_(gen.fill_flat(p.offset, p.key, p.dtype, device))
-            projections[role] = generate_and_project(base, _desc(ctx, t), tuple(t.shape), w, keep_rows)
+            if role == "M":
+                projections[role] = generate_and_project(base, _desc(ctx, t), tuple(t.shape), y, False, w2=x)
+            else:
+                projections[role] = generate_and_project(base, _desc(ctx, t), tuple(t.shape), w, keep_rows)
         else:
             base = gen.fill_flat(p.storage_numel, p.key, p.dtype, device, high=p.operand.high)
         bases.append(base)
@@ -442,7 +449,7 @@ def judge_matmul_chunk(case, ctx, b0, b1, got_chunk, jf: Judgement, js: Judgemen
         K = Am.shape[-1]
         pre = projections or {}
         res = freivalds(C, x, y, dA, dB, dM, K, alpha, beta, DTYPES[case.dtype], pre_a=pre.get("A"),
-                        pre_b=pre.get("B"))
+                        pre_b=pre.get("B"), pre_m=pre.get("M"))
         lhs, rhs, bound = res[..., 0], res[..., 1], res[..., 2]
 
         def spot_values(bb, hh, ii, jj):

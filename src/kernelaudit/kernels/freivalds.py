@@ -77,10 +77,10 @@ def _freivalds_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, out_ptr,
                       b_key, b_off, sb0, sb1, sb2, sb3,
                       m_key, m_off, sm0, sm1, sm2, sm3,
                       H, Mdim, Ndim, Kdim, alpha, beta,
-                      pa_ptr, pa_sb, pa_sh, pb_ptr, pb_sb, pb_sh,
+                      pa_ptr, pa_sb, pa_sh, pb_ptr, pb_sb, pb_sh, pm_ptr, pm_sb, pm_sh,
                       HAS_M: tl.constexpr, DT: tl.constexpr, ACC: tl.constexpr,
                       BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-                      PRE_A: tl.constexpr, PRE_B: tl.constexpr):
+                      PRE_A: tl.constexpr, PRE_B: tl.constexpr, PRE_M: tl.constexpr):
     pid = tl.program_id(0).to(tl.int64)
     b = pid // H
     h = pid % H
@@ -126,7 +126,7 @@ def _freivalds_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, out_ptr,
             cm = mmask[:, None] & nmask[None, :]
             cv = tl.load(c_ptr + b * sc0 + h * sc1 + ms[:, None] * sc2 + ns[None, :] * sc3, mask=cm, other=0.0)
             lhs += yv * tl.sum(cv.to(ACC) * xv[None, :], axis=1)
-            if HAS_M:
+            if HAS_M and not PRE_M:
                 midx = m_off + b * sm0 + h * sm1 + ms[:, None] * sm2 + ns[None, :] * sm3
                 mv = tl.where(cm, _gen(midx, m_key, DT, ACC), 0.0)
                 rhs_m += yv * tl.sum(mv * xv[None, :], axis=1)
@@ -137,6 +137,10 @@ def _freivalds_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, out_ptr,
         va = tl.load(pa + ks * 2 + 1, mask=kmask, other=0.0).to(ACC)
     rhs = alpha * tl.sum(v * u, axis=0) + beta * tl.sum(rhs_m, axis=0)
     bound = tl.abs(alpha) * tl.sum(va * ua, axis=0) + tl.abs(beta) * tl.sum(bound_m, axis=0)
+    if PRE_M:  # y M x, precomputed while M was generated
+        pm = pm_ptr + b * pm_sb + h * pm_sh
+        rhs += beta * tl.load(pm).to(ACC)
+        bound += tl.abs(beta) * tl.load(pm + 1).to(ACC)
     tl.store(out_ptr + pid * 3 + 0, tl.sum(lhs, axis=0).to(tl.float64))
     tl.store(out_ptr + pid * 3 + 1, rhs.to(tl.float64))
     tl.store(out_ptr + pid * 3 + 2, bound.to(tl.float64))
@@ -231,7 +235,7 @@ def _pre_args(pre: torch.Tensor | None, dummy: torch.Tensor) -> tuple:
 def freivalds(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, A: Desc, B: Desc, M: Desc | None,
               K: int, alpha: float, beta: float, dtype: torch.dtype, *, blocks: tuple[int, int] | None = None,
               num_warps: int = 4, kernel: str | None = None, pre_a: torch.Tensor | None = None,
-              pre_b: torch.Tensor | None = None) -> torch.Tensor:
+              pre_b: torch.Tensor | None = None, pre_m: torch.Tensor | None = None) -> torch.Tensor:
     """(nb, H, 3) float64: lhs, rhs, bound per (batch, head) of C (nb, H, M, N).
 
     ``dtype`` is the operands' dtype (what the generated values are rounded to); sums run
@@ -259,14 +263,14 @@ def freivalds(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, A: Desc, B: Des
         BM, BN = blocks
     extra = {}
     if kernel == "rowsum":
-        pa, pb = _pre_args(pre_a, out), _pre_args(pre_b, out)
-        extra = dict(PRE_A=pre_a is not None, PRE_B=pre_b is not None)
-    elif pre_a is not None or pre_b is not None:
+        pa, pb, pm = _pre_args(pre_a, out), _pre_args(pre_b, out), _pre_args(pre_m, out)
+        extra = dict(PRE_A=pre_a is not None, PRE_B=pre_b is not None, PRE_M=pre_m is not None and M is not None)
+    elif pre_a is not None or pre_b is not None or pre_m is not None:
         raise ValueError(f"precomputed projections need the rowsum kernel, not {kernel!r}")
     args = [C, *C.stride(), x.to(acc), y.to(acc), out, A.key, A.offset, *A.strides, B.key, B.offset, *B.strides,
             m.key, m.offset, *m.strides, H, Mdim, Ndim, K, float(alpha), float(beta)]
     if kernel == "rowsum":
-        args += [*pa, *pb]
+        args += [*pa, *pb, *pm]
     KERNELS[kernel][(nb * H,)](*args, HAS_M=M is not None, DT=_DT[dtype], ACC=_TL[acc], BM=BM, BN=BN, BK=BK,
                                num_warps=num_warps, **extra)
     return out
@@ -332,13 +336,14 @@ def spots(C: torch.Tensor, A: Desc, B: Desc, M: Desc | None, K: int, alpha: floa
 
 # -- projections computed while the inputs are generated ----------------------------------
 @triton.jit(do_not_specialize=["key", "off", "s0", "s1", "s2", "s3", "H", "R", "Cn"])
-def _gen_project_kernel(st_ptr, w_ptr, proj_ptr, key, off, s0, s1, s2, s3, H, R, Cn,
+def _gen_project_kernel(st_ptr, w_ptr, w2_ptr, proj_ptr, key, off, s0, s1, s2, s3, H, R, Cn,
                         DT: tl.constexpr, KEEP_ROWS: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr):
     """Program (b, h) generates the (R x Cn) matrix [b, h] of a strided view of a
     generated storage, writes it into the storage, and projects it in the same pass:
     ``KEEP_ROWS=0`` (operand A, rows weighted by y): ``proj[c] = sum_r w[r] a[r, c]``;
     ``KEEP_ROWS=1`` (operand B, columns weighted by x): ``proj[r] = sum_c b[r, c] w[c]``;
-    with the sums of absolute values beside them. The kept axis fits one block."""
+    ``KEEP_ROWS=2`` (a full-size bias M): ``proj = sum_rc w[r] m[r, c] w2[c]``;
+    with the sums of absolute values beside them. A kept axis fits one block."""
     pid = tl.program_id(0).to(tl.int64)
     b = pid // H
     h = pid % H
@@ -362,6 +367,26 @@ def _gen_project_kernel(st_ptr, w_ptr, proj_ptr, key, off, s0, s1, s2, s3, H, R,
             acca += tl.sum(tl.abs(v64) * tl.abs(w)[:, None], axis=0)
         tl.store(proj_ptr + pid * Cn * 2 + cs * 2, acc, mask=cmask)
         tl.store(proj_ptr + pid * Cn * 2 + cs * 2 + 1, acca, mask=cmask)
+    elif KEEP_ROWS == 2:
+        acc = tl.zeros([BR], dtype=tl.float64)
+        acca = tl.zeros([BR], dtype=tl.float64)
+        for r0 in range(0, R, BR):
+            rs = r0 + tl.arange(0, BR).to(tl.int64)
+            rmask = rs < R
+            wr = tl.load(w_ptr + rs, mask=rmask, other=0.0)
+            for c0 in range(0, Cn, BC):
+                cs = c0 + tl.arange(0, BC).to(tl.int64)
+                cmask = cs < Cn
+                m = rmask[:, None] & cmask[None, :]
+                idx = base + rs[:, None] * s2 + cs[None, :] * s3
+                v = _gen(idx, key, DT, tl.float32)
+                tl.store(st_ptr + idx, v.to(st_ptr.dtype.element_ty), mask=m)
+                wc = tl.load(w2_ptr + cs, mask=cmask, other=0.0)
+                v64 = tl.where(m, v.to(tl.float64), 0.0)
+                acc += wr * tl.sum(v64 * wc[None, :], axis=1)
+                acca += tl.abs(wr) * tl.sum(tl.abs(v64) * tl.abs(wc)[None, :], axis=1)
+        tl.store(proj_ptr + pid * 2, tl.sum(acc, axis=0))
+        tl.store(proj_ptr + pid * 2 + 1, tl.sum(acca, axis=0))
     else:
         rs = tl.arange(0, BR).to(tl.int64)
         rmask = rs < R
@@ -383,18 +408,25 @@ def _gen_project_kernel(st_ptr, w_ptr, proj_ptr, key, off, s0, s1, s2, s3, H, R,
 
 
 def generate_and_project(storage: torch.Tensor, d: Desc, shape: tuple[int, int, int, int], w: torch.Tensor,
-                         keep_rows: bool) -> torch.Tensor:
+                         keep_rows: bool, w2: torch.Tensor | None = None) -> torch.Tensor:
     """Write the generated values of the canonical view ``d`` (shape (nb, H, R, C)) into
     1-D ``storage`` and return its projections, (nb, H, K, 2) float64 (value, |value|):
     columns kept (``keep_rows=False``: ``w`` weights the R rows, K = C) or rows kept
     (``keep_rows=True``: ``w`` weights the C columns, K = R). Storage elements outside
-    the view are not written."""
+    the view are not written. With ``w2`` (a full-size bias M: ``w`` weights its rows,
+    ``w2`` its columns) the projection is one number per matrix, (nb, H, 1, 2)."""
     nb, H, R, Cn = shape
+    w = w.to(torch.float64)
+    if w2 is not None:
+        proj = torch.empty((nb, H, 1, 2), dtype=torch.float64, device=storage.device)
+        _gen_project_kernel[(nb * H,)](storage, w, w2.to(torch.float64), proj, d.key, d.offset, *d.strides, H, R,
+                                       Cn, DT=_DT[storage.dtype], KEEP_ROWS=2, BR=32, BC=64)
+        return proj
     K = R if keep_rows else Cn
     proj = torch.empty((nb, H, K, 2), dtype=torch.float64, device=storage.device)
     BK = max(16, triton.next_power_of_2(K))
     other = max(16, min(64, 4096 // BK))
     BR, BC = (BK, other) if keep_rows else (other, BK)
-    _gen_project_kernel[(nb * H,)](storage, w.to(torch.float64), proj, d.key, d.offset, *d.strides, H, R, Cn,
-                                   DT=_DT[storage.dtype], KEEP_ROWS=keep_rows, BR=BR, BC=BC)
+    _gen_project_kernel[(nb * H,)](storage, w, w, proj, d.key, d.offset, *d.strides, H, R, Cn,
+                                   DT=_DT[storage.dtype], KEEP_ROWS=int(keep_rows), BR=BR, BC=BC)
     return proj
