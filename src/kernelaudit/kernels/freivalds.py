@@ -335,15 +335,26 @@ def spots(C: torch.Tensor, A: Desc, B: Desc, M: Desc | None, K: int, alpha: floa
 
 
 # -- projections computed while the inputs are generated ----------------------------------
+@triton.jit
+def _gen_store_tile(st_ptr, base, rs, cs, rmask, cmask, s2, s3, key, DT: tl.constexpr):
+    """Generate the (rows, cols) tile of a strided view at storage ``base``, write it
+    into the storage, and return it as float64 (0 outside the masks)."""
+    m = rmask[:, None] & cmask[None, :]
+    idx = base + rs[:, None] * s2 + cs[None, :] * s3
+    v = _gen(idx, key, DT, tl.float32)
+    tl.store(st_ptr + idx, v.to(st_ptr.dtype.element_ty), mask=m)
+    return tl.where(m, v.to(tl.float64), 0.0)
+
+
 @triton.jit(do_not_specialize=["key", "off", "s0", "s1", "s2", "s3", "H", "R", "Cn"])
-def _gen_project_kernel(st_ptr, w_ptr, w2_ptr, proj_ptr, key, off, s0, s1, s2, s3, H, R, Cn,
+def _gen_project_kernel(st_ptr, w_ptr, proj_ptr, key, off, s0, s1, s2, s3, H, R, Cn,
                         DT: tl.constexpr, KEEP_ROWS: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr):
     """Program (b, h) generates the (R x Cn) matrix [b, h] of a strided view of a
     generated storage, writes it into the storage, and projects it in the same pass:
     ``KEEP_ROWS=0`` (operand A, rows weighted by y): ``proj[c] = sum_r w[r] a[r, c]``;
     ``KEEP_ROWS=1`` (operand B, columns weighted by x): ``proj[r] = sum_c b[r, c] w[c]``;
-    ``KEEP_ROWS=2`` (a full-size bias M): ``proj = sum_rc w[r] m[r, c] w2[c]``;
-    with the sums of absolute values beside them. A kept axis fits one block."""
+    with the sums of absolute values beside them. The kept axis fits one block; the
+    accumulators are 1-D, reduced every tile (2-D float64 ones of a 256-wide K spill)."""
     pid = tl.program_id(0).to(tl.int64)
     b = pid // H
     h = pid % H
@@ -351,42 +362,17 @@ def _gen_project_kernel(st_ptr, w_ptr, w2_ptr, proj_ptr, key, off, s0, s1, s2, s
     if KEEP_ROWS == 0:
         cs = tl.arange(0, BC).to(tl.int64)
         cmask = cs < Cn
-        # 1-D accumulators, reduced every tile: 2-D float64 ones of a 256-wide K spill
         acc = tl.zeros([BC], dtype=tl.float64)
         acca = tl.zeros([BC], dtype=tl.float64)
         for r0 in range(0, R, BR):
             rs = r0 + tl.arange(0, BR).to(tl.int64)
             rmask = rs < R
-            m = rmask[:, None] & cmask[None, :]
-            idx = base + rs[:, None] * s2 + cs[None, :] * s3
-            v = _gen(idx, key, DT, tl.float32)
-            tl.store(st_ptr + idx, v.to(st_ptr.dtype.element_ty), mask=m)
+            v64 = _gen_store_tile(st_ptr, base, rs, cs, rmask, cmask, s2, s3, key, DT)
             w = tl.load(w_ptr + rs, mask=rmask, other=0.0)
-            v64 = tl.where(m, v.to(tl.float64), 0.0)
             acc += tl.sum(v64 * w[:, None], axis=0)
             acca += tl.sum(tl.abs(v64) * tl.abs(w)[:, None], axis=0)
         tl.store(proj_ptr + pid * Cn * 2 + cs * 2, acc, mask=cmask)
         tl.store(proj_ptr + pid * Cn * 2 + cs * 2 + 1, acca, mask=cmask)
-    elif KEEP_ROWS == 2:
-        acc = tl.zeros([BR], dtype=tl.float64)
-        acca = tl.zeros([BR], dtype=tl.float64)
-        for r0 in range(0, R, BR):
-            rs = r0 + tl.arange(0, BR).to(tl.int64)
-            rmask = rs < R
-            wr = tl.load(w_ptr + rs, mask=rmask, other=0.0)
-            for c0 in range(0, Cn, BC):
-                cs = c0 + tl.arange(0, BC).to(tl.int64)
-                cmask = cs < Cn
-                m = rmask[:, None] & cmask[None, :]
-                idx = base + rs[:, None] * s2 + cs[None, :] * s3
-                v = _gen(idx, key, DT, tl.float32)
-                tl.store(st_ptr + idx, v.to(st_ptr.dtype.element_ty), mask=m)
-                wc = tl.load(w2_ptr + cs, mask=cmask, other=0.0)
-                v64 = tl.where(m, v.to(tl.float64), 0.0)
-                acc += wr * tl.sum(v64 * wc[None, :], axis=1)
-                acca += tl.abs(wr) * tl.sum(tl.abs(v64) * tl.abs(wc)[None, :], axis=1)
-        tl.store(proj_ptr + pid * 2, tl.sum(acc, axis=0))
-        tl.store(proj_ptr + pid * 2 + 1, tl.sum(acca, axis=0))
     else:
         rs = tl.arange(0, BR).to(tl.int64)
         rmask = rs < R
@@ -395,12 +381,8 @@ def _gen_project_kernel(st_ptr, w_ptr, w2_ptr, proj_ptr, key, off, s0, s1, s2, s
         for c0 in range(0, Cn, BC):
             cs = c0 + tl.arange(0, BC).to(tl.int64)
             cmask = cs < Cn
-            m = rmask[:, None] & cmask[None, :]
-            idx = base + rs[:, None] * s2 + cs[None, :] * s3
-            v = _gen(idx, key, DT, tl.float32)
-            tl.store(st_ptr + idx, v.to(st_ptr.dtype.element_ty), mask=m)
+            v64 = _gen_store_tile(st_ptr, base, rs, cs, rmask, cmask, s2, s3, key, DT)
             w = tl.load(w_ptr + cs, mask=cmask, other=0.0)
-            v64 = tl.where(m, v.to(tl.float64), 0.0)
             acc += tl.sum(v64 * w[None, :], axis=1)
             acca += tl.sum(tl.abs(v64) * tl.abs(w)[None, :], axis=1)
         tl.store(proj_ptr + pid * R * 2 + rs * 2, acc, mask=rmask)
@@ -414,19 +396,18 @@ def generate_and_project(storage: torch.Tensor, d: Desc, shape: tuple[int, int, 
     columns kept (``keep_rows=False``: ``w`` weights the R rows, K = C) or rows kept
     (``keep_rows=True``: ``w`` weights the C columns, K = R). Storage elements outside
     the view are not written. With ``w2`` (a full-size bias M: ``w`` weights its rows,
-    ``w2`` its columns) the projection is one number per matrix, (nb, H, 1, 2)."""
+    ``w2`` its columns) the projection is one number per matrix, (nb, H, 1, 2): the
+    rows kept with ``w2``, then weighted by ``w`` (a small sum over R per matrix)."""
     nb, H, R, Cn = shape
-    w = w.to(torch.float64)
     if w2 is not None:
-        proj = torch.empty((nb, H, 1, 2), dtype=torch.float64, device=storage.device)
-        _gen_project_kernel[(nb * H,)](storage, w, w2.to(torch.float64), proj, d.key, d.offset, *d.strides, H, R,
-                                       Cn, DT=_DT[storage.dtype], KEEP_ROWS=2, BR=32, BC=64)
-        return proj
+        rows = generate_and_project(storage, d, shape, w2, True)
+        w = w.to(torch.float64)
+        return torch.stack([(rows[..., 0] * w).sum(-1), (rows[..., 1] * w.abs()).sum(-1)], -1).unsqueeze(2)
     K = R if keep_rows else Cn
     proj = torch.empty((nb, H, K, 2), dtype=torch.float64, device=storage.device)
     BK = max(16, triton.next_power_of_2(K))
     other = max(16, min(64, 4096 // BK))
     BR, BC = (BK, other) if keep_rows else (other, BK)
-    _gen_project_kernel[(nb * H,)](storage, w, w, proj, d.key, d.offset, *d.strides, H, R, Cn,
+    _gen_project_kernel[(nb * H,)](storage, w.to(torch.float64), proj, d.key, d.offset, *d.strides, H, R, Cn,
                                    DT=_DT[storage.dtype], KEEP_ROWS=int(keep_rows), BR=BR, BC=BC)
     return proj
