@@ -81,10 +81,13 @@ def project_at_generation(case: Case, device, ref_device, mode: str) -> bool:
     import os
 
     device, ref_device = torch.device(device), torch.device(ref_device)
-    return (case.spec.bilinear is not None and case.direction == "fwd" and mode == "auto"
+    if not (case.spec.bilinear is not None and case.direction == "fwd" and mode == "auto"
             and device == ref_device and _fused_freivalds_enabled(device)
-            and os.environ.get("KERNELAUDIT_PROJECT_AT_GENERATION", "1") != "0"
-            and (os.environ.get("KERNELAUDIT_FREIVALDS_KERNEL") or "rowsum") == "rowsum")
+            and os.environ.get("KERNELAUDIT_PROJECT_AT_GENERATION", "1") != "0"):
+        return False
+    from .kernels.freivalds import selected_kernel
+
+    return selected_kernel() == "rowsum"  # the kernel that reads precomputed projections
 
 
 def inputs_with_projections(case: Case, placed: list[Placed], device):

@@ -224,6 +224,18 @@ ACCUMULATE = {torch.float32: torch.float64, torch.float16: torch.float32, torch.
 _TL = {torch.float64: tl.float64, torch.float32: tl.float32}
 
 
+def selected_kernel(kernel: str | None = None) -> str:
+    """``kernel``, else ``$KERNELAUDIT_FREIVALDS_KERNEL``, else :data:`DEFAULT_KERNEL`
+    (validated against :data:`KERNELS`)."""
+    import os
+
+    from ..errors import check_choice
+
+    kernel = kernel or os.environ.get("KERNELAUDIT_FREIVALDS_KERNEL") or DEFAULT_KERNEL
+    check_choice("KERNELAUDIT_FREIVALDS_KERNEL", kernel, tuple(KERNELS))
+    return kernel
+
+
 def _pre_args(pre: torch.Tensor | None, dummy: torch.Tensor) -> tuple:
     """(pointer, batch stride, head stride) of a projection tensor; size-1 dims broadcast."""
     if pre is None:
@@ -245,12 +257,7 @@ def freivalds(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, A: Desc, B: Des
     made while the inputs were generated (:func:`generate_and_project`, shape (nb or 1,
     H or 1, K, 2)): the kernel reads them instead of regenerating A / B (``rowsum``
     kernel only)."""
-    import os
-
-    from ..errors import check_choice
-
-    kernel = kernel or os.environ.get("KERNELAUDIT_FREIVALDS_KERNEL") or DEFAULT_KERNEL
-    check_choice("KERNELAUDIT_FREIVALDS_KERNEL", kernel, tuple(KERNELS))
+    kernel = selected_kernel(kernel)
     nb, H, Mdim, Ndim = C.shape
     acc = ACCUMULATE[dtype]
     out = torch.empty((nb, H, 3), dtype=torch.float64, device=C.device)
