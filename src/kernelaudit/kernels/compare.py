@@ -1,9 +1,10 @@
-"""One-pass per-batch comparison of a device output with its float64 reference.
+"""One-pass per-batch comparison of a device output with its reference.
 
 :func:`kernelaudit.oracle.compare_rows` needs, per batch, the largest error (optionally
 divided elementwise by a scale) and the largest ``|ref|``. In torch that is half a
 dozen float64 passes over every chunk (cast, subtract, abs, NaN test, select, max);
-this kernel reads ``got`` in its own dtype and ``ref`` (and ``scale``) once.
+this kernel reads ``got`` and ``ref`` in their own dtypes (float64, or the case's
+dtype for exact ops) and ``scale`` once, and works in float64.
 A NaN on either side counts as an infinite error, as in the torch version.
 """
 
@@ -42,7 +43,8 @@ def _rowmax_kernel(g_ptr, r_ptr, s_ptr, out_ptr, row_len,
 
 
 def row_max(got: torch.Tensor, ref: torch.Tensor, scale: torch.Tensor | None, tiny: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """(max error, max |ref|) per row of 2-D ``got`` and ``ref`` (same shape), each a
+    """(max error, max |ref|) per row of 2-D ``got`` and ``ref`` (same shape, any
+    dtypes), each a
     float64 tensor of one value per row; the error is ``|got - ref|`` or, with
     ``scale``, ``|got - ref| / max(scale, tiny)``."""
     nb, row_len = ref.shape
