@@ -5,7 +5,8 @@
   ``numel()`` reads, a counter, then the original kernel);
 * ``decision_us``: the decision for a call past the floor, for a repeated shape (a
   cached lookup keyed by shapes, strides, offsets, dtype, device) and for the first
-  call of a shape (build the metadata, apply rules A, B, C);
+  call of a shape (the same lookup missing: read the metadata, build the Call, apply
+  rules A, B, C, store the decision); each the median of ``--rounds`` rounds;
 * ``plan_us``: finding the largest safe chunk of an unsafe call (uncached / cached).
 
 Target: the decision for one intercepted call at most 5 us on CPU.
@@ -67,8 +68,9 @@ def override_overhead(n: int = 20000, rounds: int = 9) -> dict:
             "python_override_overhead_us": statistics.median(g - b for g, b in zip(py, base))}
 
 
-def decision(n: int = 20000) -> dict:
-    """Metadata + rules for calls past the floor, on meta tensors (no data)."""
+def decision(n: int = 20000, rounds: int = 7) -> dict:
+    """Metadata + rules for calls past the floor, on meta tensors (no data): what the
+    engine's slow path pays before it acts, for a repeated shape and for a new one."""
     engine = Engine(guard.mps_policy(REAL, device_types=("meta",)), "fix")
     B = 65537
     cases = {
@@ -81,12 +83,16 @@ def decision(n: int = 20000) -> dict:
     }
     out = {}
     for name, (a, b) in cases.items():
-        def decide(a=a, b=b):  # what a repeated shape pays (training loops repeat shapes)
+        def repeated(a=a, b=b):  # what a repeated shape pays (training loops repeat shapes)
             return engine.decide_cached(Normalised.of("bmm", (a, b), {}))
 
-        def first(a=a, b=b):   # the first call of a shape: metadata + rules A, B, C
-            return engine.decide(guard.Call.of("bmm", (a, b)))
-        out[name] = {"repeated_shape_us": _per_call_us(decide, n), "first_call_us": _per_call_us(first, n)}
+        def first(a=a, b=b):     # a new shape: the cache misses (clearing it costs ~0.02 us)
+            engine._decisions.clear()
+            return engine.decide_cached(Normalised.of("bmm", (a, b), {}))
+        rep = [_per_call_us(repeated, n) for _ in range(rounds)]
+        fst = [_per_call_us(first, n) for _ in range(rounds)]
+        out[name] = {"repeated_shape_us": statistics.median(rep), "first_call_us": statistics.median(fst),
+                     "first_call_us_min": min(fst), "first_call_us_max": max(fst)}
     return out
 
 
@@ -116,7 +122,7 @@ def main(argv=None) -> int:
     _OVERRIDE.update(override_overhead())
     res = {"benchmark": "guard_decision", "device": "cpu", "override": _OVERRIDE, "decision_us": d,
            "plan": plan(), "max_decision_us": MAX_DECISION_US,
-           "pass": max(v["repeated_shape_us"] for v in d.values()) <= MAX_DECISION_US
+           "pass": max(max(v["repeated_shape_us"], v["first_call_us"]) for v in d.values()) <= MAX_DECISION_US
            and res_override_ok(),
            "torch": torch.__version__, "python": platform.python_version(), "threads": torch.get_num_threads(),
            "date": time.strftime("%Y-%m-%d", time.gmtime()), "host": platform.node()}

@@ -63,11 +63,7 @@ class TensorMeta(NamedTuple):
     @property
     def transposed(self) -> bool:
         """The last two dims are swapped relative to packing (an ``aT``/``bT`` view)."""
-        if len(self.shape) < 2:
-            return False
-        r, c = self.shape[-2:]
-        sr, sc = self.strides[-2:]
-        return r > 1 and c > 1 and sr == 1 and sc >= r
+        return _transposed(self.shape, self.strides)
 
     @property
     def view(self) -> bool:
@@ -89,18 +85,49 @@ class Effect(str, enum.Enum):
     WRAP = "wrap"       # rule C: a big contiguous operand's index wraps
 
 
+class Reason(NamedTuple):
+    """A reason formatted only when read: ``str(reason)``. The guard decides on the first
+    call of every new large shape, and formatting big integers costs more than the rules."""
+
+    template: str
+    args: tuple = ()
+
+    def __str__(self) -> str:
+        return self.template.format(*self.args)
+
+
 class Decision(NamedTuple):
-    """A rule's verdict on one call: the effect, which rule, which operands, why."""
+    """A rule's verdict on one call: the effect, which rule, which operands, why
+    (``reason``, a string; ``why`` holds it unformatted)."""
 
     effect: Effect
     rule: str | None = None
     operands: tuple[int, ...] = ()
     first_bad_batch: int | None = None
-    reason: str = ""
+    why: Reason | str = ""
+
+    @property
+    def reason(self) -> str:
+        return str(self.why)
 
 
 _OK = Decision(Effect.OK)
 _TILED_OK = Decision(Effect.OK, None, (), None, "tiled path without transposed views is correct")
+_REASON_A = ("output has {} > {} elements and operand(s) {} are transposed views: "
+             "the tiled path reads them as packed")
+_REASON_B = "view operand(s) {} have >= {} elements"
+_REASON_C = "contiguous operand(s) {} have > {} elements: the flat index wraps from batch {} on"
+
+
+#: Build a named tuple from its full field tuple, skipping the generated ``__new__`` (the
+#: guard's first call of a new shape builds a Decision and a Reason).
+_new = tuple.__new__
+_PACKED, _RAISE, _WRAP = Effect.PACKED, Effect.RAISE, Effect.WRAP
+
+
+def _transposed(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """:attr:`TensorMeta.transposed` on plain tuples (the guard's first-call path)."""
+    return len(shape) >= 2 and strides[-2] == 1 and strides[-1] >= shape[-2] > 1 and shape[-1] > 1
 
 
 def mps_matmul_decision(out_shape: Sequence[int], operands: Sequence[TensorMeta],
@@ -109,27 +136,28 @@ def mps_matmul_decision(out_shape: Sequence[int], operands: Sequence[TensorMeta]
     t32 = th.t32
     out_numel = math.prod(out_shape)
     if out_numel > t32:
-        bad = tuple(i for i, m in enumerate(operands) if m.transposed)
+        bad = [i for i, (shape, strides, _) in enumerate(operands) if _transposed(shape, strides)]
         if bad:
-            return Decision(Effect.PACKED, "A", bad, 0,
-                            f"output has {out_numel} > {t32} elements and operand(s) {list(bad)} "
-                            "are transposed views: the tiled path reads them as packed")
+            return _new(Decision, (_PACKED, "A", tuple(bad), 0, _new(Reason, (_REASON_A, (out_numel, t32, bad)))))
         return _TILED_OK
-    numels = [m.numel for m in operands]
     t31 = th.t31
-    if max(numels) < t31:
-        return _OK  # the common case: every operand is small
-    contiguous = [m.contiguous for m in operands]
-    big_views = tuple(i for i, n in enumerate(numels) if not contiguous[i] and n >= t31)
+    # One plain loop, no generators: this runs on the guard's first call of every new
+    # large shape. Contiguity (the costly test) is asked only of the big operands.
+    big_views, big, first = [], [], None
+    for i, m in enumerate(operands):
+        n = math.prod(m.shape)
+        if n < t31:
+            continue
+        if not m.contiguous:
+            big_views.append(i)
+        elif n > t32:
+            big.append(i)
+            f = -(-t32 // (n // m.shape[0] if m.shape[0] else n))
+            first = f if first is None else min(first, f)
     if big_views:
-        return Decision(Effect.RAISE, "B", big_views, None,
-                        f"view operand(s) {list(big_views)} have >= {t31} elements")
-    big = tuple(i for i, n in enumerate(numels) if contiguous[i] and n > t32)
+        return _new(Decision, (_RAISE, "B", tuple(big_views), None, _new(Reason, (_REASON_B, (big_views, t31)))))
     if big:
-        first = min(-(-t32 // operands[i].per_batch) for i in big)
-        return Decision(Effect.WRAP, "C", big, first,
-                        f"contiguous operand(s) {list(big)} have > {t32} elements: "
-                        f"the flat index wraps from batch {first} on")
+        return _new(Decision, (_WRAP, "C", tuple(big), first, _new(Reason, (_REASON_C, (big, t32, first)))))
     return _OK
 
 

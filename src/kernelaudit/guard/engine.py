@@ -33,7 +33,7 @@ DECISION_CACHE_SIZE = 4096
 WITH_BIAS = {"mm": False, "bmm": False, "addmm": True, "baddbmm": True}
 
 
-@dataclass
+@dataclass(slots=True)
 class Normalised:
     """``out = beta * bias + alpha * a @ b`` with bias expanded to the output's shape."""
 
@@ -196,8 +196,13 @@ class Engine:
         hits = self.policy.check(call)
         if not hits:
             return "pass", hits
-        acts = [self.rule_actions.get(h.rule.name) or h.rule.action or self.action for h in hits]
-        return strongest(acts), hits
+        if len(hits) == 1:  # the usual case: rules A, B and C exclude one another
+            return self.action_for(hits[0].rule), hits
+        return strongest([self.action_for(h.rule) for h in hits]), hits
+
+    def action_for(self, rule) -> str:
+        """The action for a call ``rule`` flags: per-rule setting, else the rule's own, else global."""
+        return self.rule_actions.get(rule.name) or rule.action or self.action
 
     def decide_cached(self, mm: "Normalised") -> tuple[Call, str, list[Hit]]:
         """(call, action, hits), cached per call signature: loops repeat shapes."""
@@ -206,7 +211,7 @@ class Engine:
                a.device.type)
         hit = self._decisions.get(key)
         if hit is None:
-            call = mm.call()
+            call = Call.matmul(*key)  # the metadata just read for the key, not read again
             hit = (call, *self.decide(call))
             if len(self._decisions) >= DECISION_CACHE_SIZE:
                 self._decisions.clear()  # rare: more distinct large shapes than the cache holds

@@ -57,6 +57,8 @@ KNOWN_OPS = MATMUL_OPS | {SDPA_MPS}
 #: Actions, in the order of severity used when several rules with different actions hit.
 ACTIONS = ("fix", "raise", "verify", "warn", "off")
 _SEVERITY = {"off": 0, "warn": 1, "verify": 2, "fix": 3, "raise": 4}
+#: ``TensorMeta`` from a ready (shape, strides, offset) tuple, skipping its Python ``__new__``.
+_new_meta = tuple.__new__
 
 
 class Call:
@@ -82,14 +84,33 @@ class Call:
     @classmethod
     def of(cls, op: str, tensors: Sequence[torch.Tensor]) -> "Call":
         """The call of ``op`` on real (or meta) tensors."""
-        metas = [TensorMeta(tuple(t.shape), t.stride(), t.storage_offset()) for t in tensors]
-        t0 = tensors[0]
         if op == SDPA_MPS:
             q, k, v = tensors
-            return cls(op, metas, (*q.shape[:-1], v.shape[-1]), t0.dtype, t0.device.type,
+            metas = [TensorMeta(tuple(t.shape), t.stride(), t.storage_offset()) for t in tensors]
+            return cls(op, metas, (*q.shape[:-1], v.shape[-1]), q.dtype, q.device.type,
                        math.prod(q.shape[:-1]) * k.shape[-2])
         a, b = tensors
-        return cls(op, metas, (*a.shape[:-1], b.shape[-1]), t0.dtype, t0.device.type)
+        return cls.matmul(op, a.shape, a.stride(), a.storage_offset(), b.shape, b.stride(), b.storage_offset(),
+                          a.dtype, a.device.type)
+
+    @classmethod
+    def matmul(cls, op: str, a_shape, a_strides, a_offset: int, b_shape, b_strides, b_offset: int,
+               dtype: torch.dtype, device_type: str) -> "Call":
+        """The call of a matmul-family ``op`` from its operands' metadata, as the guard has
+        already read it for its decision cache's key (no second read of the tensors)."""
+        # The first call of every new large shape builds this: plain tuples, no
+        # generic constructor (the guard's decision budget is ~5 us).
+        sa, sb = tuple(a_shape), tuple(b_shape)
+        self = cls.__new__(cls)
+        self.op = op
+        self.operands = (_new_meta(TensorMeta, (sa, a_strides, a_offset)),
+                         _new_meta(TensorMeta, (sb, b_strides, b_offset)))
+        self.out_shape = (*sa[:-1], sb[-1])
+        self.dtype = dtype
+        self.device_type = device_type
+        self.scores_numel = None
+        self._memo = {}
+        return self
 
     @property
     def out_numel(self) -> int:
@@ -108,11 +129,17 @@ class Call:
 
 
 class Hit(NamedTuple):
-    """One rule flagging one call, with the reason in a sentence. (A named tuple: it is
-    built on the guard's first-call path, where a frozen dataclass costs ~1 us.)"""
+    """One rule flagging one call, with the reason in a sentence (``reason``; ``why``
+    is what the rule returned: a string, or a :class:`~kernelaudit.faults.rules.Reason`
+    formatted on first read). A named tuple: it is built on the guard's first-call
+    path, where a frozen dataclass costs ~1 us."""
 
     rule: "Rule"
-    reason: str
+    why: object
+
+    @property
+    def reason(self) -> str:
+        return str(self.why)
 
     def explain(self) -> str:
         return f"rule {self.rule.name} ({self.rule.explain}): {self.reason}"
@@ -121,7 +148,7 @@ class Hit(NamedTuple):
 @dataclass(frozen=True)
 class Rule:
     """A named predicate over a :class:`Call`: ``check(call)`` returns a reason when the
-    call is unsafe, ``None`` otherwise. ``explain`` is the one-line why.
+    call is unsafe (a string, or anything whose ``str()`` is one), ``None`` otherwise. ``explain`` is the one-line why.
 
     ``ops``: the op names it looks at (see :data:`KNOWN_OPS`); ``device_types``: ``None``
     for the policy's; ``min_elements``: the rule can only fire when an operand, the
@@ -188,12 +215,14 @@ class Policy:
         mins = [r.min_elements for r in self._rules_for(op, device_type)]
         return min(mins) if mins else 2**62
 
+    def __post_init__(self) -> None:
+        # (op, device type) -> its rules; a frozen dataclass still owns its cache.
+        object.__setattr__(self, "_rules_cache", {})
+
     def _rules_for(self, op: str, device_type: str | None) -> list[Rule]:
-        key = (op, device_type)
-        cache = self.__dict__.setdefault("_rules_cache", {})
-        rules = cache.get(key)
+        rules = self._rules_cache.get((op, device_type))
         if rules is None:
-            rules = cache[key] = self._select_rules(op, device_type)
+            rules = self._rules_cache[(op, device_type)] = self._select_rules(op, device_type)
         return rules
 
     def _select_rules(self, op: str, device_type: str | None) -> list[Rule]:
@@ -210,7 +239,8 @@ class Policy:
     def check(self, call: Call) -> list[Hit]:
         """Every rule that flags ``call``, in policy order."""
         hits = []
-        for r in self._rules_for(call.op, call.device_type):
+        rules = self._rules_cache.get((call.op, call.device_type)) or self._rules_for(call.op, call.device_type)
+        for r in rules:
             reason = r.check(call)
             if reason:
                 hits.append(Hit(r, reason))
@@ -232,7 +262,7 @@ def _mps_rule(letter: str, th: Thresholds) -> Callable[[Call], str | None]:
         d = call._memo.get(key)
         if d is None:
             d = call._memo[key] = mps_matmul_decision(call.out_shape, call.operands, th)
-        return d.reason if d.rule == letter else None
+        return d.why if d.rule == letter else None
     check.__name__ = f"mps_rule_{letter}"
     return check
 
@@ -241,7 +271,7 @@ def _attention_rule(th: Thresholds) -> Callable[[Call], str | None]:
     def check(call: Call) -> str | None:
         q, k = call.operands[0], call.operands[1]
         d = attention_scores_decision(q.shape, k.shape, th)
-        return d.reason or None
+        return d.why or None
     return check
 
 
