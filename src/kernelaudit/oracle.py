@@ -48,6 +48,14 @@ SPOT_NEIGHBOURS = (-1, 0, 1)
 _TINY = 1e-300
 
 
+def rel_floor(dtype: torch.dtype) -> float:
+    """The least denominator of the ``rel`` metric for outputs of ``dtype``: its smallest
+    normal number. Below it a float has only absolute precision (subnormals, or flushed
+    to zero), so a batch whose every true value lies there is judged on that scale: a
+    float16 mean gradient ``g / 16384`` that correctly rounds to 0 is not a wrong batch."""
+    return float(torch.finfo(dtype).tiny) if dtype.is_floating_point else _TINY
+
+
 # -- building inputs --------------------------------------------------------------
 def placed_operands(case: Case) -> list[Placed]:
     """The case's operands placed in storage (layouts applied), with their stream keys."""
@@ -317,7 +325,8 @@ def compare_rows(j: Judgement, b0: int, got: torch.Tensor, ref: torch.Tensor, ex
             err = err / sc.clamp_min(_TINY)
         err = torch.where(torch.isnan(g64) | torch.isnan(r), torch.full_like(err, math.inf), err)
         err_max, ref_max = err.amax(1), r.abs().amax(1)
-    per = err_max if (exact or sc is not None) else err_max / ref_max.clamp_min(_TINY)
+    floor = rel_floor(got.dtype)
+    per = err_max if (exact or sc is not None) else err_max / ref_max.clamp_min(floor)
 
     def local(bi: int) -> int:
         """First element of batch ``bi`` over the tolerance (one row, in torch)."""
@@ -330,7 +339,7 @@ def compare_rows(j: Judgement, b0: int, got: torch.Tensor, ref: torch.Tensor, ex
             e = e / sc[bi].clamp_min(_TINY)
             thresh = torch.full_like(e, tol)
         else:
-            thresh = torch.full_like(e, tol * float(ri.abs().amax().clamp_min(_TINY)))
+            thresh = torch.full_like(e, tol * float(ri.abs().amax().clamp_min(floor)))
         e = torch.where(torch.isnan(gi) | torch.isnan(ri), torch.full_like(e, math.inf), e)
         over = torch.nonzero(e > thresh).flatten()
         return int(over[0]) if over.numel() else 0
@@ -667,14 +676,31 @@ def _judge_bias_grad(case, ctx, name, got, dG, beta, out_shape, tol) -> Judgemen
     return j
 
 
+def forward_outputs(case: Case, placed: list[Placed]) -> list[torch.Tensor] | None:
+    """The op's forward outputs as meta tensors (shapes, dtypes; no data), or None when
+    they depend on data (nonzero) or the op has no call (factories)."""
+    if case.spec.call is None:
+        return None
+    try:
+        views = [torch.empty_strided(p.shape, p.strides, dtype=p.dtype, device="meta") for p in placed]
+        return list(_as_tuple(case.spec.call(*views)))
+    except Exception:
+        return None
+
+
 def chunk_batches(case: Case, placed: list[Placed], outs, chunk: int) -> int:
-    """Batches per reference chunk, so that no chunk holds more than ``chunk`` elements."""
+    """Batches per reference chunk, so that no chunk holds more than ``chunk`` elements.
+
+    In backward, ``outs`` are the input gradients; the reference also regenerates the
+    upstream gradient, which has the forward output's size (an embedding's is 4096
+    times its index input's), so that counts too."""
     B = case.batch
     per = 1
     for p in placed:
         if p.batched:
             per = max(per, p.numel // B)
-    for o in outs:
+    fwd = forward_outputs(case, placed) if case.direction == "bwd" else None
+    for o in [*outs, *(fwd or ())]:
         per = max(per, o.numel() // max(B, 1))
     if case.spec.family == "attention":  # the score matrix is the largest intermediate
         n = placed[0].shape[-2]

@@ -49,16 +49,14 @@ def estimate_bytes(case: Case, fault_model: str = "none", ref_chunk: int = 2**24
 
 
 def _output_bytes(case: Case, placed, itemsize: int) -> int:
-    spec = case.spec
-    if spec.call is None:
-        return case.batch * spec.out_rows(case.series, case.thresholds)[0] * itemsize
-    try:
-        views = [torch.empty_strided(p.shape, p.strides, dtype=p.dtype, device="meta") for p in placed]
-        outs = spec.call(*views)
-        outs = (outs,) if isinstance(outs, torch.Tensor) else tuple(outs)
-        return sum(o.numel() * o.element_size() for o in outs)
-    except Exception:  # data-dependent shapes (nonzero): assume int64 per input element
+    from .oracle import forward_outputs
+
+    if case.spec.call is None:
+        return case.batch * case.spec.out_rows(case.series, case.thresholds)[0] * itemsize
+    outs = forward_outputs(case, placed)
+    if outs is None:  # data-dependent shapes (nonzero): assume int64 per input element
         return sum(p.numel for p in placed) * 8
+    return sum(o.numel() * o.element_size() for o in outs)
 
 
 def available_bytes(device: torch.device) -> int:

@@ -1,0 +1,61 @@
+"""The sweep oracle's per-batch ``rel`` metric: what it forgives and what it still catches."""
+
+from __future__ import annotations
+
+import torch
+
+from kernelaudit.oracle import Judgement, compare_rows, rel_floor
+
+
+def _judge(got: torch.Tensor, ref: torch.Tensor, tol: float = 0.1) -> Judgement:
+    j = Judgement("grad0", "rel", tol, got.shape[1])
+    compare_rows(j, 0, got, ref, exact=False)
+    return j
+
+
+def test_rows_whose_true_values_underflow_the_dtype_are_not_wrong():
+    # The float16 gradient of a mean over 16384 elements is g / 16384: for small g it
+    # rounds to a subnormal or to 0, the correctly rounded answer (seen on the H200).
+    g = torch.tensor([1.0, 3e-4, -2e-4, 1e-5], dtype=torch.float64)
+    ref = (g / 16384).unsqueeze(1).expand(4, 16384)
+    got = ref.to(torch.float16)
+    assert got[3].eq(0).all() and ref[3].ne(0).all()  # the last row flushes to zero
+    assert _judge(got, ref).bad_count == 0
+
+
+def test_a_wrong_row_of_normal_values_is_still_caught():
+    ref = torch.randn(6, 512, dtype=torch.float64)
+    got = ref.to(torch.float16)
+    got[4] = 0  # a batch lost
+    j = _judge(got, ref)
+    assert (j.bad_first, j.bad_count, j.first_bad_index) == (4, 1, 4 * 512)
+
+
+def test_garbage_in_a_row_of_tiny_true_values_is_still_caught():
+    ref = torch.full((3, 64), 1e-7, dtype=torch.float64)
+    got = ref.to(torch.float16)
+    got[1, 5] = 1e-3  # far above the dtype's absolute precision there
+    j = _judge(got, ref)
+    assert (j.bad_first, j.bad_count, j.first_bad_index) == (1, 1, 64 + 5)
+
+
+def test_the_floor_is_the_smallest_normal_number_of_the_output_dtype():
+    assert rel_floor(torch.float16) == torch.finfo(torch.float16).tiny
+    assert rel_floor(torch.bfloat16) == torch.finfo(torch.bfloat16).tiny
+    assert rel_floor(torch.int64) < 1e-200
+
+
+def test_backward_reference_chunks_count_the_upstream_gradient():
+    # An embedding's upstream gradient is 4096 times its index input: a chunk sized by
+    # the index input and the weight gradient alone held 2^32 float64 values (32 GiB) on
+    # the H200 and ran out of memory.
+    from kernelaudit.cases import GridSpec, grid
+    from kernelaudit.oracle import chunk_batches, forward_outputs, placed_operands
+
+    (case,) = grid(GridSpec(ops=("embedding",), dtypes=("float16",), layouts=("contig",), directions=("bwd",),
+                            thresholds=("2^32",), positions=("at",)))
+    placed = placed_operands(case)
+    per_batch = forward_outputs(case, placed)[0].numel() // case.batch
+    chunk = 2**27
+    step = chunk_batches(case, placed, [], chunk)
+    assert per_batch == 4 * 4096 and step * per_batch <= chunk
