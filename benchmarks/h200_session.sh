@@ -6,7 +6,7 @@
 #   EXPLORE=1 SWEEP_BUDGET_S=330 REPORT=0 bash benchmarks/h200_session.sh verify sweep
 # (verify with --explore times both projection kernels; the sweep resumes from
 # benchmarks/results/h200-store and can be resumed again in a later call).
-#   steps: kernels verify profile guard sweep corpus oracle_cost demo   (default: all but sweep)
+#   steps: kernels verify profile guard sweep repro corpus oracle_cost demo   (default: all but sweep, repro)
 # SWEEP_BUDGET_S (default 540) bounds the sweep step; it resumes a store in runs/h200.
 # REPORT=0 skips building the report there (kernelaudit report rebuilds it anywhere).
 set -u
@@ -36,6 +36,7 @@ for l in sys.stdin:
       --out runs/h200 --case-timeout 120 --no-report > "$O/sweep.log" 2>&1; echo "sweep rc=$?"; tail -5 "$O/sweep.log"
     [ "${REPORT:-1}" = 1 ] && { timeout 100 python3 -m kernelaudit report runs/h200 > "$O/report.txt" 2>&1; tail -30 "$O/report.txt"; }
     cp -r runs/h200 "$O/sweep_store" ;;
+  repro) log repro; timeout 120 python3 benchmarks/repro_cuda_findings.py --out "$O/repro_cuda_findings.json" 2>&1 | tail -40 ;;
   corpus) log corpus; KERNELAUDIT_GPU_RESULTS="$O/corpus_h200.json" timeout ${CORPUS_TIMEOUT_S:-220} \
       python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_corpus_gpu.py 2>&1 | tail -8 ;;
   oracle_cost) log oracle_cost; timeout ${ORACLE_TIMEOUT_S:-200} python3 benchmarks/oracle_cost.py --device cuda --repeats 3 \
