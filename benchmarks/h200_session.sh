@@ -2,10 +2,10 @@
 # Time-boxed H200 steps: GPU tests and benchmarks of all three capabilities.
 # Every output lands in $OUT/h200 and is packed into $OUT/h200_results.tgz.
 # Usage (device tool): bash benchmarks/h200_session.sh STEP [STEP...]
-# Next session, one call of about 9 minutes:
-#   EXPLORE=1 SWEEP_BUDGET_S=330 REPORT=0 bash benchmarks/h200_session.sh verify sweep
-# (verify with --explore times both projection kernels; the sweep resumes from
-# benchmarks/results/h200-store and can be resumed again in a later call).
+# Next session: a fresh timed sweep for the 10-minute goal (SWEEP_BUDGET_S=590, no
+# seed store: calibration and compiles count), then `EXPLORE=1 ... verify` to find why
+# the projection kernel went from 6.5 to 8.4 ms (C-stride specialisation or PRE_*).
+# A sweep resumes runs/h200 when it exists (carry it between calls).
 #   steps: kernels verify profile guard sweep repro corpus oracle_cost demo   (default: all but sweep, repro)
 # SWEEP_BUDGET_S (default 540) bounds the sweep step; it resumes a store in runs/h200.
 # REPORT=0 skips building the report there (kernelaudit report rebuilds it anywhere).
@@ -31,7 +31,6 @@ for l in sys.stdin:
   demo) log guard_demo; timeout 90 python3 examples/guard_demo.py --device cuda --scale 32 --dtype bfloat16 \
       --out "$O/guard_demo_h200.json" --figure "$O/guard_demo_h200.png" 2>&1 | tail -6 ;;
   sweep) log sweep; mkdir -p runs
-    [ -d runs/h200 ] || { [ -d benchmarks/results/h200-store ] && cp -r benchmarks/results/h200-store runs/h200; }
     timeout -k 20 --signal=INT "${SWEEP_BUDGET_S:-540}" python3 -m kernelaudit sweep --device cuda --full --resume \
       --out runs/h200 --case-timeout 120 --no-report > "$O/sweep.log" 2>&1; echo "sweep rc=$?"; tail -5 "$O/sweep.log"
     [ "${REPORT:-1}" = 1 ] && { timeout 100 python3 -m kernelaudit report runs/h200 > "$O/report.txt" 2>&1; tail -30 "$O/report.txt"; }
