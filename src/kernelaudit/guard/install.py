@@ -109,7 +109,7 @@ def _make_override(engine: Engine, op: str, overload: str, device_type: str, ker
             na, nb, k = a.numel(), b.numel(), a.shape[-1]
             if na < floor and nb < floor and (na // k if k else 0) * b.shape[-1] < floor:
                 return kernel.call_boxed(keyset, bias, a, b, **kwargs)
-            return slow(op, overload, (bias, a, b), kwargs, run)
+            return slow(op, overload, (bias, a, b), kwargs, run, device_type)
     else:
         def override(a, b, **kwargs):
             try:
@@ -119,7 +119,7 @@ def _make_override(engine: Engine, op: str, overload: str, device_type: str, ker
             na, nb, k = a.numel(), b.numel(), a.shape[-1]
             if na < floor and nb < floor and (na // k if k else 0) * b.shape[-1] < floor:
                 return kernel.call_boxed(keyset, a, b, **kwargs)
-            return slow(op, overload, (a, b), kwargs, run)
+            return slow(op, overload, (a, b), kwargs, run, device_type)
     override.__name__ = f"kernelaudit_guard_{op}_{overload}_{device_type}"
     return override
 
@@ -227,7 +227,7 @@ def _make_slow(engine: Engine, op: str, overload: str, device_type: str, kernels
         return kernels[(o, ov)].call_boxed(keyset, *args, **kwargs)
 
     def slow_path(*args, **kwargs):
-        return slow(op, overload, args, kwargs, run)
+        return slow(op, overload, args, kwargs, run, device_type)
     return slow_path
 
 

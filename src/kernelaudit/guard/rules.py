@@ -57,7 +57,8 @@ KNOWN_OPS = MATMUL_OPS | {SDPA_MPS}
 #: Actions, in the order of severity used when several rules with different actions hit.
 ACTIONS = ("fix", "raise", "verify", "warn", "off")
 _SEVERITY = {"off": 0, "warn": 1, "verify": 2, "fix": 3, "raise": 4}
-#: ``TensorMeta`` from a ready (shape, strides, offset) tuple, skipping its Python ``__new__``.
+#: A named tuple (``TensorMeta``, ``Hit``) from its ready field tuple, skipping the
+#: generated Python ``__new__`` (both are built on the first call of a new shape).
 _new_meta = tuple.__new__
 
 
@@ -243,7 +244,7 @@ class Policy:
         for r in rules:
             reason = r.check(call)
             if reason:
-                hits.append(Hit(r, reason))
+                hits.append(_new_meta(Hit, (r, reason)))
         return hits
 
     def describe(self) -> str:
