@@ -13,7 +13,9 @@ from kernelaudit import guard
 from kernelaudit.cases import GridSpec, grid
 from kernelaudit.faults import make_fault_model
 from kernelaudit.faults.rules import Effect, TensorMeta, mps_matmul_decision
+from kernelaudit.guard.engine import Engine
 from kernelaudit.guard.proof import precision
+from kernelaudit.guard.rules import mps_rules
 from kernelaudit.guard.split import make_plan
 from kernelaudit.thresholds import REAL, Thresholds
 
@@ -32,6 +34,9 @@ def matmul_calls(draw):
         t = draw(st.booleans())
         off = draw(st.sampled_from([0, 0, 1, 37]))
         shape = (*lead, c, r) if t else (*lead, r, c)
+        if batched and draw(st.integers(0, 4)) == 0:  # one matrix shared by every batch
+            x = torch.empty(1, *shape[1:], device="meta").expand(shape)
+            return x.transpose(-1, -2) if t else x
         base = torch.empty(math.prod(shape) + off, device="meta")
         x = base[off:].view(shape)
         return x.transpose(-1, -2) if t else x
@@ -44,11 +49,17 @@ def matmul_calls(draw):
 def test_mps_policy_flags_exactly_the_calls_the_fault_rules_change(call):
     op, a, b = call
     c = guard.Call.of(op, (a, b))
-    d = mps_matmul_decision(c.out_shape, [TensorMeta.of(a), TensorMeta.of(b)], TH)
-    hits = guard.mps_policy(TH, device_types=None).check(c)
+    d = mps_matmul_decision(c.out_shape, [TensorMeta.of(a), TensorMeta.of(b)], TH)  # contiguity from strides
+    policy = guard.mps_policy(TH, device_types=None)
+    hits = policy.check(c)  # contiguity from torch's is_contiguous()
     assert bool(hits) == (d.effect is not Effect.OK)
     if hits:
         assert [h.rule.name for h in hits] == [d.rule]
+        assert hits[0].reason == d.reason
+    # the engine's cached path (the call built from the cache key) decides the same
+    _, action, engine_hits = Engine(policy).decide_cached(op, a, b)
+    assert [h.rule.name for h in engine_hits] == [h.rule.name for h in hits]
+    assert action == ("fix" if hits else "pass")
 
 
 @settings(max_examples=150, deadline=None)
@@ -107,6 +118,28 @@ def test_a_user_rule_takes_a_few_lines_and_can_pick_its_own_action():
         with pytest.raises(guard.UnsafeCallError, match="rule wide"):
             torch.mm(torch.randn(3, 4), torch.randn(4, 101))
     assert g.stats().refused == 1 and g.stats().passed == 1
+
+
+def test_rules_sharing_one_decision_report_hits_in_policy_order():
+    # Rules A, B and C are evaluated once per call as a family; a rule placed between
+    # them still reports in policy order, and a policy holding only rule C flags only C.
+    def always(call):
+        return "always"
+
+    a_rule, b_rule, c_rule, _ = mps_rules(TH)
+    mixed = guard.Policy("mixed", (guard.Rule("first", always, "test"), a_rule, guard.Rule("mid", always, "test"),
+                                   b_rule, c_rule), None, TH)
+    only_c = guard.Policy("only-c", (c_rule,), None, TH)
+    B = 80
+    # rule C: a contiguous operand past the scaled 2^32 (= 4096), a small output
+    wrap = guard.Call.of("bmm", (torch.empty(B, 8, 512, device="meta"), torch.empty(B, 512, 1, device="meta")))
+    # rule A: an output past 4096 with a transposed operand
+    packed = guard.Call.of("bmm", (torch.empty(B, 64, 64, device="meta").transpose(1, 2),
+                                   torch.empty(B, 64, 64, device="meta")))
+    assert [h.rule.name for h in mixed.check(wrap)] == ["first", "mid", "C"]
+    assert [h.rule.name for h in mixed.check(packed)] == ["first", "A", "mid"]
+    assert [h.rule.name for h in only_c.check(wrap)] == ["C"]
+    assert only_c.check(packed) == []
 
 
 def test_policy_describes_itself():

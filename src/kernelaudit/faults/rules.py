@@ -131,8 +131,10 @@ def _transposed(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
 
 
 def mps_matmul_decision(out_shape: Sequence[int], operands: Sequence[TensorMeta],
-                        th: Thresholds) -> Decision:
-    """Apply rules A, B, C (in order) to a matmul-family call."""
+                        th: Thresholds, packed: Sequence[bool] | None = None) -> Decision:
+    """Apply rules A, B, C (in order) to a matmul-family call. ``packed``: per operand,
+    whether its strides are row-major packed (``Tensor.is_contiguous()``), when the
+    caller knows it; else it is derived from the strides (the same answer, slower)."""
     t32 = th.t32
     out_numel = math.prod(out_shape)
     if out_numel > t32:
@@ -148,7 +150,7 @@ def mps_matmul_decision(out_shape: Sequence[int], operands: Sequence[TensorMeta]
         n = math.prod(m.shape)
         if n < t31:
             continue
-        if not m.contiguous:
+        if not (packed[i] and not m.offset if packed is not None else m.contiguous):
             big_views.append(i)
         elif n > t32:
             big.append(i)

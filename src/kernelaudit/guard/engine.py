@@ -198,23 +198,26 @@ class Engine:
         if not hits:
             return "pass", hits
         if len(hits) == 1:  # the usual case: rules A, B and C exclude one another
-            return self.action_for(hits[0].rule), hits
+            r = hits[0].rule
+            return self.rule_actions.get(r.name) or r.action or self.action, hits
         return strongest([self.action_for(h.rule) for h in hits]), hits
 
     def action_for(self, rule) -> str:
         """The action for a call ``rule`` flags: per-rule setting, else the rule's own, else global."""
         return self.rule_actions.get(rule.name) or rule.action or self.action
 
-    def decide_cached(self, mm: "Normalised", device_type: str | None = None) -> tuple[Call, str, list[Hit]]:
-        """(call, action, hits), cached per call signature: loops repeat shapes.
-        ``device_type``: the operands' device type when the caller knows it (an
-        override is registered per device type; reading it again costs ~0.3 us)."""
-        a, b = mm.a, mm.b
-        key = (mm.op, a.shape, a.stride(), a.storage_offset(), b.shape, b.stride(), b.storage_offset(), a.dtype,
+    def decide_cached(self, op: str, a: torch.Tensor, b: torch.Tensor,
+                      device_type: str | None = None) -> tuple[Call, str, list[Hit]]:
+        """(call, action, hits) for ``op`` on matrix operands ``a``, ``b``, cached per call
+        signature: loops repeat shapes. ``device_type``: the operands' device type when
+        the caller knows it (an override is registered per device type; reading it
+        again costs ~0.3 us)."""
+        key = (op, a.shape, a.stride(), a.storage_offset(), b.shape, b.stride(), b.storage_offset(), a.dtype,
                device_type or a.device.type)
         hit = self._decisions.get(key)
         if hit is None:
-            call = Call.matmul(*key)  # the metadata just read for the key, not read again
+            # the metadata just read for the key, not read again; contiguity from torch
+            call = Call.matmul(*key, (a.is_contiguous(), b.is_contiguous()))
             hit = (call, *self.decide(call))
             if len(self._decisions) >= DECISION_CACHE_SIZE:
                 self._decisions.clear()  # rare: more distinct large shapes than the cache holds
@@ -222,16 +225,18 @@ class Engine:
         return hit
 
     def slow(self, op: str, overload: str, args, kwargs, run, device_type: str | None = None):
-        """A call past the floor: decide (cached per signature), then act."""
-        mm = Normalised.of(op, args, kwargs)
-        inplace = overload == "inplace"
-        if inplace:
-            mm.out = mm.bias  # addmm_ / baddbmm_: the result overwrites self
-        call, action, hits = self.decide_cached(mm, device_type)
+        """A call past the floor: decide (cached per signature), then act. The call is
+        normalised (bias, alpha, beta, out) only when an action needs it."""
+        a, b = (args[1], args[2]) if WITH_BIAS[op] else (args[0], args[1])
+        call, action, hits = self.decide_cached(op, a, b, device_type)
         if action == "pass" or action == "off":
             if action == "off":
                 self.counters.add("ignored", hits)
             return run(op, overload, *args, **kwargs)
+        mm = Normalised.of(op, args, kwargs)
+        inplace = overload == "inplace"
+        if inplace:
+            mm.out = mm.bias  # addmm_ / baddbmm_: the result overwrites self
         if action == "warn":
             self.counters.add("warned", hits)
             log.warning("unsafe call passed through (action warn): %s; %s", call.describe(),

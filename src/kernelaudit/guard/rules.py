@@ -67,10 +67,13 @@ class Call:
 
     ``operands`` are the two matrix operands of a matmul-family op (``mat1``/``mat2``
     of addmm, ``batch1``/``batch2`` of baddbmm) or ``(q, k, v)`` of attention;
-    ``out_shape`` is the result's shape; ``scores_numel`` the attention score count.
+    ``out_shape`` is the result's shape; ``scores_numel`` the attention score count;
+    ``packed``: per operand, whether its strides are row-major packed (torch's
+    ``is_contiguous()``, read where the tensors were at hand), or None (unknown:
+    rules derive it from the strides).
     """
 
-    __slots__ = ("op", "operands", "out_shape", "dtype", "device_type", "scores_numel", "_memo")
+    __slots__ = ("op", "operands", "out_shape", "dtype", "device_type", "scores_numel", "packed", "_memo")
 
     def __init__(self, op: str, operands: Sequence[TensorMeta], out_shape: Sequence[int],
                  dtype: torch.dtype, device_type: str, scores_numel: int | None = None) -> None:
@@ -80,6 +83,7 @@ class Call:
         self.dtype = dtype
         self.device_type = device_type
         self.scores_numel = scores_numel
+        self.packed = None
         self._memo: dict = {}
 
     @classmethod
@@ -92,11 +96,11 @@ class Call:
                        math.prod(q.shape[:-1]) * k.shape[-2])
         a, b = tensors
         return cls.matmul(op, a.shape, a.stride(), a.storage_offset(), b.shape, b.stride(), b.storage_offset(),
-                          a.dtype, a.device.type)
+                          a.dtype, a.device.type, (a.is_contiguous(), b.is_contiguous()))
 
     @classmethod
     def matmul(cls, op: str, a_shape, a_strides, a_offset: int, b_shape, b_strides, b_offset: int,
-               dtype: torch.dtype, device_type: str) -> "Call":
+               dtype: torch.dtype, device_type: str, packed: tuple[bool, bool] | None = None) -> "Call":
         """The call of a matmul-family ``op`` from its operands' metadata, as the guard has
         already read it for its decision cache's key (no second read of the tensors)."""
         # The first call of every new large shape builds this: plain tuples, no
@@ -110,6 +114,7 @@ class Call:
         self.dtype = dtype
         self.device_type = device_type
         self.scores_numel = None
+        self.packed = packed
         self._memo = {}
         return self
 
@@ -221,10 +226,28 @@ class Policy:
         object.__setattr__(self, "_rules_cache", {})
 
     def _rules_for(self, op: str, device_type: str | None) -> list[Rule]:
-        rules = self._rules_cache.get((op, device_type))
-        if rules is None:
-            rules = self._rules_cache[(op, device_type)] = self._select_rules(op, device_type)
-        return rules
+        return self._steps_for(op, device_type)[0]
+
+    def _steps_for(self, op: str, device_type: str | None) -> tuple[list[Rule], list[tuple]]:
+        """(rules, steps) for ``op`` on ``device_type``, cached. A step is ``(None, rule,
+        position)``, or ``(decide, {tag: rule}, position)`` for rules whose checks share
+        one decision (``check.family``: rules A, B and C), evaluated once per call."""
+        key = (op, device_type)
+        got = self._rules_cache.get(key)
+        if got is None:
+            rules = self._select_rules(op, device_type)
+            steps, families = [], {}
+            for pos, r in enumerate(rules):
+                fam = getattr(r.check, "family", None)
+                if fam is None:
+                    steps.append((None, r, pos))
+                elif fam[0] in families:
+                    families[fam[0]][1][fam[2]] = r
+                else:
+                    families[fam[0]] = step = (fam[1], {fam[2]: r}, pos)
+                    steps.append(step)
+            got = self._rules_cache[key] = (rules, steps)
+        return got
 
     def _select_rules(self, op: str, device_type: str | None) -> list[Rule]:
         out = []
@@ -239,12 +262,33 @@ class Policy:
 
     def check(self, call: Call) -> list[Hit]:
         """Every rule that flags ``call``, in policy order."""
-        hits = []
-        rules = self._rules_cache.get((call.op, call.device_type)) or self._rules_for(call.op, call.device_type)
-        for r in rules:
-            reason = r.check(call)
+        got = self._rules_cache.get((call.op, call.device_type)) or self._steps_for(call.op, call.device_type)
+        steps = got[1]
+        if len(steps) == 1 and steps[0][0] is not None:  # the mps policy: one family (A, B, C)
+            tag, why = steps[0][0](call)
+            r = steps[0][1].get(tag)
+            return [] if r is None else [_new_meta(Hit, (r, why))]
+        hits, order = [], []
+        for step in steps:
+            for h in self._run_step(step, call, []):
+                hits.append(h)
+                order.append(got[0].index(h.rule))
+        if order != sorted(order):  # a family's hit sits at its rule's place
+            hits = [h for _, h in sorted(zip(order, hits), key=lambda p: p[0])]
+        return hits
+
+    @staticmethod
+    def _run_step(step: tuple, call: Call, hits: list) -> list[Hit]:
+        decide, rule, _ = step
+        if decide is None:
+            reason = rule.check(call)
             if reason:
-                hits.append(_new_meta(Hit, (r, reason)))
+                hits.append(_new_meta(Hit, (rule, reason)))
+        else:
+            tag, why = decide(call)
+            r = rule.get(tag)
+            if r is not None:
+                hits.append(_new_meta(Hit, (r, why)))
         return hits
 
     def describe(self) -> str:
@@ -257,14 +301,21 @@ class Policy:
 def _mps_rule(letter: str, th: Thresholds) -> Callable[[Call], str | None]:
     key = ("mps", th.bits)
 
+    def decide(call: Call) -> tuple[str | None, object]:
+        # What a policy calls, once per call, for the whole family (rules A, B, C).
+        d = mps_matmul_decision(call.out_shape, call.operands, th, call.packed)
+        return d.rule, d.why
+
     def check(call: Call) -> str | None:
-        # Rules A, B and C share one decision per call (inlined memo: this is the
-        # guard's hot path for calls past the size floor).
+        # A rule checked on its own: the three share one decision per call.
         d = call._memo.get(key)
         if d is None:
-            d = call._memo[key] = mps_matmul_decision(call.out_shape, call.operands, th)
+            d = call._memo[key] = mps_matmul_decision(call.out_shape, call.operands, th, call.packed)
         return d.why if d.rule == letter else None
     check.__name__ = f"mps_rule_{letter}"
+    # A policy evaluates the family (A, B, C at these thresholds) once per call:
+    # (family key, shared decision, this rule's tag).
+    check.family = (key, decide, letter)
     return check
 
 
