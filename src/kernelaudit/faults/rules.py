@@ -154,7 +154,7 @@ def mps_matmul_decision(out_shape: Sequence[int], operands: Sequence[TensorMeta]
             big_views.append(i)
         elif n > t32:
             big.append(i)
-            f = -(-t32 // (n // m.shape[0] if m.shape[0] else n))
+            f = -(-t32 // m.per_batch)
             first = f if first is None else min(first, f)
     if big_views:
         return _new(Decision, (_RAISE, "B", tuple(big_views), None, _new(Reason, (_REASON_B, (big_views, t31)))))

@@ -59,8 +59,10 @@ class Normalised:
     def out_shape(self) -> tuple[int, ...]:
         return (*self.a.shape[:-1], self.b.shape[-1])
 
-    def call(self) -> Call:
-        return Call.of(self.op, (self.a, self.b))
+
+def matrix_operands(op: str, args) -> tuple[torch.Tensor, torch.Tensor]:
+    """The two matrix operands of a matmul-family call's positional arguments."""
+    return (args[1], args[2]) if WITH_BIAS[op] else (args[0], args[1])
 
 
 @dataclass(frozen=True)
@@ -180,10 +182,7 @@ class Engine:
         """Handle one call of ``op.overload`` (the entry point of the what-if mode)."""
         cell = self.counters.cell()
         cell[0] += 1
-        if WITH_BIAS[op]:
-            a, b = args[1], args[2]
-        else:
-            a, b = args[0], args[1]
+        a, b = matrix_operands(op, args)
         device_type = a.device.type
         floor = self.floor(op, device_type)
         if a.numel() < floor and b.numel() < floor and \
@@ -198,8 +197,7 @@ class Engine:
         if not hits:
             return "pass", hits
         if len(hits) == 1:  # the usual case: rules A, B and C exclude one another
-            r = hits[0].rule
-            return self.rule_actions.get(r.name) or r.action or self.action, hits
+            return self.action_for(hits[0].rule), hits
         return strongest([self.action_for(h.rule) for h in hits]), hits
 
     def action_for(self, rule) -> str:
@@ -227,7 +225,7 @@ class Engine:
     def slow(self, op: str, overload: str, args, kwargs, run, device_type: str | None = None):
         """A call past the floor: decide (cached per signature), then act. The call is
         normalised (bias, alpha, beta, out) only when an action needs it."""
-        a, b = (args[1], args[2]) if WITH_BIAS[op] else (args[0], args[1])
+        a, b = matrix_operands(op, args)
         call, action, hits = self.decide_cached(op, a, b, device_type)
         if action == "pass" or action == "off":
             if action == "off":

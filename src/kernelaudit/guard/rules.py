@@ -264,10 +264,8 @@ class Policy:
         """Every rule that flags ``call``, in policy order."""
         got = self._rules_cache.get((call.op, call.device_type)) or self._steps_for(call.op, call.device_type)
         steps = got[1]
-        if len(steps) == 1 and steps[0][0] is not None:  # the mps policy: one family (A, B, C)
-            tag, why = steps[0][0](call)
-            r = steps[0][1].get(tag)
-            return [] if r is None else [_new_meta(Hit, (r, why))]
+        if len(steps) == 1:  # the usual policy: one family (rules A, B, C) or one rule
+            return self._run_step(steps[0], call, [])
         hits, order = [], []
         for step in steps:
             for h in self._run_step(step, call, []):
@@ -302,19 +300,19 @@ def _mps_rule(letter: str, th: Thresholds) -> Callable[[Call], str | None]:
     key = ("mps", th.bits)
 
     def decide(call: Call) -> tuple[str | None, object]:
-        # What a policy calls, once per call, for the whole family (rules A, B, C).
+        """(letter of the rule that fires, its reason): what a policy calls, once per
+        call, for the whole family (rules A, B, C)."""
         d = mps_matmul_decision(call.out_shape, call.operands, th, call.packed)
         return d.rule, d.why
 
     def check(call: Call) -> str | None:
         # A rule checked on its own: the three share one decision per call.
-        d = call._memo.get(key)
-        if d is None:
-            d = call._memo[key] = mps_matmul_decision(call.out_shape, call.operands, th, call.packed)
-        return d.why if d.rule == letter else None
+        got = call._memo.get(key)
+        if got is None:
+            got = call._memo[key] = decide(call)
+        return got[1] if got[0] == letter else None
     check.__name__ = f"mps_rule_{letter}"
-    # A policy evaluates the family (A, B, C at these thresholds) once per call:
-    # (family key, shared decision, this rule's tag).
+    # (family key, shared decision, this rule's tag): see Policy._steps_for.
     check.family = (key, decide, letter)
     return check
 
