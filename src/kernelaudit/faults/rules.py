@@ -150,7 +150,7 @@ def mps_matmul_decision(out_shape: Sequence[int], operands: Sequence[TensorMeta]
         n = math.prod(m.shape)
         if n < t31:
             continue
-        if not (packed[i] and not m.offset if packed is not None else m.contiguous):
+        if not ((packed[i] and not m.offset) if packed is not None else m.contiguous):
             big_views.append(i)
         elif n > t32:
             big.append(i)
