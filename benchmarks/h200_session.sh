@@ -3,8 +3,9 @@
 # Every output lands in $OUT/h200 and is packed into $OUT/h200_results.tgz.
 # Usage (device tool): bash benchmarks/h200_session.sh STEP [STEP...]
 # Next session: a fresh timed sweep for the 10-minute goal (SWEEP_BUDGET_S=590, no
-# seed store: calibration and compiles count), then `EXPLORE=1 ... verify` to find why
-# the projection kernel went from 6.5 to 8.4 ms (C-stride specialisation or PRE_*).
+# seed store: calibration and compiles count), then `EXPLORE=1 ... verify`: it times
+# `rowsum` (C strides unspecialised again, as at 6.5 ms) against `rowsum-cspec` (as at
+# 8.4 ms) to settle why the projection kernel slowed down.
 # A sweep resumes runs/h200 when it exists (carry it between calls).
 #   steps: kernels verify profile guard sweep repro corpus oracle_cost demo   (default: all but sweep, repro)
 # SWEEP_BUDGET_S (default 540) bounds the sweep step; it resumes a store in runs/h200.

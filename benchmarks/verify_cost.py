@@ -116,7 +116,7 @@ def main() -> None:
         t_spots = _time(spots_only, reps=3) if _fused_freivalds_enabled(dev) else None
         configs = {}
         if args.explore and _fused_freivalds_enabled(dev):
-            for kern in ("rowsum", "acc2d"):
+            for kern in ("rowsum", "rowsum-cspec", "acc2d"):
                 for bm, bn, w in ((32, 32, 4), (32, 32, 8), (64, 32, 4), (64, 64, 8), (16, 32, 4)):
                     configs[f"{kern}-BM{bm}-BN{bn}-W{w}"] = _time(lambda: kernel_only((bm, bn), w, kern), reps=3)
             print(dtype, configs, flush=True)

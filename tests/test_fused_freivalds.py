@@ -118,9 +118,10 @@ def test_a_wrong_shared_weight_gradient_is_located_by_the_full_reference(monkeyp
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("has_m", [False, True])
-def test_both_projection_kernels_compute_the_same_sums(dtype, has_m):
-    """``acc2d`` (accumulate tiles, reduce once) and ``rowsum`` (reduce every tile) agree
-    to rounding, with a bias and without, over transposed and offset descriptors."""
+def test_every_projection_kernel_computes_the_same_sums(dtype, has_m):
+    """``acc2d`` (accumulate tiles, reduce once), ``rowsum`` (reduce every tile) and
+    ``rowsum-cspec`` (the same body, C's strides specialised) agree to rounding, with a
+    bias and without, over transposed and offset descriptors."""
     pytest.importorskip("triton")
     import torch
 
@@ -137,8 +138,10 @@ def test_both_projection_kernels_compute_the_same_sums(dtype, has_m):
     x, y = torch.rand(N, dtype=torch.float64) - 0.5, torch.rand(M, dtype=torch.float64) - 0.5
     a = freivalds(C, x, y, dA, dB, dM, K, 2.0, 0.5, dt, kernel="rowsum", blocks=(16, 16))
     b = freivalds(C, x, y, dA, dB, dM, K, 2.0, 0.5, dt, kernel="acc2d", blocks=(16, 16))
+    c = freivalds(C, x, y, dA, dB, dM, K, 2.0, 0.5, dt, kernel="rowsum-cspec", blocks=(16, 16))
     rel = 1e-12 if dtype == "float32" else 1e-5  # float64 sums / float32 sums
     assert torch.allclose(a, b, rtol=rel, atol=rel * float(a.abs().max()))
+    assert torch.equal(a, c)  # one body, one summation order
 
 
 def test_an_unknown_projection_kernel_is_refused_by_name(monkeypatch):
@@ -149,7 +152,7 @@ def test_an_unknown_projection_kernel_is_refused_by_name(monkeypatch):
 
     monkeypatch.setenv("KERNELAUDIT_FREIVALDS_KERNEL", "fast")
     d = Desc(1, 0, (0, 0, 1, 1))
-    with pytest.raises(InvalidArgument, match="KERNELAUDIT_FREIVALDS_KERNEL='fast': allowed values are rowsum, acc2d"):
+    with pytest.raises(InvalidArgument, match="KERNELAUDIT_FREIVALDS_KERNEL='fast': allowed values are rowsum, rowsum-cspec, acc2d"):
         freivalds(torch.zeros(1, 1, 2, 2), torch.zeros(2), torch.zeros(2), d, d, None, 2, 1.0, 0.0, torch.float32)
 
 

@@ -174,10 +174,11 @@ def _own_kernel_cases():
                   "BM": 32, "BN": 32, "BK": 64}
             yield (f"_freivalds_acc2d_kernel DT={dt} M={has_m}", "freivalds", "_freivalds_acc2d_kernel", sig, cx)
             pre = {f"p{r}_{x}": t for r in "abm" for x, t in (("ptr", "*fp64"), ("sb", i64), ("sh", i64))}
-            for flags in ((False, False, False), (True, True, has_m)):
-                yield (f"_freivalds_kernel DT={dt} M={has_m} pre={flags}", "freivalds", "_freivalds_kernel",
-                       {**sig, **pre, "PRE_A": c, "PRE_B": c, "PRE_M": c},
-                       {**cx, "PRE_A": flags[0], "PRE_B": flags[1], "PRE_M": flags[2]})
+            for name in ("_freivalds_kernel", "_freivalds_cspec_kernel"):
+                for flags in ((False, False, False), (True, True, has_m)):
+                    yield (f"{name} DT={dt} M={has_m} pre={flags}", "freivalds", name,
+                           {**sig, **pre, "PRE_A": c, "PRE_B": c, "PRE_M": c},
+                           {**cx, "PRE_A": flags[0], "PRE_B": flags[1], "PRE_M": flags[2]})
     for keep in (0, 1):
         yield (f"generate and project keep_rows={keep}", "freivalds", "_gen_project_kernel",
                {"st_ptr": "*bf16", "w_ptr": "*fp64", "proj_ptr": "*fp64", "key": i64, "off": i64,

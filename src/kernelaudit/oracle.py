@@ -96,9 +96,9 @@ def project_at_generation(case: Case, device, ref_device, mode: str) -> bool:
             and device == ref_device and _fused_freivalds_enabled(device)
             and os.environ.get("KERNELAUDIT_PROJECT_AT_GENERATION", "0") == "1"):
         return False
-    from .kernels.freivalds import selected_kernel
+    from .kernels.freivalds import ROWSUM_KERNELS, selected_kernel
 
-    return selected_kernel() == "rowsum"  # the kernel that reads precomputed projections
+    return selected_kernel() in ROWSUM_KERNELS  # the kernels that read precomputed projections
 
 
 def inputs_with_projections(case: Case, placed: list[Placed], device):

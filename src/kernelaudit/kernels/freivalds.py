@@ -66,13 +66,12 @@ def _gen(idx, key, DT: tl.constexpr, ACC: tl.constexpr = tl.float64):
 #: Integer arguments Triton must not specialise on (divisible by 16, equal to 1): the
 #: generated operands' descriptors and the sizes. Every distinct pattern of these was
 #: one more compile, and a sweep meets hundreds of layouts (on the H200 a fresh sweep
-#: spent 7 minutes compiling). C's strides stay specialised: they take few patterns,
-#: and their divisibility is what lets C's rows load as vectors.
+#: spent 7 minutes compiling).
 _DESC_INTS = [f"{p}{x}" for p in "abm" for x in ("_key", "_off")] + [f"s{p}{d}" for p in "abm" for d in range(4)]
+_SIZES = ["H", "Mdim", "Ndim", "Kdim"]
 
 
-@triton.jit(do_not_specialize=_DESC_INTS + ["H", "Mdim", "Ndim", "Kdim"])
-def _freivalds_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, out_ptr,
+def _freivalds_body(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, out_ptr,
                       a_key, a_off, sa0, sa1, sa2, sa3,
                       b_key, b_off, sb0, sb1, sb2, sb3,
                       m_key, m_off, sm0, sm1, sm2, sm3,
@@ -210,9 +209,22 @@ def _freivalds_acc2d_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, out_ptr,
     tl.store(out_ptr + pid * 3 + 2, bound.to(tl.float64))
 
 
-#: Which projection kernel runs: ``rowsum`` (reduce every tile; measured on the H200)
-#: or ``acc2d`` (accumulate tiles, reduce once). ``$KERNELAUDIT_FREIVALDS_KERNEL`` picks.
-KERNELS = {"rowsum": _freivalds_kernel, "acc2d": _freivalds_acc2d_kernel}
+# Two compilations of one body, differing only in which of C's strides Triton may
+# specialise. ``rowsum``: only the last (1 for rows that load as vectors), as when the
+# kernel measured 6.5 ms on the H200 for a 2^32-element bf16 bmm (85fcb61), and
+# fewer compiles: in the full H200 sweep 62 cases took over 1.5 s, 206 s in all,
+# nearly all of it compiling. ``rowsum-cspec``: every C stride specialised, as when it
+# measured 8.4 ms (with the PRE_* branches added too); kept to settle which change cost
+# the time (``benchmarks/verify_cost.py --explore``).
+_freivalds_kernel = triton.jit(do_not_specialize=_DESC_INTS + _SIZES + ["sc0", "sc1", "sc2"])(_freivalds_body)
+_freivalds_cspec_kernel = triton.jit(do_not_specialize=_DESC_INTS + _SIZES)(_freivalds_body)
+
+#: Which projection kernel runs: ``rowsum`` (reduce every tile), ``rowsum-cspec`` (the
+#: same, C's strides specialised) or ``acc2d`` (accumulate tiles, reduce once).
+#: ``$KERNELAUDIT_FREIVALDS_KERNEL`` picks.
+KERNELS = {"rowsum": _freivalds_kernel, "rowsum-cspec": _freivalds_cspec_kernel, "acc2d": _freivalds_acc2d_kernel}
+#: The kernels that can read projections made at generation (``PRE_*``).
+ROWSUM_KERNELS = ("rowsum", "rowsum-cspec")
 DEFAULT_KERNEL = "rowsum"
 
 
@@ -255,8 +267,8 @@ def freivalds(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, A: Desc, B: Des
     ``kernel`` one of :data:`KERNELS` (default ``$KERNELAUDIT_FREIVALDS_KERNEL`` or
     :data:`DEFAULT_KERNEL`). ``pre_a`` / ``pre_b``: the projections ``y A`` / ``B x``
     made while the inputs were generated (:func:`generate_and_project`, shape (nb or 1,
-    H or 1, K, 2)): the kernel reads them instead of regenerating A / B (``rowsum``
-    kernel only)."""
+    H or 1, K, 2)): the kernel reads them instead of regenerating A / B (the
+    :data:`ROWSUM_KERNELS` only)."""
     kernel = selected_kernel(kernel)
     nb, H, Mdim, Ndim = C.shape
     acc = ACCUMULATE[dtype]
@@ -269,14 +281,14 @@ def freivalds(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, A: Desc, B: Des
     if blocks is not None:
         BM, BN = blocks
     extra = {}
-    if kernel == "rowsum":
+    if kernel in ROWSUM_KERNELS:
         pa, pb, pm = _pre_args(pre_a, out), _pre_args(pre_b, out), _pre_args(pre_m, out)
         extra = dict(PRE_A=pre_a is not None, PRE_B=pre_b is not None, PRE_M=pre_m is not None and M is not None)
     elif pre_a is not None or pre_b is not None or pre_m is not None:
         raise ValueError(f"precomputed projections need the rowsum kernel, not {kernel!r}")
     args = [C, *C.stride(), x.to(acc), y.to(acc), out, A.key, A.offset, *A.strides, B.key, B.offset, *B.strides,
             m.key, m.offset, *m.strides, H, Mdim, Ndim, K, float(alpha), float(beta)]
-    if kernel == "rowsum":
+    if kernel in ROWSUM_KERNELS:
         args += [*pa, *pb, *pm]
     KERNELS[kernel][(nb * H,)](*args, HAS_M=M is not None, DT=_DT[dtype], ACC=_TL[acc], BM=BM, BN=BN, BK=BK,
                                num_warps=num_warps, **extra)
