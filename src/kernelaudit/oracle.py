@@ -655,18 +655,21 @@ def _first_bad_in_shared_grad(case, ctx, outs, j: int, tol: float) -> int:
 
 def _judge_bias_grad(case, ctx, name, got, dG, beta, out_shape, tol) -> Judgement:
     """``got`` (canonical, broadcast over some of (batch, head, row)) against
-    ``beta * sum(G)`` over those dims, computed in float64 chunks of batches, with the
-    ``cond`` metric ``|got - ref| / (|beta| sum |G|)``."""
+    ``beta * sum(G)`` over those dims, summed in float64 over chunks of batches, with
+    the ``cond`` metric ``|got - ref| / (|beta| sum |G|)``. G is regenerated in its own
+    dtype and summed with float64 accumulation, not copied to float64 first (a
+    2^32-element G was five full float64 passes per case)."""
     B, H, Mdim, N = out_shape
     dims = tuple(d for d in range(3) if got.shape[d] == 1 and out_shape[d] > 1)
     step = max(1, ctx.chunk // (H * Mdim * N))
     ref = scale = None
+    f64 = torch.float64
     for b0 in range(0, B, step):
         b1 = min(B, b0 + step)
         g = gen.values_strided((b1 - b0, H, Mdim, N), dG.strides, dG.offset + b0 * dG.strides[0], dG.key,
-                               DTYPES[case.dtype], ctx.device).to(torch.float64)
-        r = g.sum(dims, keepdim=True) if dims else g
-        a = g.abs().sum(dims, keepdim=True) if dims else g.abs()
+                               DTYPES[case.dtype], ctx.device)
+        r = g.sum(dims, keepdim=True, dtype=f64) if dims else g.to(f64)
+        a = g.abs().sum(dims, keepdim=True, dtype=f64) if dims else g.abs().to(f64)
         if ref is None:
             ref, scale = r, a
         elif 0 in dims:  # summed over batches: accumulate
