@@ -246,6 +246,15 @@ def test_summary_shows_load_notes_and_progress(run_dir):
     assert "incomplete" in text
 
 
+def test_summary_adds_up_the_wall_time_of_every_sweep_invocation(tmp_path):
+    segments = [{"started": "a", "wall_s": 380.0, "completed": False, "cases_run": 1300},
+                {"started": "b", "wall_s": 232.5, "completed": True, "cases_run": 4325}]
+    run = load_run(store(tmp_path, [line(case(), OK)], segments=segments))
+    assert run.manifest.wall_s == 612.5
+    assert "612 s (10.2 min) in 2 invocations, 1 cut short" in summary_text(run)
+    assert "wall time" not in summary_text(load_run(store(tmp_path, [line(case(), OK)], name="old")))
+
+
 def test_summary_of_a_run_with_nothing_bad_says_so(tmp_path):
     assert "No wrong or error cases" in summary_text(load_run(store(tmp_path, [line(case(), OK)])))
 

@@ -147,6 +147,11 @@ def test_interrupted_sweep_resumes_without_recomputing_or_losing_cases(tmp_path)
     assert len({json.loads(l)["case"]["id"] for l in lines}) == len(lines)  # nothing twice
     latest = store.latest()
     assert all(latest[k]["recorded"] == t for k, t in first.items())
+    # each invocation is one segment of the run: the cut-short one, then the rest
+    cut, rest = store.manifest()["segments"]
+    assert (cut["completed"], rest["completed"]) == (False, True)
+    assert cut["cases_run"] == 5 and rest["cases_run"] == res.ran and rest["calibrated"] == 0
+    assert cut["wall_s"] > 0 and rest["wall_s"] > 0 and cut["git"] == rest["git"]
 
 
 def test_case_that_cannot_fit_is_skipped_with_the_bytes_it_needs(tmp_path):

@@ -135,6 +135,13 @@ class RunStore:
                 m[k] = v
         self.write_manifest(m)
 
+    def add_segment(self, segment: dict[str, Any]) -> None:
+        """Record one invocation of the sweep on this store (``segments``: when, how
+        long, which code, how many cases; a resumed run has several)."""
+        m = self.manifest()
+        m.setdefault("segments", []).append(segment)
+        self.write_manifest(m)
+
     # -- verdicts --------------------------------------------------------------
     def append(self, case: Case, verdict: Verdict, elapsed_s: float, **extra: Any) -> None:
         rec = {"case": case.to_json(), "verdict": verdict.to_json(), "elapsed_s": round(elapsed_s, 4),

@@ -7,6 +7,7 @@ in the run store are never recomputed, tolerances already calibrated are reused.
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
@@ -116,9 +117,34 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
     total = len(need_cal) + len(todo)
     tick = progress or (lambda *a, **k: None)
     tick(total=total, description="calibrating")
+    # This invocation's segment of the run, recorded however it ends (an interrupt
+    # included): a run resumed over several sessions still adds up its wall time.
+    segment = {"started": now(), "git": manifest.get("git"), "kernelaudit": manifest.get("kernelaudit"),
+               "calibrated": 0, "cases_run": 0, "completed": False}
+    t0 = time.perf_counter()
+    try:
+        _run_cases(store, pool_args=(cfg, case_timeout_s), todo=todo, need_cal=need_cal, tolerances=tolerances,
+                   tick=tick, segment=segment)
+        segment["completed"] = True
+    finally:
+        segment.update(ended=now(), wall_s=round(time.perf_counter() - t0, 1))
+        store.add_segment(segment)
+    counts: dict[str, int] = {}
+    planned = {c.key for c in cases}
+    for key, r in store.latest().items():
+        if key in planned:
+            s = r["verdict"]["status"]
+            counts[s] = counts.get(s, 0) + 1
+    store.update_manifest(finished=now(), counts=counts)
+    return SweepResult(store, counts, len(todo), len(cases) - len(todo))
+
+
+def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, tick, segment: dict) -> None:
+    """Calibrate the missing tolerance keys, then run every case in ``todo``, appending
+    each verdict to ``store`` as it comes (``segment`` counts what this call did)."""
     # Calibration sizes sit far below every threshold (cases.calibration_batch), where
     # no fault model changes anything, so calibration runs in the same worker.
-    with WorkerPool(cfg, case_timeout_s) as pool:
+    with WorkerPool(*pool_args) as pool:
         by_key, cal_skipped = {}, {}
         for c in todo:
             by_key.setdefault(c.tolerance_key, c)
@@ -130,6 +156,7 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
             cal_skipped[key] = status == Status.SKIPPED.value
             tolerances[key] = calibrated(res["worst"], c.dtype) if status == Status.OK.value else None
             store.update_manifest(tolerances={key: tolerances[key]})
+            segment["calibrated"] += 1
             tick(advance=1, description=f"calibrated {key}")
         for c in todo:
             tol = tolerances.get(c.tolerance_key)
@@ -138,20 +165,14 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
             if tol is None:
                 v = Verdict.error("calibration failed below the thresholds: no tolerance to judge with")
                 store.append(c, v, 0.0)
+                segment["cases_run"] += 1
                 tick(advance=1, description=c.id, status=v.status.value)
                 continue
             res = pool.run({"case": c.to_json(), "tolerances": tol})
             v = Verdict.from_json(res["verdict"])
             store.append(c, v, res["elapsed_s"])
+            segment["cases_run"] += 1
             tick(advance=1, description=c.id, status=v.status.value)
-    counts: dict[str, int] = {}
-    planned = {c.key for c in cases}
-    for key, r in store.latest().items():
-        if key in planned:
-            s = r["verdict"]["status"]
-            counts[s] = counts.get(s, 0) + 1
-    store.update_manifest(finished=now(), counts=counts)
-    return SweepResult(store, counts, len(todo), len(cases) - len(todo))
 
 
 def check_against_rules(store: RunStore, fault_model: str) -> tuple[int, list[str]]:

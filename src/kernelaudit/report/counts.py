@@ -76,6 +76,17 @@ def progress_text(run: Run) -> str:
     return f"{n} of {planned} planned cases recorded"
 
 
+def wall_text(run: Run) -> str | None:
+    """``612 s (10.2 min) in 2 invocations, 1 cut short`` or None when unrecorded."""
+    m = run.manifest
+    if m.wall_s is None:
+        return None
+    n = len(m.segments)
+    cut = sum(1 for s in m.segments if not s.get("completed"))
+    return (f"{m.wall_s:.0f} s ({m.wall_s / 60:.1f} min) in {n} invocation{'s' if n != 1 else ''}"
+            + (f", {cut} cut short" if cut else ""))
+
+
 #: Phases ``execute`` times (``verdict.details["timing"]``), in the order they run.
 PHASES = ("inputs_s", "op_s", "judge_s")
 

@@ -15,7 +15,7 @@ from html import escape
 from pathlib import Path
 
 from ..verdict import Status
-from .counts import STATUS_ORDER, by_op, count, counts_per_op, progress_text, reasons
+from .counts import STATUS_ORDER, by_op, count, counts_per_op, progress_text, reasons, wall_text
 from .grid import STATUS_COLOURS
 from .run import Run
 
@@ -93,7 +93,8 @@ def _facts(run: Run) -> str:
         ("fault model", m.fault_model), ("thresholds", thresholds or "-"),
         ("seeds", ", ".join(map(str, m.seeds)) or "-"),
         ("planned cases", "-" if m.planned_cases is None else str(m.planned_cases)),
-        ("started", m.started or "-"), ("command", " ".join(m.argv) or "-"),
+        ("started", m.started or "-"), ("wall time", wall_text(run) or "-"),
+        ("command", " ".join(m.argv) or "-"),
     ]
     known = {"kernelaudit", "torch", "triton", "python", "os", "driver", "device", "thresholds", "fault_model",
              "tolerances", "seeds", "started", "argv", "plan"}

@@ -71,7 +71,15 @@ class Manifest:
     started: str = ""
     argv: tuple[str, ...] = ()
     planned_cases: int | None = None
+    #: One entry per sweep invocation on this store (started, ended, wall_s, git,
+    #: calibrated, cases_run, completed); older stores have none.
+    segments: tuple[dict[str, Any], ...] = ()
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def wall_s(self) -> float | None:
+        """Wall time of every sweep invocation on this store, summed (None if unrecorded)."""
+        return sum(float(s.get("wall_s") or 0) for s in self.segments) if self.segments else None
 
     @property
     def scale_bits(self) -> int | None:
@@ -108,6 +116,7 @@ class Manifest:
             started=str(d.get("started") or ""),
             argv=tuple(str(a) for a in d.get("argv") or ()),
             planned_cases=plan.get("cases"),
+            segments=tuple(dict(x) for x in d.get("segments") or ()),
             raw=dict(d),
         )
 

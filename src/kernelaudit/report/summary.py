@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..verdict import Status
-from .counts import PHASES, STATUS_ORDER, by_op, count, counts_per_op, progress_text, reasons, time_per_op
+from .counts import PHASES, STATUS_ORDER, by_op, count, counts_per_op, progress_text, reasons, time_per_op, wall_text
 from .run import CaseRecord, Run
 
 STATUS_STYLES: dict[Status, str] = {
@@ -72,6 +72,7 @@ def _header(run: Run) -> RichPanel:
         ("started", m.started or "?"),
         *((k, str(m.raw[k])) for k in ("git", "mode") if m.raw.get(k)),
         ("progress", progress_text(run)),
+        *((("wall time", w),) if (w := wall_text(run)) else ()),
     ]
     grid = Table.grid(padding=(0, 1))
     grid.add_column(style="bold", no_wrap=True)
