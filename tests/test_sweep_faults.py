@@ -275,3 +275,24 @@ def test_a_wrapped_batch_diluted_in_a_bf16_weight_gradient_is_still_caught(tmp_p
     by_id = {c.id: v for c, v in recs}
     for case_id in ("mm/bfloat16/bT/in/2^32+/bwd", "addmm/bfloat16/bT/in/2^32+/bwd", "linear/bfloat16/contig/in/2^32+/bwd"):
         assert by_id[case_id].status.value == "wrong", by_id[case_id].explain()  # caught at scale 16
+
+
+def test_calibrating_side_by_side_gives_the_same_tolerances_and_verdicts(tmp_path):
+    spec = GridSpec(ops=("bmm", "add", "sum"), dtypes=("float32", "float16"), thresholds=("2^32",),
+                    positions=("above",), scale=12)
+    one = run_sweep(spec, tmp_path / "one", device="cpu", fault_model="mps", calibration_workers=1)
+    two = run_sweep(spec, tmp_path / "two", device="cpu", fault_model="mps", calibration_workers=3)
+    m1, m2 = one.store.manifest(), two.store.manifest()
+    assert m1["tolerances"] and m1["tolerances"] == m2["tolerances"]
+    assert m2["segments"][0]["calibrated"] == len(m2["tolerances"])
+    verdicts = lambda res: {k: (r["verdict"]["status"], r["verdict"]["metric"], r["verdict"]["value"])  # noqa: E731
+                            for k, r in res.store.latest().items()}
+    assert verdicts(one) == verdicts(two)
+    assert "wrong" in {s for s, _, _ in verdicts(two).values()}  # the mps faults are still found
+
+
+def test_calibration_workers_must_be_positive(tmp_path):
+    from kernelaudit.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="calibration_workers=0"):
+        run_sweep(GridSpec(ops=("add",), scale=12), tmp_path, device="cpu", calibration_workers=0)

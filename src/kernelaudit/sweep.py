@@ -57,6 +57,12 @@ def device_info(device: str) -> dict:
             "memory_bytes": available_bytes(d)}
 
 
+#: Worker processes that calibrate side by side, per device type. On a GPU, calibration
+#: of a fresh sweep is mostly Triton compiling on one CPU core while small cases barely
+#: use the device. On the CPU the workers would share its few cores.
+CALIBRATION_WORKERS = {"cuda": 4, "mps": 1, "cpu": 1}
+
+
 def resolve_device(device: str) -> str:
     """``auto`` -> cuda if present, else mps, else cpu; validates the others."""
     import torch
@@ -80,12 +86,18 @@ def resolve_device(device: str) -> str:
 def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: str = "none",
               resume: bool = False, case_timeout_s: float = DEFAULT_CASE_TIMEOUT_S,
               memory_limit: int | None = None, mode: str = "auto", reference: str = "device",
-              progress: Callable | None = None) -> SweepResult:
+              progress: Callable | None = None, calibration_workers: int | None = None) -> SweepResult:
     """Run the grid ``spec`` into the run store at ``out``.
 
     ``reference``: ``device`` computes the float64 reference on the device under test,
-    in chunks far below the thresholds; ``cpu`` computes it on the CPU."""
+    in chunks far below the thresholds; ``cpu`` computes it on the CPU.
+    ``calibration_workers``: worker processes that calibrate tolerances side by side
+    (default :data:`CALIBRATION_WORKERS` for the device type); the cases themselves
+    always run in one."""
     check_choice("fault_model", fault_model, FAULT_MODELS)
+    if calibration_workers is not None and calibration_workers < 1:
+        from .errors import InvalidArgument
+        raise InvalidArgument(f"Cannot have calibration_workers={calibration_workers}: it must be 1 or more")
     check_choice("mode", mode, ("auto", "full"))
     check_choice("reference", reference, ("device", "cpu"))
     cases = grid(spec)
@@ -122,9 +134,10 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
     segment = {"started": now(), "git": manifest.get("git"), "kernelaudit": manifest.get("kernelaudit"),
                "calibrated": 0, "cases_run": 0, "completed": False}
     t0 = time.perf_counter()
+    n_cal = calibration_workers or CALIBRATION_WORKERS.get(device.split(":")[0], 1)
     try:
         _run_cases(store, pool_args=(cfg, case_timeout_s), todo=todo, need_cal=need_cal, tolerances=tolerances,
-                   tick=tick, segment=segment)
+                   tick=tick, segment=segment, calibration_workers=n_cal)
         segment["completed"] = True
     finally:
         segment.update(ended=now(), wall_s=round(time.perf_counter() - t0, 1))
@@ -139,25 +152,41 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
     return SweepResult(store, counts, len(todo), len(cases) - len(todo))
 
 
-def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, tick, segment: dict) -> None:
+def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, tick, segment: dict,
+               calibration_workers: int = 1) -> None:
     """Calibrate the missing tolerance keys, then run every case in ``todo``, appending
     each verdict to ``store`` as it comes (``segment`` counts what this call did)."""
     # Calibration sizes sit far below every threshold (cases.calibration_batch), where
     # no fault model changes anything, so calibration runs in the same worker.
     with WorkerPool(*pool_args) as pool:
-        by_key, cal_skipped = {}, {}
+        by_key = {}
         for c in todo:
             by_key.setdefault(c.tolerance_key, c)
-        for key in need_cal:
-            c = by_key[key]
-            cal = c.with_batch(calibration_batch(c), threshold="cal", position="below")
-            res = pool.run({"case": cal.to_json(), "tolerances": None})
+        jobs = {key: by_key[key].with_batch(calibration_batch(by_key[key]), threshold="cal", position="below")
+                for key in need_cal}
+
+        def record(key: str, res: dict) -> None:
             status = res["verdict"]["status"]
             cal_skipped[key] = status == Status.SKIPPED.value
-            tolerances[key] = calibrated(res["worst"], c.dtype) if status == Status.OK.value else None
+            tolerances[key] = calibrated(res["worst"], by_key[key].dtype) if status == Status.OK.value else None
             store.update_manifest(tolerances={key: tolerances[key]})
             segment["calibrated"] += 1
             tick(advance=1, description=f"calibrated {key}")
+
+        cal_skipped: dict[str, bool] = {}
+        retry = list(jobs)
+        if calibration_workers > 1 and len(jobs) > 1:
+            # Side by side: Triton compiles (CPU-bound) and small GPU cases overlap.
+            # Anything but ok is tried again below, alone: it may have met another
+            # worker's memory, not its own limit.
+            retry = []
+            for key, res in _calibrate_side_by_side(pool_args, jobs, calibration_workers):
+                if res["verdict"]["status"] == Status.OK.value:
+                    record(key, res)
+                else:
+                    retry.append(key)
+        for key in retry:
+            record(key, pool.run({"case": jobs[key].to_json(), "tolerances": None}))
         for c in todo:
             tol = tolerances.get(c.tolerance_key)
             if tol is None and cal_skipped.get(c.tolerance_key):
@@ -173,6 +202,45 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
             store.append(c, v, res["elapsed_s"])
             segment["cases_run"] += 1
             tick(advance=1, description=c.id, status=v.status.value)
+
+
+def _calibrate_side_by_side(pool_args, jobs: dict, workers: int):
+    """Yield (key, result) for every calibration job, run by ``workers`` worker
+    processes at once (one thread each waits on its process), as they finish."""
+    import queue
+    import threading
+
+    todo: queue.Queue = queue.Queue()
+    for key in jobs:
+        todo.put(key)
+    done: queue.Queue = queue.Queue()
+    stop = threading.Event()
+
+    def serve() -> None:
+        with WorkerPool(*pool_args) as pool:
+            while not stop.is_set():
+                try:
+                    key = todo.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    res = pool.run({"case": jobs[key].to_json(), "tolerances": None})
+                except Exception as e:  # a worker that cannot start: that key is retried alone
+                    res = {"verdict": Verdict.error(f"{type(e).__name__}: {e}").to_json(), "worst": {}}
+                done.put((key, res))
+
+    threads = [threading.Thread(target=serve, daemon=True) for _ in range(min(workers, len(jobs)))]
+    for t in threads:
+        t.start()
+    try:
+        for _ in range(len(jobs)):
+            yield done.get()
+    finally:
+        # Normally every thread has already returned. On an interrupt each stops after
+        # its current job; its worker is a daemon process, gone with this one.
+        stop.set()
+        for t in threads:
+            t.join(timeout=1)
 
 
 def check_against_rules(store: RunStore, fault_model: str) -> tuple[int, list[str]]:
