@@ -14,7 +14,7 @@ from typing import Callable
 
 from .cases import Case, GridSpec, calibration_batch, grid
 from .faults import FAULT_MODELS
-from .errors import check_choice
+from .errors import InvalidArgument, check_choice
 from .runner import DEFAULT_CASE_TIMEOUT_S, WorkerConfig, WorkerPool
 from .store import RunStore, environment, now
 from .thresholds import Thresholds
@@ -75,10 +75,8 @@ def resolve_device(device: str) -> str:
             return "mps"
         return "cpu"
     if device == "cuda" and not torch.cuda.is_available():
-        from .errors import InvalidArgument
         raise InvalidArgument("Cannot have device='cuda': this torch sees no CUDA device; allowed: auto, cpu")
     if device == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
-        from .errors import InvalidArgument
         raise InvalidArgument("Cannot have device='mps': this machine has no MPS device; allowed: auto, cpu")
     return device
 
@@ -96,7 +94,6 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
     always run in one."""
     check_choice("fault_model", fault_model, FAULT_MODELS)
     if calibration_workers is not None and calibration_workers < 1:
-        from .errors import InvalidArgument
         raise InvalidArgument(f"Cannot have calibration_workers={calibration_workers}: it must be 1 or more")
     check_choice("mode", mode, ("auto", "full"))
     check_choice("reference", reference, ("device", "cpu"))
@@ -157,7 +154,7 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
     """Calibrate the missing tolerance keys, then run every case in ``todo``, appending
     each verdict to ``store`` as it comes (``segment`` counts what this call did)."""
     # Calibration sizes sit far below every threshold (cases.calibration_batch), where
-    # no fault model changes anything, so calibration runs in the same worker.
+    # no fault model changes anything, so calibration runs in workers like the cases'.
     with WorkerPool(*pool_args) as pool:
         by_key = {}
         for c in todo:
