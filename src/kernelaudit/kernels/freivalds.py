@@ -63,6 +63,14 @@ def _gen(idx, key, DT: tl.constexpr, ACC: tl.constexpr = tl.float64):
     return v.to(ACC)
 
 
+@triton.jit
+def _gen_tile(key, base, rows, cols, s_row, s_col, rmask, cmask, DT: tl.constexpr, ACC: tl.constexpr):
+    """The generated (rows, cols) tile of a strided view whose matrix starts at storage
+    ``base``, in ``ACC``, 0 outside the masks (operand tiles of the projection kernels)."""
+    idx = base + rows[:, None] * s_row + cols[None, :] * s_col
+    return tl.where(rmask[:, None] & cmask[None, :], _gen(idx, key, DT, ACC), 0.0)
+
+
 #: Integer arguments Triton must not specialise on (divisible by 16, equal to 1): the
 #: generated operands' descriptors and the sizes. Every distinct pattern of these was
 #: one more compile, and a sweep meets hundreds of layouts (on the H200 a fresh sweep
@@ -98,9 +106,7 @@ def _freivalds_body(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, out_ptr,
             ns = n0 + tl.arange(0, BN).to(tl.int64)
             nmask = ns < Ndim
             xv = tl.load(x_ptr + ns, mask=nmask, other=0.0)
-            bidx = b_off + b * sb0 + h * sb1 + ks[:, None] * sb2 + ns[None, :] * sb3
-            bm = kmask[:, None] & nmask[None, :]
-            bv = tl.where(bm, _gen(bidx, b_key, DT, ACC), 0.0)
+            bv = _gen_tile(b_key, b_off + b * sb0 + h * sb1, ks, ns, sb2, sb3, kmask, nmask, DT, ACC)
             u += tl.sum(bv * xv[None, :], axis=1)
             ua += tl.sum(tl.abs(bv) * tl.abs(xv)[None, :], axis=1)
     lhs = tl.zeros([BM], dtype=ACC)
@@ -113,9 +119,7 @@ def _freivalds_body(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, out_ptr,
         mmask = ms < Mdim
         yv = tl.load(y_ptr + ms, mask=mmask, other=0.0)
         if not PRE_A:
-            aidx = a_off + b * sa0 + h * sa1 + ms[:, None] * sa2 + ks[None, :] * sa3
-            am = mmask[:, None] & kmask[None, :]
-            av = tl.where(am, _gen(aidx, a_key, DT, ACC), 0.0)
+            av = _gen_tile(a_key, a_off + b * sa0 + h * sa1, ms, ks, sa2, sa3, mmask, kmask, DT, ACC)
             v += tl.sum(av * yv[:, None], axis=0)
             va += tl.sum(tl.abs(av) * tl.abs(yv)[:, None], axis=0)
         for n0 in range(0, Ndim, BN):
@@ -126,8 +130,7 @@ def _freivalds_body(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, out_ptr,
             cv = tl.load(c_ptr + b * sc0 + h * sc1 + ms[:, None] * sc2 + ns[None, :] * sc3, mask=cm, other=0.0)
             lhs += yv * tl.sum(cv.to(ACC) * xv[None, :], axis=1)
             if HAS_M and not PRE_M:
-                midx = m_off + b * sm0 + h * sm1 + ms[:, None] * sm2 + ns[None, :] * sm3
-                mv = tl.where(cm, _gen(midx, m_key, DT, ACC), 0.0)
+                mv = _gen_tile(m_key, m_off + b * sm0 + h * sm1, ms, ns, sm2, sm3, mmask, nmask, DT, ACC)
                 rhs_m += yv * tl.sum(mv * xv[None, :], axis=1)
                 bound_m += tl.abs(yv) * tl.sum(tl.abs(mv) * tl.abs(xv)[None, :], axis=1)
     if PRE_A:  # y A, precomputed while A was generated
@@ -167,8 +170,7 @@ def _freivalds_acc2d_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, out_ptr,
         ns = n0 + tl.arange(0, BN).to(tl.int64)
         nmask = ns < Ndim
         xv = tl.load(x_ptr + ns, mask=nmask, other=0.0)
-        bidx = b_off + b * sb0 + h * sb1 + ks[:, None] * sb2 + ns[None, :] * sb3
-        bv = tl.where(kmask[:, None] & nmask[None, :], _gen(bidx, b_key, DT, ACC), 0.0)
+        bv = _gen_tile(b_key, b_off + b * sb0 + h * sb1, ks, ns, sb2, sb3, kmask, nmask, DT, ACC)
         acc_u += bv * xv[None, :]
         acc_ua += tl.abs(bv) * tl.abs(xv)[None, :]
     acc_v = tl.zeros([BM, BK], dtype=ACC)
@@ -180,8 +182,7 @@ def _freivalds_acc2d_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, out_ptr,
         ms = m0 + tl.arange(0, BM).to(tl.int64)
         mmask = ms < Mdim
         yv = tl.load(y_ptr + ms, mask=mmask, other=0.0)
-        aidx = a_off + b * sa0 + h * sa1 + ms[:, None] * sa2 + ks[None, :] * sa3
-        av = tl.where(mmask[:, None] & kmask[None, :], _gen(aidx, a_key, DT, ACC), 0.0)
+        av = _gen_tile(a_key, a_off + b * sa0 + h * sa1, ms, ks, sa2, sa3, mmask, kmask, DT, ACC)
         acc_v += av * yv[:, None]
         acc_va += tl.abs(av) * tl.abs(yv)[:, None]
         for n0 in range(0, Ndim, BN):
@@ -193,8 +194,7 @@ def _freivalds_acc2d_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, out_ptr,
             cv = tl.load(c_ptr + b * sc0 + h * sc1 + ms[:, None] * sc2 + ns[None, :] * sc3, mask=cm, other=0.0)
             acc_l += cv.to(ACC) * w
             if HAS_M:
-                midx = m_off + b * sm0 + h * sm1 + ms[:, None] * sm2 + ns[None, :] * sm3
-                mv = tl.where(cm, _gen(midx, m_key, DT, ACC), 0.0)
+                mv = _gen_tile(m_key, m_off + b * sm0 + h * sm1, ms, ns, sm2, sm3, mmask, nmask, DT, ACC)
                 acc_m += mv * w
                 acc_ma += tl.abs(mv) * tl.abs(w)
     u = tl.sum(acc_u, axis=1)
