@@ -29,6 +29,12 @@ def test_bad_sweep_argument_exits_2_naming_the_argument_and_the_allowed_values(a
     assert f"{name}=" in r.stderr and "allowed values" in r.stderr
 
 
+def test_sweep_refuses_zero_workers_with_exit_2_naming_the_argument(tmp_path):
+    r = _run("sweep", "--device", "cpu", "--workers", "0", "--out", str(tmp_path / "x"))
+    assert r.returncode == 2, r.stderr
+    assert "case_workers=0" in r.stderr and "--workers" in r.stderr and "1 or more" in r.stderr
+
+
 def test_sweep_exits_1_on_wrong_cases_0_when_they_match_the_rules_and_report_rebuilds(tmp_path):
     common = ["--device", "cpu", "--ops", "bmm", "--dtypes", "float32", "--thresholds", "2^32",
               "--fault-model", "mps", "--scale", "12", "--no-report"]

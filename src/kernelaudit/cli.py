@@ -82,12 +82,16 @@ def _fail_usage(e: Exception) -> None:
 @click.option("--no-report", is_flag=True, help="Do not write the PNG/HTML reports at the end.")
 @click.option("--calibration-workers", type=int, default=None,
               help="Worker processes that calibrate tolerances side by side (default: 4 on CUDA, else 1).")
+@click.option("--workers", "case_workers", type=int, default=None,
+              help="Worker processes that run cases side by side, each in 1/N of the device's memory "
+                   "(default: 2 on CUDA, else 1); bigger cases, and any skipped or error side by side, "
+                   "then run alone.")
 @click.option("--expect-rules", is_flag=True,
               help="With a fault model: exit 0 only if every case is classified exactly as the model's "
                    "rules predict (wrong where they corrupt, error where they raise, ok elsewhere).")
 def sweep(device, ops, dtypes, layouts, directions, thresholds, positions, fault_model, scale, seed, out,
           resume, preset, mode, reference, case_timeout, memory_limit_gib, no_report, calibration_workers,
-          expect_rules):
+          case_workers, expect_rules):
     """Run ops around 2^31 / 2^32 / 2*2^32 elements and map where they go wrong."""
     from .sweep import run_sweep
 
@@ -108,7 +112,8 @@ def sweep(device, ops, dtypes, layouts, directions, thresholds, positions, fault
         with _Progress() as prog:
             res = run_sweep(spec, out, device=device, fault_model=fault_model, resume=resume,
                             case_timeout_s=case_timeout, memory_limit=limit, mode=mode, reference=reference,
-                            progress=prog.tick, calibration_workers=calibration_workers)
+                            progress=prog.tick, calibration_workers=calibration_workers,
+                            case_workers=case_workers)
     except InvalidArgument as e:
         _fail_usage(e)
     except KeyboardInterrupt:

@@ -77,6 +77,22 @@ def available_bytes(device: torch.device) -> int:
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
+def device_memory(device: torch.device) -> dict[str, int]:
+    """``available``: :func:`available_bytes` (what this process may still allocate,
+    its allocator's cache included); ``total``: the device's total memory (CUDA:
+    ``mem_get_info``'s total; CPU: physical memory; MPS: the recommended maximum).
+    On CUDA this creates the calling process's context, so the sweep asks a worker."""
+    avail = available_bytes(device)
+    if device.type == "cuda":
+        total = int(torch.cuda.mem_get_info(device)[1])
+    elif device.type == "mps":
+        total = int(torch.mps.recommended_max_memory())
+    else:
+        import os
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return {"available": int(avail), "total": int(total)}
+
+
 def fits(case: Case, device: torch.device, fault_model: str, ref_chunk: int,
          limit: int | None = None) -> tuple[bool, int, int]:
     """(fits, needed, available) for ``case`` on ``device`` (``limit`` caps available)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
+import sys
 import time
 import traceback
 from dataclasses import dataclass
@@ -37,6 +38,11 @@ class WorkerConfig:
     mode: str = "auto"
     memory_limit: int | None = None
     ref_chunk: int | None = None
+    #: CUDA only: cap of the worker's caching allocator, as a fraction of the device's
+    #: total memory (``torch.cuda.set_per_process_memory_fraction``). Set for workers
+    #: that share the device with others (cases side by side); at the cap the allocator
+    #: frees its cache and retries before it raises out-of-memory.
+    memory_fraction: float | None = None
 
 
 def _worker_main(conn, cfg: WorkerConfig) -> None:
@@ -50,6 +56,9 @@ def _worker_main(conn, cfg: WorkerConfig) -> None:
         device = torch.device(cfg.device)
         if device.type == "cuda":
             torch.cuda.init()
+            if cfg.memory_fraction is not None:
+                index = device.index if device.index is not None else torch.cuda.current_device()
+                torch.cuda.set_per_process_memory_fraction(min(max(float(cfg.memory_fraction), 0.0), 1.0), index)
         ref_chunk = cfg.ref_chunk or default_ref_chunk(device)
         conn.send({"ready": True, "pid": os.getpid()})
     except Exception as e:  # pragma: no cover - start-up failure is reported by the parent
@@ -58,7 +67,18 @@ def _worker_main(conn, cfg: WorkerConfig) -> None:
     while True:
         job = conn.recv()
         if job is None:
-            return
+            # Exit at once: the interpreter's teardown with torch loaded took 1.6 s on a
+            # CPU, and the sweep waits for it (memory back before the next phase).
+            conn.close()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
+        if job.get("memory"):  # how much of the device this process could use now
+            try:
+                conn.send({"memory": plan.device_memory(device)})
+            except Exception as e:
+                conn.send({"memory": None, "error": f"{type(e).__name__}: {e}"})
+            continue
         t0 = time.perf_counter()
         try:
             case = Case.from_json(job["case"])
@@ -153,9 +173,16 @@ class WorkerPool:
             self._kill()
             v = Verdict.error(f"the process running the case died: {_describe_exit(code)}", exitcode=code)
             return {"verdict": v.to_json(), "worst": {}, "elapsed_s": time.perf_counter() - t0}
-        if res["verdict"]["status"] == "error" and self.cfg.device.startswith(("cuda", "mps")):
+        if res.get("verdict", {}).get("status") == "error" and self.cfg.device.startswith(("cuda", "mps")):
             self._kill()  # a device error can poison the context: start clean
         return res
+
+    def device_memory(self) -> dict[str, int] | None:
+        """``{"available", "total"}`` bytes of the device as this pool's worker sees it
+        (:func:`~kernelaudit.plan.device_memory`; the worker is started if needed), or
+        None if the worker could not say."""
+        res = self.run({"memory": True})
+        return res.get("memory")
 
     def __enter__(self) -> "WorkerPool":
         return self
