@@ -10,9 +10,7 @@ Side by side in one run, on one device, for the out-crossing series
   pass over C and the spot checks (``check_with_projections_s``);
 * ``verify_regenerating``: the same check regenerating A and B itself (no projections
   at generation), never reading the op's inputs back either;
-* ``full_ref``: a full float64 reference of the same output, chunked below 2^31;
-* ``verify_by_kernel``: the regenerating check with each projection kernel (``rowsum``,
-  and ``dot``, the tensor-core kernel for 16-bit outputs), and each kernel alone.
+* ``full_ref``: a full float64 reference of the same output, chunked below 2^31.
 
 Usage: python benchmarks/verify_cost.py --out RESULT.json [--dtypes bfloat16,float16,float32]
 """
@@ -80,10 +78,7 @@ def main() -> None:
         t_gen = _time(lambda: device_inputs(placed, dev, grad=False), reps=3)
         proj = {}
         t_gen_proj = _time(lambda: proj.update(inputs_with_projections(case, placed, dev)[2]), reps=3)
-        import os
-        os.environ["KERNELAUDIT_FREIVALDS_KERNEL"] = "rowsum"  # the kernel that reads projections
         t_check_pre = _time(lambda: verify(proj), reps=3)
-        os.environ.pop("KERNELAUDIT_FREIVALDS_KERNEL")
         t_ver_pre = t_check_pre + max(0.0, t_gen_proj - t_gen)
 
         def full_ref():
@@ -96,7 +91,7 @@ def main() -> None:
                 rb, _ = ctx.operand(1, b0, b1)
                 worst = torch.maximum(worst, (torch.bmm(ra, rb) - c[b0:b1].double()).abs().max())
 
-        def kernel_only(blocks=None, num_warps=None, kernel=None, stages=None):  # the projection alone, no spot checks
+        def kernel_only(blocks=None, num_warps=4, kernel=None):  # the fused projection alone, no spot checks
             from kernelaudit.kernels.freivalds import freivalds
             from kernelaudit.oracle import _desc, _matmul_operands
             import kernelaudit.gen as gen
@@ -104,7 +99,7 @@ def main() -> None:
             Am, Bmm, _, alpha, beta = _matmul_operands(case, ctx, 0, B, B, meta=True)
             x = gen.values_at(torch.arange(256, device=dev), 1, torch.float64)
             freivalds(c.view(B, 1, 256, 256), x, x, _desc(ctx, Am), _desc(ctx, Bmm), None, 64, alpha, beta,
-                      c.dtype, blocks=blocks, num_warps=num_warps, kernel=kernel, num_stages=stages)
+                      c.dtype, blocks=blocks, num_warps=num_warps, kernel=kernel)
 
         t_kernel = _time(kernel_only, reps=3) if _fused_freivalds_enabled(dev) else None
 
@@ -122,29 +117,14 @@ def main() -> None:
         configs = {}
         # fp16 behaves as bf16 (same sizes, same sums): explored once, for bf16
         if args.explore and _fused_freivalds_enabled(dev) and dtype != "float16":
-            # rowsum (C strides free) against rowsum-cspec (specialised): which change
-            # slowed the row-sum kernel from 6.5 to 8.4 ms; full-row tiles besides
-            explore = [("rowsum", 32, 32, 4, None), ("rowsum-cspec", 32, 32, 4, None), ("rowsum", 8, 256, 4, None),
-                       ("rowsum", 16, 128, 4, None)]
-            if dtype != "float32":  # the tensor-core kernel checks 16-bit outputs
-                explore += [("dot", bm, bn, w, st) for bm, bn, w, st in (
-                    (64, 128, 4, 3), (64, 256, 4, 3), (64, 256, 8, 3), (128, 128, 8, 3), (64, 64, 4, 3),
-                    (32, 256, 4, 2), (128, 256, 8, 2), (64, 128, 8, 4), (128, 64, 4, 4), (256, 64, 8, 3))]
-            for kern, bm, bn, w, st in explore:
-                name = f"{kern}-BM{bm}-BN{bn}-W{w}" + (f"-S{st}" if st else "")
-                try:
-                    configs[name] = _time(lambda: kernel_only((bm, bn), w, kern, st), reps=3)
-                except Exception as e:  # a tile that does not fit the shared memory: say so, go on
-                    configs[name] = f"{type(e).__name__}: {str(e)[:120]}"
+            for kern in ("rowsum", "rowsum-cspec", "acc2d"):
+                # the narrow tiles measured so far, and full-row tiles (C's rows are 256
+                # wide: a 32-wide tile reads 64-byte pieces of each row)
+                for bm, bn, w in ((32, 32, 4), (32, 32, 8), (64, 32, 4), (64, 64, 8), (16, 32, 4),
+                                  (16, 128, 4), (8, 256, 4), (16, 256, 8)):
+                    configs[f"{kern}-BM{bm}-BN{bn}-W{w}"] = _time(lambda: kernel_only((bm, bn), w, kern), reps=3)
             print(dtype, configs, flush=True)
         t_ver = _time(verify, reps=3)
-        # the same check with each projection kernel, side by side (the default is above)
-        by_kernel = {}
-        for kern in ("rowsum", "dot"):
-            os.environ["KERNELAUDIT_FREIVALDS_KERNEL"] = kern
-            by_kernel[kern] = _time(verify, reps=3)
-            by_kernel[f"{kern}_kernel_only"] = _time(kernel_only, reps=3)
-        os.environ.pop("KERNELAUDIT_FREIVALDS_KERNEL")
         t_full = _time(full_ref, reps=3)
         rows.append({"dtype": dtype, "batch": B, "out_elements": B * 65536, "bmm_s": t_bmm,
                      "verify_s": t_ver_pre, "verify_over_bmm": t_ver_pre / t_bmm,
@@ -152,8 +132,6 @@ def main() -> None:
                      "generation_with_projections_s": t_gen_proj,
                      "verify_regenerating_s": t_ver, "verify_regenerating_over_bmm": t_ver / t_bmm,
                      "fused_kernel_s": t_kernel, "spot_kernel_s": t_spots, "kernel_configs_s": configs,
-                     "verify_by_kernel_s": by_kernel,
-                     "verify_by_kernel_over_bmm": {k: v / t_bmm for k, v in by_kernel.items()},
                      "full_ref_s": t_full, "full_ref_over_bmm": t_full / t_bmm})
         print(rows[-1], flush=True)
         torch.cuda.empty_cache()

@@ -113,8 +113,8 @@ def inputs_with_projections(case: Case, placed: list[Placed], device):
     ctx = RefContext(case, placed, device)
     B = case.batch
     Am, Bmm, Mm, _, _ = _matmul_operands(case, ctx, 0, B, B, meta=True)
-    x = _projection_vector(case.seed, "x", Bmm.shape[-1], torch.device(device), case.dtype)
-    y = _projection_vector(case.seed, "y", Am.shape[-2], torch.device(device), case.dtype)
+    x = _projection_vector(case.seed, "x", Bmm.shape[-1], torch.device(device))
+    y = _projection_vector(case.seed, "y", Am.shape[-2], torch.device(device))
     roles = {}
     candidates = [("A", Am, y, False), ("B", Bmm, x, True)]
     if Mm is not None and tuple(Mm.shape[-2:]) == (Am.shape[-2], Bmm.shape[-1]):
@@ -454,8 +454,7 @@ def judge_matmul_chunk(case, ctx, b0, b1, got_chunk, jf: Judgement, js: Judgemen
     fused = _fused_freivalds_enabled(ctx.device)
     C = _canonical(got_chunk if fused else got_chunk.to(torch.float64), nb, out_rows)
     H, Mdim, Ndim = C.shape[1], C.shape[-2], C.shape[-1]
-    x = _projection_vector(case.seed, "x", Ndim, ctx.device, case.dtype)
-    y = _projection_vector(case.seed, "y", Mdim, ctx.device, case.dtype)
+    x, y = _projection_vector(case.seed, "x", Ndim, ctx.device), _projection_vector(case.seed, "y", Mdim, ctx.device)
     if fused:
         from .kernels.freivalds import freivalds, spots
 
@@ -496,14 +495,10 @@ def judge_matmul_chunk(case, ctx, b0, b1, got_chunk, jf: Judgement, js: Judgemen
 
 
 @functools.lru_cache(maxsize=64)
-def _projection_vector(seed: int, name: str, n: int, device: torch.device, dtype: str = "float64") -> torch.Tensor:
-    """The Freivalds vector ``x`` or ``y`` of length ``n`` for outputs of ``dtype``
-    (generated values rounded to ``dtype``, held in float64; cached: a sweep uses a
-    handful of lengths; callers must not modify it). Rounded to a 16-bit output's dtype,
-    every product with an output value is exact in float32, so the tensor-core
-    check (``kernels.freivalds`` ``dot``) multiplies the same vector as every other path."""
-    v = gen.values_at(torch.arange(n, device=device), gen.stream_key(seed, f"freivalds-{name}"), DTYPES[dtype])
-    return v.to(torch.float64)
+def _projection_vector(seed: int, name: str, n: int, device: torch.device) -> torch.Tensor:
+    """The Freivalds vector ``x`` or ``y`` of length ``n`` (generated, float64; cached:
+    a sweep uses a handful of lengths; callers must not modify it)."""
+    return gen.values_at(torch.arange(n, device=device), gen.stream_key(seed, f"freivalds-{name}"), torch.float64)
 
 
 def _judge_projection(case, C, b0: int, lhs, rhs, bound, spot_values, jf: Judgement, js: Judgement) -> None:
@@ -613,8 +608,8 @@ def judge_matmul_grads(case, ctx, outs, tol) -> list[Judgement] | None:
         else:  # a full-size M: dM = beta G, batch by batch
             dX, dY, dM, inner, al, be, shape = dA, dB, dG, 0, 0.0, beta, (B, H, Mdim, N)
         C = Cg.expand(shape)
-        x = _projection_vector(case.seed, "x", shape[3], ctx.device, case.dtype)
-        y = _projection_vector(case.seed, "y", shape[2], ctx.device, case.dtype)
+        x = _projection_vector(case.seed, "x", shape[3], ctx.device)
+        y = _projection_vector(case.seed, "y", shape[2], ctx.device)
         res = freivalds(C, x, y, dX, dY, dM, inner, al, be, dt)
         if p.batched:
             jf = Judgement(name, "freivalds", tol(name, "freivalds"), C[0].numel())

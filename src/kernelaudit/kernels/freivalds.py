@@ -15,7 +15,6 @@ layout: transposed views, storage offsets, stride-0 (expanded or shared) batches
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import torch
@@ -210,102 +209,6 @@ def _freivalds_acc2d_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, out_ptr,
     tl.store(out_ptr + pid * 3 + 2, bound.to(tl.float64))
 
 
-#: Width of the projection-vector matrices of the ``dot`` kernel: ``tl.dot`` needs every
-#: dimension >= 16, so x (and y) sit in column 0 of a 16-column matrix of zeros.
-_XW = 16
-
-
-@triton.jit
-def _mma(a, b, F32: tl.constexpr):
-    """``a @ b`` accumulated in float32: on tensor cores from 16-bit operands, or (F32)
-    from the same values in float32."""
-    if F32:
-        return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
-    return tl.dot(a, b, out_dtype=tl.float32)
-
-
-@triton.jit(do_not_specialize=_DESC_INTS + _SIZES + ["sc0", "sc1", "sc2"])
-def _freivalds_dot_kernel(c_ptr, sc0, sc1, sc2, sc3, xm_ptr, ym_ptr, out_ptr,
-                          a_key, a_off, sa0, sa1, sa2, sa3,
-                          b_key, b_off, sb0, sb1, sb2, sb3,
-                          m_key, m_off, sm0, sm1, sm2, sm3,
-                          H, Mdim, Ndim, Kdim, alpha, beta,
-                          HAS_M: tl.constexpr, DT: tl.constexpr,
-                          BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, XW: tl.constexpr,
-                          DOT_F32: tl.constexpr):
-    """The sums of ``_freivalds_kernel`` on tensor cores, for 16-bit outputs.
-
-    ``xm`` (Ndim, XW) and ``ym`` (Mdim, XW) hold x and y, rounded to C's dtype, in
-    column 0 (zeros elsewhere). Every product of a 16-bit value with a 16-bit value is
-    exact in float32 and ``tl.dot`` accumulates in float32: the same arithmetic as the
-    float32 sums of ``rowsum``, in another order. One flat loop over C's tiles, each
-    ``y_tile . (C_tile x_tile)`` accumulated elementwise and reduced once, so Triton
-    can pipeline the loads of C (``num_stages``): the row-sum kernels stream C at a
-    quarter of the H200's bandwidth. ``DOT_F32`` (the Triton interpreter, whose ``dot``
-    reads bfloat16 as integers) multiplies the same values in float32."""
-    pid = tl.program_id(0).to(tl.int64)
-    b = pid // H
-    h = pid % H
-    ks = tl.arange(0, BK).to(tl.int64)
-    kmask = ks < Kdim
-    xc = tl.arange(0, XW).to(tl.int64)
-    # u = B x, |B||x|: (BK, BN) @ (BN, XW), column 0 is the projection
-    u2 = tl.zeros([BK, XW], dtype=tl.float32)
-    ua2 = tl.zeros([BK, XW], dtype=tl.float32)
-    for n0 in range(0, Ndim, BN):
-        ns = n0 + tl.arange(0, BN).to(tl.int64)
-        nmask = ns < Ndim
-        xm = tl.load(xm_ptr + ns[:, None] * XW + xc[None, :], mask=nmask[:, None], other=0.0)
-        bv = _gen_tile(b_key, b_off + b * sb0 + h * sb1, ks, ns, sb2, sb3, kmask, nmask, DT, tl.float32)
-        bv = bv.to(xm.dtype)  # exact: generated values are values of C's dtype
-        u2 += _mma(bv, xm, DOT_F32)
-        ua2 += _mma(tl.abs(bv), tl.abs(xm), DOT_F32)
-    # v = y A, |y||A|: (BK, BM) @ (BM, XW), A generated transposed
-    v2 = tl.zeros([BK, XW], dtype=tl.float32)
-    va2 = tl.zeros([BK, XW], dtype=tl.float32)
-    for m0 in range(0, Mdim, BM):
-        ms = m0 + tl.arange(0, BM).to(tl.int64)
-        mmask = ms < Mdim
-        ym = tl.load(ym_ptr + ms[:, None] * XW + xc[None, :], mask=mmask[:, None], other=0.0)
-        at = _gen_tile(a_key, a_off + b * sa0 + h * sa1, ks, ms, sa3, sa2, kmask, mmask, DT, tl.float32)
-        at = at.to(ym.dtype)
-        v2 += _mma(at, ym, DOT_F32)
-        va2 += _mma(tl.abs(at), tl.abs(ym), DOT_F32)
-    u = tl.sum(u2, axis=1)
-    ua = tl.sum(ua2, axis=1)
-    v = tl.sum(v2, axis=1)
-    va = tl.sum(va2, axis=1)
-    # lhs = y . C x (and y . M x with a bias): one flat, pipelinable loop over C's tiles
-    acc_l = tl.zeros([BM, XW], dtype=tl.float32)
-    acc_m = tl.zeros([BM, XW], dtype=tl.float32)
-    acc_ma = tl.zeros([BM, XW], dtype=tl.float32)
-    n_tiles = tl.cdiv(Ndim, BN)
-    for t in range(0, tl.cdiv(Mdim, BM) * n_tiles):
-        ms = (t // n_tiles) * BM + tl.arange(0, BM).to(tl.int64)
-        ns = (t % n_tiles) * BN + tl.arange(0, BN).to(tl.int64)
-        mmask = ms < Mdim
-        nmask = ns < Ndim
-        xm = tl.load(xm_ptr + ns[:, None] * XW + xc[None, :], mask=nmask[:, None], other=0.0)
-        # y as a column, broadcast over the XW columns (only column 0 of the product is not 0)
-        yv = tl.load(ym_ptr + ms * XW, mask=mmask, other=0.0).to(tl.float32)
-        cv = tl.load(c_ptr + b * sc0 + h * sc1 + ms[:, None] * sc2 + ns[None, :] * sc3,
-                     mask=mmask[:, None] & nmask[None, :], other=0.0)
-        acc_l += yv[:, None] * _mma(cv.to(xm.dtype), xm, DOT_F32)
-        if HAS_M:
-            mv = _gen_tile(m_key, m_off + b * sm0 + h * sm1, ms, ns, sm2, sm3, mmask, nmask, DT, tl.float32)
-            mv = mv.to(xm.dtype)
-            acc_m += yv[:, None] * _mma(mv, xm, DOT_F32)
-            acc_ma += tl.abs(yv)[:, None] * _mma(tl.abs(mv), tl.abs(xm), DOT_F32)
-    lhs = tl.sum(tl.sum(acc_l, axis=1), axis=0)
-    rhs = alpha * tl.sum(v.to(tl.float64) * u.to(tl.float64), axis=0) \
-        + beta * tl.sum(tl.sum(acc_m, axis=1), axis=0).to(tl.float64)
-    bound = tl.abs(alpha) * tl.sum(va.to(tl.float64) * ua.to(tl.float64), axis=0) \
-        + tl.abs(beta) * tl.sum(tl.sum(acc_ma, axis=1), axis=0).to(tl.float64)
-    tl.store(out_ptr + pid * 3 + 0, lhs.to(tl.float64))
-    tl.store(out_ptr + pid * 3 + 1, rhs.to(tl.float64))
-    tl.store(out_ptr + pid * 3 + 2, bound.to(tl.float64))
-
-
 # Two compilations of one body, differing only in which of C's strides Triton may
 # specialise. ``rowsum``: only the last (1 for rows that load as vectors), as when the
 # kernel measured 6.5 ms on the H200 for a 2^32-element bf16 bmm (85fcb61), and
@@ -319,8 +222,7 @@ _freivalds_cspec_kernel = triton.jit(do_not_specialize=_DESC_INTS + _SIZES)(_fre
 #: Which projection kernel runs: ``rowsum`` (reduce every tile), ``rowsum-cspec`` (the
 #: same, C's strides specialised) or ``acc2d`` (accumulate tiles, reduce once).
 #: ``$KERNELAUDIT_FREIVALDS_KERNEL`` picks.
-KERNELS = {"rowsum": _freivalds_kernel, "rowsum-cspec": _freivalds_cspec_kernel, "acc2d": _freivalds_acc2d_kernel,
-           "dot": _freivalds_dot_kernel}
+KERNELS = {"rowsum": _freivalds_kernel, "rowsum-cspec": _freivalds_cspec_kernel, "acc2d": _freivalds_acc2d_kernel}
 #: The kernels that can read projections made at generation (``PRE_*``).
 ROWSUM_KERNELS = ("rowsum", "rowsum-cspec")
 DEFAULT_KERNEL = "rowsum"
@@ -356,9 +258,8 @@ def _pre_args(pre: torch.Tensor | None, dummy: torch.Tensor) -> tuple:
 
 def freivalds(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, A: Desc, B: Desc, M: Desc | None,
               K: int, alpha: float, beta: float, dtype: torch.dtype, *, blocks: tuple[int, int] | None = None,
-              num_warps: int | None = None, kernel: str | None = None, pre_a: torch.Tensor | None = None,
-              pre_b: torch.Tensor | None = None, pre_m: torch.Tensor | None = None,
-              num_stages: int | None = None) -> torch.Tensor:
+              num_warps: int = 4, kernel: str | None = None, pre_a: torch.Tensor | None = None,
+              pre_b: torch.Tensor | None = None, pre_m: torch.Tensor | None = None) -> torch.Tensor:
     """(nb, H, 3) float64: lhs, rhs, bound per (batch, head) of C (nb, H, M, N).
 
     ``dtype`` is the operands' dtype (what the generated values are rounded to); sums run
@@ -367,21 +268,13 @@ def freivalds(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, A: Desc, B: Des
     :data:`DEFAULT_KERNEL`). ``pre_a`` / ``pre_b``: the projections ``y A`` / ``B x``
     made while the inputs were generated (:func:`generate_and_project`, shape (nb or 1,
     H or 1, K, 2)): the kernel reads them instead of regenerating A / B (the
-    :data:`ROWSUM_KERNELS` only). ``dot`` runs for the :data:`DOT_DTYPES` (others fall
-    back to ``rowsum``); ``num_stages`` is its pipeline depth."""
+    :data:`ROWSUM_KERNELS` only)."""
     kernel = selected_kernel(kernel)
-    if kernel == "dot" and dtype not in DOT_DTYPES:
-        kernel = "rowsum"  # float32 outputs keep float64 sums
     nb, H, Mdim, Ndim = C.shape
     acc = ACCUMULATE[dtype]
     out = torch.empty((nb, H, 3), dtype=torch.float64, device=C.device)
     m = M or Desc(0, 0, (0, 0, 0, 0))
     BK = max(16, triton.next_power_of_2(K))
-    if kernel == "dot":
-        if pre_a is not None or pre_b is not None or pre_m is not None:
-            raise ValueError("precomputed projections need the rowsum kernel, not 'dot'")
-        return _freivalds_dot(C, x, y, A, B, m, M is not None, K, BK, alpha, beta, dtype, out, blocks,
-                              num_warps, num_stages)
     # 32 x 32 tiles measured fastest on the H200 for 256 x 256 outputs (verify_cost --explore).
     BN = max(16, min(32, triton.next_power_of_2(Ndim)))
     BM = max(16, min(32, 8192 // max(BN, BK)))
@@ -398,42 +291,7 @@ def freivalds(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, A: Desc, B: Des
     if kernel in ROWSUM_KERNELS:
         args += [*pa, *pb, *pm]
     KERNELS[kernel][(nb * H,)](*args, HAS_M=M is not None, DT=_DT[dtype], ACC=_TL[acc], BM=BM, BN=BN, BK=BK,
-                               num_warps=num_warps or 4, **extra)
-    return out
-
-
-#: Output dtypes the ``dot`` kernel checks (its products are exact in float32 only for
-#: 16-bit operands).
-DOT_DTYPES = (torch.float16, torch.bfloat16)
-#: Default (BM, BN) tile, warps and pipeline stages of the ``dot`` kernel.
-DOT_TILE = (64, 128)
-DOT_WARPS = 4
-DOT_STAGES = 3
-
-
-def _matrix_of(v: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """(n, _XW) of ``dtype``: ``v`` rounded to ``dtype`` in column 0, zeros elsewhere."""
-    m = torch.zeros((v.numel(), _XW), dtype=dtype, device=v.device)
-    m[:, 0] = v.to(dtype)
-    return m
-
-
-def _freivalds_dot(C, x, y, A: Desc, B: Desc, m: Desc, has_m: bool, K: int, BK: int, alpha, beta,
-                   dtype, out, blocks, num_warps, num_stages) -> torch.Tensor:
-    """Launch ``_freivalds_dot_kernel``: x and y are rounded to ``dtype`` (a random
-    vector of 16-bit values is as good a Freivalds vector, and the check uses the same
-    rounded values on both sides)."""
-    nb, H, Mdim, Ndim = C.shape
-    BM, BN = blocks or DOT_TILE
-    BN = max(16, min(BN, triton.next_power_of_2(Ndim)))
-    BM = max(16, min(BM, triton.next_power_of_2(Mdim)))
-    _freivalds_dot_kernel[(nb * H,)](C, *C.stride(), _matrix_of(x, dtype), _matrix_of(y, dtype), out,
-                                     A.key, A.offset, *A.strides, B.key, B.offset, *B.strides,
-                                     m.key, m.offset, *m.strides, H, Mdim, Ndim, K, float(alpha), float(beta),
-                                     HAS_M=has_m, DT=_DT[dtype], BM=BM, BN=BN, BK=BK, XW=_XW,
-                                     DOT_F32=os.environ.get("TRITON_INTERPRET") == "1",
-                                     num_warps=num_warps or DOT_WARPS,
-                                     num_stages=num_stages or DOT_STAGES)
+                               num_warps=num_warps, **extra)
     return out
 
 
