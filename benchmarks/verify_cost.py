@@ -117,12 +117,7 @@ def main() -> None:
         configs = {}
         # fp16 behaves as bf16 (same sizes, same sums): explored once, for bf16
         if args.explore and _fused_freivalds_enabled(dev) and dtype != "float16":
-            for kern in ("rowsum", "rowsum-cspec", "acc2d"):
-                # the narrow tiles measured so far, and full-row tiles (C's rows are 256
-                # wide: a 32-wide tile reads 64-byte pieces of each row)
-                for bm, bn, w in ((32, 32, 4), (32, 32, 8), (64, 32, 4), (64, 64, 8), (16, 32, 4),
-                                  (16, 128, 4), (8, 256, 4), (16, 256, 8)):
-                    configs[f"{kern}-BM{bm}-BN{bn}-W{w}"] = _time(lambda: kernel_only((bm, bn), w, kern), reps=3)
+            configs = _explore(case, placed, c, dev, chunk, B, kernel_only)
             print(dtype, configs, flush=True)
         t_ver = _time(verify, reps=3)
         t_full = _time(full_ref, reps=3)
@@ -139,6 +134,38 @@ def main() -> None:
            "triton": _triton(), "python": platform.python_version(), "rows": rows}
     with open(args.out, "w") as f:
         json.dump(res, f, indent=2)
+
+
+def _explore(case, placed, c, dev, chunk, B, kernel_only) -> dict:
+    """Times of the pieces at other tile shapes: the regenerating kernel (rowsum against
+    rowsum-cspec), generation with projections (A and B, elements per tile and warps),
+    and the stream over C that uses them (rows per program and warps)."""
+    from kernelaudit.kernels.freivalds import freivalds_projected, generate_and_project
+    from kernelaudit.oracle import RefContext, _desc, _matmul_operands, _projection_vector
+
+    configs = {}
+    for kern, bm, bn, w in (("rowsum", 32, 32, 4), ("rowsum-cspec", 32, 32, 4)):
+        configs[f"{kern}-BM{bm}-BN{bn}-W{w}"] = _time(lambda: kernel_only((bm, bn), w, kern), reps=3)
+    ctx = RefContext(case, placed, dev, chunk)
+    Am, Bmm, _, alpha, beta = _matmul_operands(case, ctx, 0, B, B, meta=True)
+    x = _projection_vector(case.seed, "x", 256, dev)
+    y = _projection_vector(case.seed, "y", 256, dev)
+    sa = torch.empty(placed[0].storage_numel, dtype=c.dtype, device=dev)
+    sb = torch.empty(placed[1].storage_numel, dtype=c.dtype, device=dev)
+    pre = {}
+
+    def gen_proj(tile, w):
+        pre["A"] = generate_and_project(sa, _desc(ctx, Am), tuple(Am.shape), y, False, tile=tile, num_warps=w)
+        pre["B"] = generate_and_project(sb, _desc(ctx, Bmm), tuple(Bmm.shape), x, True, tile=tile, num_warps=w)
+
+    for tile in (512, 1024, 2048, 4096):
+        for w in (4, 8):
+            configs[f"genproj-T{tile}-W{w}"] = _time(lambda: gen_proj(tile, w), reps=3)
+    C = c.view(B, 1, 256, 256)
+    for rows, w in ((4, 2), (8, 4), (16, 4), (16, 8), (32, 4), (32, 8), (64, 8)):
+        configs[f"lhs-R{rows}-W{w}"] = _time(
+            lambda: freivalds_projected(C, x, y, pre["A"], pre["B"], None, alpha, beta, c.dtype, tile=(rows, w)), reps=3)
+    return configs
 
 
 def _views(placed, dev):

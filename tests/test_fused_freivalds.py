@@ -202,3 +202,35 @@ def test_inputs_generated_with_their_projections_are_the_plain_inputs_bit_for_bi
     if "M" in proj:  # y M x of a full-size bias, one number per matrix
         want_m = torch.stack([((M * x).sum(-1) * y).sum(-1), ((M.abs() * x.abs()).sum(-1) * y.abs()).sum(-1)], -1)
         assert close(proj["M"][..., 0, :], want_m)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("has_m", [False, True])
+def test_the_check_from_projections_made_at_generation_gives_the_regenerating_sums(dtype, has_m):
+    """With ``y A``, ``B x`` (and ``y M x``) made while the operands were generated, the
+    check only streams C (``freivalds_projected``); its lhs, rhs and bound are those
+    of the kernel that regenerates every operand, over a transposed C too."""
+    pytest.importorskip("triton")
+    import torch
+
+    from kernelaudit import gen
+    from kernelaudit.kernels.freivalds import Desc, freivalds, generate_and_project
+    from kernelaudit.ops.spec import DTYPES
+
+    dt = DTYPES[dtype]
+    nb, H, M, K, N = 3, 2, 40, 24, 36
+    dA = Desc(gen.stream_key(4, "a"), 0, (H * M * K, M * K, K, 1))
+    dB = Desc(gen.stream_key(4, "b"), 0, (H * K * N, K * N, N, 1))
+    dM = Desc(gen.stream_key(4, "m"), 0, (H * M * N, M * N, N, 1)) if has_m else None
+    x = (torch.rand(N, dtype=torch.float64) - 0.5).to(dt).double()
+    y = (torch.rand(M, dtype=torch.float64) - 0.5).to(dt).double()
+    pre_a = generate_and_project(torch.empty(nb * H * M * K, dtype=dt), dA, (nb, H, M, K), y, False)
+    pre_b = generate_and_project(torch.empty(nb * H * K * N, dtype=dt), dB, (nb, H, K, N), x, True)
+    pre_m = generate_and_project(torch.empty(nb * H * M * N, dtype=dt), dM, (nb, H, M, N), y, False, w2=x) \
+        if has_m else None
+    C = torch.randn(nb, H, N, M).to(dt).transpose(-1, -2)
+    want = freivalds(C, x, y, dA, dB, dM, K, 2.0, 0.5, dt, kernel="rowsum")
+    got = freivalds(C, x, y, dA, dB, dM, K, 2.0, 0.5, dt, kernel="rowsum", pre_a=pre_a, pre_b=pre_b, pre_m=pre_m)
+    rel = 1e-12 if dtype == "float32" else 1e-5
+    assert torch.allclose(got, want, rtol=rel, atol=rel * float(want.abs().max()))
+    assert not torch.allclose(got[..., 0], got[..., 1])  # C is not A B: the sides differ

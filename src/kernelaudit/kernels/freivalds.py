@@ -270,6 +270,8 @@ def freivalds(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, A: Desc, B: Des
     H or 1, K, 2)): the kernel reads them instead of regenerating A / B (the
     :data:`ROWSUM_KERNELS` only)."""
     kernel = selected_kernel(kernel)
+    if pre_a is not None and pre_b is not None and (M is None or pre_m is not None) and kernel in ROWSUM_KERNELS:
+        return freivalds_projected(C, x, y, pre_a, pre_b, pre_m if M is not None else None, alpha, beta, dtype)
     nb, H, Mdim, Ndim = C.shape
     acc = ACCUMULATE[dtype]
     out = torch.empty((nb, H, 3), dtype=torch.float64, device=C.device)
@@ -292,6 +294,72 @@ def freivalds(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, A: Desc, B: Des
         args += [*pa, *pb, *pm]
     KERNELS[kernel][(nb * H,)](*args, HAS_M=M is not None, DT=_DT[dtype], ACC=_TL[acc], BM=BM, BN=BN, BK=BK,
                                num_warps=num_warps, **extra)
+    return out
+
+
+# -- the check when every operand's projection was made at generation ---------------
+@triton.jit(do_not_specialize=["sc0", "sc1", "sc2", "H", "Mdim", "Ndim", "SPLIT"])
+def _lhs_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, part_ptr, H, Mdim, Ndim, SPLIT,
+                ACC: tl.constexpr, ROWS: tl.constexpr, BN: tl.constexpr):
+    """Program (matrix, s) sums ``y[r] C[r, c] x[c]`` over rows [s ROWS, (s+1) ROWS) of
+    one (batch, head) matrix of C: a pure stream over C (many small independent programs,
+    so many loads in flight), nothing generated. C's last stride may specialise (1 loads
+    rows as vectors)."""
+    pid = tl.program_id(0).to(tl.int64)
+    s = tl.program_id(1)
+    b = pid // H
+    h = pid % H
+    rows = s * ROWS + tl.arange(0, ROWS)
+    rmask = rows < Mdim
+    yv = tl.load(y_ptr + rows, mask=rmask, other=0.0)
+    base = c_ptr + b * sc0 + h * sc1
+    roff = rows.to(tl.int64) * sc2
+    acc = tl.zeros([ROWS, BN], dtype=ACC)
+    for n0 in range(0, Ndim, BN):
+        cols = n0 + tl.arange(0, BN)
+        cmask = cols < Ndim
+        xv = tl.load(x_ptr + cols, mask=cmask, other=0.0)
+        cv = tl.load(base + roff[:, None] + (cols * sc3)[None, :], mask=rmask[:, None] & cmask[None, :], other=0.0)
+        acc += cv.to(ACC) * xv[None, :] * yv[:, None]
+    tl.store(part_ptr + pid * SPLIT + s, tl.sum(tl.sum(acc, axis=1), axis=0).to(tl.float64))
+
+
+#: (ROWS, num_warps) of ``_lhs_kernel``: rows of C per program.
+LHS_TILE = (16, 4)
+
+
+def _flat_projection(pre: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(values, |values|) of a projection tensor (nb or 1, H or 1, K, 2)."""
+    return pre[..., 0], pre[..., 1]
+
+
+def freivalds_projected(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, pre_a: torch.Tensor,
+                        pre_b: torch.Tensor, pre_m: torch.Tensor | None, alpha: float, beta: float,
+                        dtype: torch.dtype, *, tile: tuple[int, int] | None = None) -> torch.Tensor:
+    """:func:`freivalds`'s (nb, H, 3) lhs, rhs, bound when every operand's projection was
+    made while it was generated (:func:`generate_and_project`): ``rhs = alpha (y A).(B x)
+    + beta y M x`` is a small sum of the projections, and C is read once by
+    ``_lhs_kernel`` with nothing regenerated. ``pre_m`` is ``y M x`` (nb or 1, H or 1,
+    1, 2), or None without a bias."""
+    nb, H, Mdim, Ndim = C.shape
+    acc = ACCUMULATE[dtype]
+    rows, warps = tile or LHS_TILE
+    rows = max(1, min(rows, triton.next_power_of_2(Mdim)))
+    BN = max(16, min(256, triton.next_power_of_2(Ndim)))
+    split = triton.cdiv(Mdim, rows)
+    part = torch.empty((nb * H, split), dtype=torch.float64, device=C.device)
+    _lhs_kernel[(nb * H, split)](C, *C.stride(), x.to(acc), y.to(acc), part, H, Mdim, Ndim, split,
+                                 ACC=_TL[acc], ROWS=rows, BN=BN, num_warps=warps)
+    out = torch.empty((nb, H, 3), dtype=torch.float64, device=C.device)
+    out[..., 0] = part.sum(1).view(nb, H)
+    (v, va), (u, ua) = _flat_projection(pre_a), _flat_projection(pre_b)
+    rhs = float(alpha) * (v * u).sum(-1)
+    bound = abs(float(alpha)) * (va * ua).sum(-1)
+    if pre_m is not None:
+        rhs = rhs + float(beta) * pre_m[..., 0, 0]
+        bound = bound + abs(float(beta)) * pre_m[..., 0, 1]
+    out[..., 1] = rhs.expand(nb, H)
+    out[..., 2] = bound.expand(nb, H)
     return out
 
 
@@ -415,25 +483,29 @@ _GEN_TILE = {torch.float32: 4096, torch.float64: 2048}
 
 
 def generate_and_project(storage: torch.Tensor, d: Desc, shape: tuple[int, int, int, int], w: torch.Tensor,
-                         keep_rows: bool, w2: torch.Tensor | None = None) -> torch.Tensor:
+                         keep_rows: bool, w2: torch.Tensor | None = None, *, tile: int | None = None,
+                         num_warps: int = 4) -> torch.Tensor:
     """Write the generated values of the canonical view ``d`` (shape (nb, H, R, C)) into
     1-D ``storage`` and return its projections, (nb, H, K, 2) float64 (value, |value|):
     columns kept (``keep_rows=False``: ``w`` weights the R rows, K = C) or rows kept
     (``keep_rows=True``: ``w`` weights the C columns, K = R). Storage elements outside
     the view are not written. With ``w2`` (a full-size bias M: ``w`` weights its rows,
     ``w2`` its columns) the projection is one number per matrix, (nb, H, 1, 2): the
-    rows kept with ``w2``, then weighted by ``w`` (a small sum over R per matrix)."""
+    rows kept with ``w2``, then weighted by ``w`` (a small sum over R per matrix).
+    ``tile`` (elements of one generated tile, default :data:`_GEN_TILE`) and
+    ``num_warps`` tune the kernel (``benchmarks/verify_cost.py --explore``)."""
     nb, H, R, Cn = shape
     if w2 is not None:
-        rows = generate_and_project(storage, d, shape, w2, True)
+        rows = generate_and_project(storage, d, shape, w2, True, tile=tile, num_warps=num_warps)
         w = w.to(torch.float64)
         return torch.stack([(rows[..., 0] * w).sum(-1), (rows[..., 1] * w.abs()).sum(-1)], -1).unsqueeze(2)
     K = R if keep_rows else Cn
     acc = ACCUMULATE[storage.dtype]
     proj = torch.empty((nb, H, K, 2), dtype=torch.float64, device=storage.device)
     BK = max(16, triton.next_power_of_2(K))
-    other = max(16, min(64, _GEN_TILE[acc] // BK))
+    other = max(8, min(64, (tile or _GEN_TILE[acc]) // BK))
     BR, BC = (BK, other) if keep_rows else (other, BK)
     _gen_project_kernel[(nb * H,)](storage, w.to(acc), proj, d.key, d.offset, *d.strides, H, R, Cn,
-                                   DT=_DT[storage.dtype], ACC=_TL[acc], KEEP_ROWS=int(keep_rows), BR=BR, BC=BC)
+                                   DT=_DT[storage.dtype], ACC=_TL[acc], KEEP_ROWS=int(keep_rows), BR=BR, BC=BC,
+                                   num_warps=num_warps)
     return proj
