@@ -57,8 +57,11 @@ def test_mps_policy_flags_exactly_the_calls_the_fault_rules_change(call):
         assert [h.rule.name for h in hits] == [d.rule]
         assert hits[0].reason == d.reason
     # the engine's cached path (the call built from the cache key) decides the same
-    _, action, engine_hits = Engine(policy).decide_cached(op, a, b)
+    engine_call, action, engine_hits = Engine(policy).decide_cached(op, a, b)
     assert [h.rule.name for h in engine_hits] == [h.rule.name for h in hits]
+    assert [h.reason for h in engine_hits] == [h.reason for h in hits]
+    assert (engine_call.out_shape, engine_call.operands, engine_call.packed, engine_call.describe()) == \
+        (c.out_shape, c.operands, c.packed, c.describe())
     assert action == ("fix" if hits else "pass")
 
 
@@ -144,3 +147,56 @@ def test_rules_sharing_one_decision_report_hits_in_policy_order():
 
 def test_policy_describes_itself():
     assert guard.mps_policy().describe() == "policy mps (4 rules, mps at 2^32 = 2^32)"
+
+
+def _meta_pair(B, M, K, N, transpose_b=False):
+    a = torch.empty(B, M, K, device="meta")
+    b = torch.empty(B, N, K, device="meta").transpose(1, 2) if transpose_b else torch.empty(B, K, N, device="meta")
+    return a, b
+
+
+@pytest.mark.parametrize("shape, transpose_b, expected", [
+    ((65, 64, 16, 64), True, "A"),     # output past 2^16 (scaled 2^32), transposed operand
+    ((65, 64, 64, 8), False, "C"),     # a contiguous operand past 2^16 (scaled 2^32)
+    ((65, 64, 16, 64), False, None),   # contiguous, output past 2^32: tiled path, correct
+])
+def test_engine_first_call_shortcut_decides_like_the_policy(shape, transpose_b, expected):
+    # The engine's first-call shortcut (one family deciding on plain metadata) and the
+    # generic path through Policy.check give the same call, action, hits and reasons.
+    th = Thresholds(16)
+    a, b = _meta_pair(*shape, transpose_b=transpose_b)
+    policy = guard.mps_policy(th, device_types=None)
+    engine = Engine(policy, "fix", {"C": "raise"})
+    call, action, hits = engine.decide_cached("bmm", a, b)
+    assert engine._fast["meta"]["bmm"]  # the shortcut was taken
+    ref = guard.Call.of("bmm", (a, b))
+    ref_hits = policy.check(ref)
+    assert call.describe() == ref.describe() and call.packed == ref.packed and call.out_shape == ref.out_shape
+    assert call.operands == ref.operands and call.operands[0].__class__ is TensorMeta
+    assert [(h.rule.name, h.reason, h.explain()) for h in hits] == \
+        [(h.rule.name, h.reason, h.explain()) for h in ref_hits]
+    assert [h.rule.name for h in hits] == ([expected] if expected else [])
+    assert action == {"A": "fix", "C": "raise", None: "pass"}[expected]
+    # a policy with one more (generic) rule takes the generic path, with the same answer
+    extra = policy.with_rules(guard.Rule("never", lambda c: None, "never fires", ops=("bmm",), min_elements=1))
+    engine2 = Engine(extra, "fix", {"C": "raise"})
+    _, action2, hits2 = engine2.decide_cached("bmm", a, b)
+    assert engine2._fast["meta"]["bmm"] is False
+    assert (action2, [(h.rule.name, h.reason) for h in hits2]) == (action, [(h.rule.name, h.reason) for h in hits])
+    # the fault model's predicate still returns a Decision, with the same fields
+    d = mps_matmul_decision(ref.out_shape, ref.operands, th, ref.packed)
+    assert type(d).__name__ == "Decision" and d.rule == expected
+    assert (d.reason == hits[0].reason) if hits else d.effect is Effect.OK
+
+
+def test_engine_first_call_shortcut_with_part_of_the_family():
+    # A policy holding rule A alone: a call that rule C would flag passes.
+    th = Thresholds(16)
+    rule_a = [r for r in mps_rules(th) if r.name == "A"]
+    policy = guard.Policy("only-A", tuple(rule_a), None, th)
+    a, b = _meta_pair(65, 64, 64, 8)
+    _, action, hits = Engine(policy).decide_cached("bmm", a, b)
+    assert (action, hits) == ("pass", [])
+    a, b = _meta_pair(65, 64, 16, 64, transpose_b=True)
+    _, action, hits = Engine(policy, "warn").decide_cached("bmm", a, b)
+    assert action == "warn" and [h.rule.name for h in hits] == ["A"]

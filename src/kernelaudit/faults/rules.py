@@ -135,31 +135,59 @@ def mps_matmul_decision(out_shape: Sequence[int], operands: Sequence[TensorMeta]
     """Apply rules A, B, C (in order) to a matmul-family call. ``packed``: per operand,
     whether its strides are row-major packed (``Tensor.is_contiguous()``), when the
     caller knows it; else it is derived from the strides (the same answer, slower)."""
-    t32 = th.t32
+    d = matmul_decision_fields(out_shape, operands, th.t31, th.t32, packed)
+    return d if d.__class__ is Decision else _new(Decision, d)
+
+
+def matmul_decision_fields(out_shape: Sequence[int], operands: Sequence[TensorMeta], t31: int, t32: int,
+                           packed: Sequence[bool] | None = None) -> tuple:
+    """:func:`mps_matmul_decision` with the thresholds as plain integers (2^31 and 2^32
+    at the fault model's scale), returning the :class:`Decision`'s fields as a plain
+    tuple ``(effect, rule, operands, first_bad_batch, why)`` (or one of the constant
+    Decisions when no rule fires). The guard calls it on the first call of every new
+    large shape and needs only ``rule`` and ``why``: plain loops, no comprehension
+    frames, no properties, no Decision built."""
     out_numel = math.prod(out_shape)
     if out_numel > t32:
-        bad = [i for i, (shape, strides, _) in enumerate(operands) if _transposed(shape, strides)]
+        bad = None
+        i = 0
+        for m in operands:
+            shape, strides = m[0], m[1]  # _transposed(shape, strides), inline
+            if len(shape) >= 2 and strides[-2] == 1 and strides[-1] >= shape[-2] > 1 and shape[-1] > 1:
+                if bad is None:
+                    bad = [i]
+                else:
+                    bad.append(i)
+            i += 1
         if bad:
-            return _new(Decision, (_PACKED, "A", tuple(bad), 0, _new(Reason, (_REASON_A, (out_numel, t32, bad)))))
+            return (_PACKED, "A", tuple(bad), 0, _new(Reason, (_REASON_A, (out_numel, t32, bad))))
         return _TILED_OK
-    t31 = th.t31
-    # One plain loop, no generators: this runs on the guard's first call of every new
-    # large shape. Contiguity (the costly test) is asked only of the big operands.
-    big_views, big, first = [], [], None
-    for i, m in enumerate(operands):
-        n = math.prod(m.shape)
+    # Contiguity (the costly test) is asked only of the big operands.
+    big_views = big = first = None
+    i = -1
+    for m in operands:
+        i += 1
+        shape = m[0]
+        n = math.prod(shape)
         if n < t31:
             continue
-        if not ((packed[i] and not m.offset) if packed is not None else m.contiguous):
-            big_views.append(i)
+        if not ((packed[i] and not m[2]) if packed is not None else m.contiguous):
+            if big_views is None:
+                big_views = [i]
+            else:
+                big_views.append(i)
         elif n > t32:
-            big.append(i)
-            f = -(-t32 // m.per_batch)
-            first = f if first is None else min(first, f)
+            if big is None:
+                big = [i]
+            else:
+                big.append(i)
+            f = -(-t32 // (n // shape[0] if shape and shape[0] else n))  # per batch: TensorMeta.per_batch
+            if first is None or f < first:
+                first = f
     if big_views:
-        return _new(Decision, (_RAISE, "B", tuple(big_views), None, _new(Reason, (_REASON_B, (big_views, t31)))))
+        return (_RAISE, "B", tuple(big_views), None, _new(Reason, (_REASON_B, (big_views, t31))))
     if big:
-        return _new(Decision, (_WRAP, "C", tuple(big), first, _new(Reason, (_REASON_C, (big, t32, first)))))
+        return (_WRAP, "C", tuple(big), first, _new(Reason, (_REASON_C, (big, t32, first))))
     return _OK
 
 

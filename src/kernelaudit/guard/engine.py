@@ -21,11 +21,19 @@ from dataclasses import dataclass, field
 import torch
 
 from ..errors import UnsafeCallError, check_choice
+from ..faults.rules import TensorMeta
 from .rules import ACTIONS, SDPA_MPS, Call, Hit, Policy, strongest
 from .split import Plan, Planner, piece_views
 from .verify import freivalds
 
 log = logging.getLogger("kernelaudit.guard")
+
+#: Build a plain object / a named tuple from its ready fields without a Python
+#: ``__init__``/``__new__`` (the first call of a new shape builds a Call, two TensorMeta
+#: and a Hit).
+_new_object = object.__new__
+_new_tuple = tuple.__new__
+_NO_FAST: dict = {}
 
 #: Decisions cached per engine (call signatures past the floor).
 DECISION_CACHE_SIZE = 4096
@@ -168,6 +176,8 @@ class Engine:
         self.counters = _Counters()
         self._floors: dict = {}
         self._decisions: dict = {}
+        #: device type -> op -> the first-call decision's shortcut (see _fast_decision).
+        self._fast: dict = {}
 
     # -- fast path ----------------------------------------------------------------------
     def floor(self, op: str, device_type: str | None = None) -> int:
@@ -213,14 +223,62 @@ class Engine:
         key = (op, a.shape, a.stride(), a.storage_offset(), b.shape, b.stride(), b.storage_offset(), a.dtype,
                device_type or a.device.type)
         hit = self._decisions.get(key)
-        if hit is None:
-            # the metadata just read for the key, not read again; contiguity from torch
-            call = Call.matmul(*key, (a.is_contiguous(), b.is_contiguous()))
+        if hit is not None:
+            return hit
+        # A new signature (the first call of a shape; budget ~5 us in all). The call is
+        # built from the metadata just read for the key (not read again), by hand: plain
+        # tuples, no generic constructor (what Call.matmul builds); contiguity from torch.
+        _, sa, ta, oa, sb, tb, ob, dtype, dt = key
+        sa, sb = tuple(sa), tuple(sb)
+        packed = (a.is_contiguous(), b.is_contiguous())
+        call = _new_object(Call)
+        call.op = op
+        call.operands = operands = (_new_tuple(TensorMeta, (sa, ta, oa)), _new_tuple(TensorMeta, (sb, tb, ob)))
+        nd = len(sa)  # (*sa[:-1], sb[-1]), spelled out for bmm and mm (half the cost)
+        call.out_shape = out_shape = ((sa[0], sa[1], sb[-1]) if nd == 3 else (sa[0], sb[-1]) if nd == 2
+                                      else (*sa[:-1], sb[-1]))
+        call.dtype = dtype
+        call.device_type = dt
+        call.scores_numel = None
+        call.packed = packed
+        call._memo = {}
+        fast = self._fast.get(dt, _NO_FAST).get(op)
+        if fast is None:
+            fast = self._fast_decision(op, dt)
+        if fast:
+            # The policy's rules on this op are one family that decides on plain
+            # metadata (rules A, B, C): what Policy.check does, without its generic steps.
+            fn, t31, t32, rules = fast
+            d = fn(out_shape, operands, t31, t32, packed)
+            rule = rules.get(d[1])
+            if rule is None:
+                hit = (call, "pass", [])
+            else:  # Engine.action_for, inline
+                ra = self.rule_actions
+                hit = (call, (ra and ra.get(rule.name)) or rule.action or self.action,
+                       [_new_tuple(Hit, (rule, d[4]))])
+        else:
             hit = (call, *self.decide(call))
-            if len(self._decisions) >= DECISION_CACHE_SIZE:
-                self._decisions.clear()  # rare: more distinct large shapes than the cache holds
-            self._decisions[key] = hit
+        if len(self._decisions) >= DECISION_CACHE_SIZE:
+            self._decisions.clear()  # rare: more distinct large shapes than the cache holds
+        self._decisions[key] = hit
         return hit
+
+    def _fast_decision(self, op: str, device_type: str | None):
+        """``(fn, t31, t32, {tag: rule})`` when the policy's rules for ``op`` on
+        ``device_type`` are a single family with a decision on plain metadata (the
+        ``mps`` policy's rules A, B, C), else ``False`` (every rule through
+        :meth:`Policy.check`). Cached per (op, device type)."""
+        steps = self.policy._steps_for(op, device_type)[1]
+        fast = False
+        if len(steps) == 1 and steps[0][0] is not None:
+            decide, rules, _ = steps[0]
+            meta = getattr(decide, "metadata", None)
+            if meta is not None:
+                fn, t31, t32 = meta
+                fast = (fn, t31, t32, dict(rules))
+        self._fast.setdefault(device_type, {})[op] = fast
+        return fast
 
     def slow(self, op: str, overload: str, args, kwargs, run, device_type: str | None = None):
         """A call past the floor: decide (cached per signature), then act. The call is

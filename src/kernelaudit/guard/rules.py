@@ -44,7 +44,7 @@ from typing import Callable, Iterable, NamedTuple, Sequence
 import torch
 
 from ..errors import InvalidArgument, check_choice
-from ..faults.rules import TensorMeta, attention_scores_decision, mps_matmul_decision
+from ..faults.rules import TensorMeta, attention_scores_decision, matmul_decision_fields, mps_matmul_decision
 from ..thresholds import REAL, Thresholds
 
 #: The matmul-family aten ops the guard intercepts (matmul, einsum, linear, eager and
@@ -103,8 +103,8 @@ class Call:
                dtype: torch.dtype, device_type: str, packed: tuple[bool, bool] | None = None) -> "Call":
         """The call of a matmul-family ``op`` from its operands' metadata, as the guard has
         already read it for its decision cache's key (no second read of the tensors)."""
-        # The first call of every new large shape builds this: plain tuples, no
-        # generic constructor (the guard's decision budget is ~5 us).
+        # Plain tuples, no generic constructor. The engine's first-call path
+        # (Engine.decide_cached) builds the same Call inline (its budget is ~5 us).
         sa, sb = tuple(a_shape), tuple(b_shape)
         self = cls.__new__(cls)
         self.op = op
@@ -304,6 +304,10 @@ def _mps_rule(letter: str, th: Thresholds) -> Callable[[Call], str | None]:
         call, for the whole family (rules A, B, C)."""
         d = mps_matmul_decision(call.out_shape, call.operands, th, call.packed)
         return d.rule, d.why
+    # The same decision on plain metadata, for the engine's first-call path:
+    # ``fn(out_shape, operands, t31, t32, packed)`` -> the Decision's fields (``[1]``:
+    # the rule's letter or None, ``[4]``: why).
+    decide.metadata = (matmul_decision_fields, th.t31, th.t32)
 
     def check(call: Call) -> str | None:
         # A rule checked on its own: the three share one decision per call.
