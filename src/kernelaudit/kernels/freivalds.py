@@ -21,6 +21,8 @@ import torch
 import triton
 import triton.language as tl
 
+from .gen import hash_u32, unit_float
+
 _DT = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 
 
@@ -35,32 +37,9 @@ class Desc:
 
 @triton.jit
 def _gen(idx, key, DT: tl.constexpr, ACC: tl.constexpr = tl.float64):
-    # The hash of kernelaudit.gen in native 32-bit arithmetic (uint32 products wrap
-    # mod 2^32, shifts are logical): the same bits as the int64-with-masks version,
-    # at a fraction of the instructions; this kernel is bound by it.
-    lo = (idx & 0xFFFFFFFF).to(tl.uint32)
-    hi = (idx >> 32).to(tl.uint32)
-    x = lo ^ (hi * 0x9E3779B1)
-    x = x + key.to(tl.uint32)
-    x = x ^ (x >> 16)
-    x = x * 0x7FEB352D
-    x = x ^ (x >> 15)
-    x = x * 0x846CA68B
-    x = x ^ (x >> 16)
-    # k/2^23 - 1 for the 24-bit k = x >> 8, without an int->float conversion (a
-    # quarter-rate instruction): 1.m from k's low 23 bits as float bits, minus 1 or 2
-    # by k's top bit. Exact, so the same value as the torch path.
-    f = (((x >> 8) & 0x7FFFFF) | 0x3F800000).to(tl.float32, bitcast=True)
-    v = f - tl.where((x >> 31) != 0, 1.0, 2.0)
-    if DT == 1:
-        v = v.to(tl.float16).to(tl.float32)
-    elif DT == 2:
-        # round to nearest even on the float32 bits: the hardware's bf16 rounding for
-        # these finite values, and the same under the interpreter (which truncates)
-        b = v.to(tl.uint32, bitcast=True)
-        b = (b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000
-        v = b.to(tl.float32, bitcast=True)
-    return v.to(ACC)
+    # the generated value at int64 storage ``idx`` (kernels.gen's hash), in ACC; this
+    # kernel is bound by it
+    return unit_float(hash_u32(idx, key), DT).to(ACC)
 
 
 @triton.jit

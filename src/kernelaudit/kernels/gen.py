@@ -1,8 +1,9 @@
 """One-pass Triton version of :mod:`kernelaudit.gen`'s hash, for GPUs.
 
 The torch version takes a dozen int64 passes over memory per generated element; this
-kernel takes one. It computes exactly the same int64-with-masks arithmetic, so the
-bits are identical (tested against the torch version under the Triton interpreter).
+kernel takes one, in native 32-bit arithmetic that gives exactly the bits of the torch
+version's int64-with-masks arithmetic (tested against it under the Triton interpreter
+and on CUDA), and rounds bfloat16 to nearest even itself.
 """
 
 from __future__ import annotations
@@ -18,15 +19,56 @@ _KIND = {"float": 0, "int": 1, "index": 2}
 _RANGE, _INDEX, _STRIDED = 0, 1, 2
 
 
+@triton.jit
+def hash_u32(idx, key):
+    """kernelaudit.gen's hash of int64 storage indexes ``idx`` with ``key``, in native
+    32-bit arithmetic (uint32 products wrap mod 2^32, shifts are logical): the same bits
+    as the int64-with-masks torch version at a fraction of the instructions. uint32."""
+    lo = (idx & 0xFFFFFFFF).to(tl.uint32)
+    hi = (idx >> 32).to(tl.uint32)
+    x = lo ^ (hi * 0x9E3779B1)
+    x = x + key.to(tl.uint32)
+    x = x ^ (x >> 16)
+    x = x * 0x7FEB352D
+    x = x ^ (x >> 15)
+    x = x * 0x846CA68B
+    x = x ^ (x >> 16)
+    return x
+
+
+@triton.jit
+def unit_float(x, DT: tl.constexpr):
+    """The float value of hash ``x`` (k/2^23 - 1 for the 24-bit k = x >> 8) as float32,
+    rounded to DT's precision (0 float32, 1 float16, 2 bfloat16) and still held in
+    float32. No int->float conversion (a quarter-rate instruction): 1.m from k's low 23
+    bits as float bits, minus 1 or 2 by k's top bit. Exact."""
+    f = (((x >> 8) & 0x7FFFFF) | 0x3F800000).to(tl.float32, bitcast=True)
+    v = f - tl.where((x >> 31) != 0, 1.0, 2.0)
+    if DT == 1:
+        v = v.to(tl.float16).to(tl.float32)
+    elif DT == 2:
+        # round to nearest even on the float32 bits: the hardware's bf16 rounding for
+        # these finite values, and the same under the interpreter (which truncates)
+        b = v.to(tl.uint32, bitcast=True)
+        b = (b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000
+        v = b.to(tl.float32, bitcast=True)
+    return v
+
+
 # No specialisation on the integer arguments (start, n, key, sizes, strides): each
 # distinct divisible-by-16 / equal-to-1 pattern would be another compile, and a sweep
 # generates hundreds of layouts. The stores are contiguous whatever they are.
 @triton.jit(do_not_specialize=["start", "n", "key", "high", "d1", "d2", "d3", "t0", "t1", "t2", "t3"])
 def _hash_kernel(out_ptr, idx_ptr, start, n, key, high,
                  d1, d2, d3, t0, t1, t2, t3,
-                 KIND: tl.constexpr, SOURCE: tl.constexpr, BLOCK: tl.constexpr):
-    pid = tl.program_id(0).to(tl.int64)
-    offs = pid * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
+                 KIND: tl.constexpr, SOURCE: tl.constexpr, DT: tl.constexpr, WIDE: tl.constexpr,
+                 BLOCK: tl.constexpr):
+    # WIDE: n >= 2^31, positions need int64; else the strided source's divisions run in
+    # int32 (a 64-bit division is several times the instructions)
+    if WIDE:
+        offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
+    else:
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     if SOURCE == 1:    # indexes read from a tensor
         idx = tl.load(idx_ptr + offs, mask=mask, other=0)
@@ -38,24 +80,27 @@ def _hash_kernel(out_ptr, idx_ptr, start, n, key, high,
         p = p // d2
         i1 = p % d1
         i0 = p // d1
-        idx = start + i0 * t0 + i1 * t1 + i2 * t2 + i3 * t3
+        idx = start + i0.to(tl.int64) * t0 + i1.to(tl.int64) * t1 + i2.to(tl.int64) * t2 + i3.to(tl.int64) * t3
     else:              # a contiguous range of storage
-        idx = offs + start
-    M: tl.constexpr = 0xFFFFFFFF
-    x = (idx & M) ^ (((idx >> 32) * 0x9E3779B1) & M)
-    x = (x + key) & M
-    x = x ^ (x >> 16)
-    x = (x * 0x7FEB352D) & M
-    x = x ^ (x >> 15)
-    x = (x * 0x846CA68B) & M
-    x = x ^ (x >> 16)
+        idx = offs.to(tl.int64) + start
+    x = hash_u32(idx, key)
     if KIND == 0:
-        v = (x >> 8).to(tl.float32) * (2.0 ** -23) - 1.0
+        v = unit_float(x, DT)
     elif KIND == 1:
-        v = (x >> 24) - 128
+        v = (x >> 24).to(tl.int32) - 128
     else:
-        v = x % high
+        v = x.to(tl.int64) % high
     tl.store(out_ptr + offs, v.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+_DT = {torch.float16: 1, torch.bfloat16: 2}
+
+
+def _launch(out: torch.Tensor, idx: torch.Tensor, start: int, n: int, key: int, high, dims, strides,
+            source: int) -> None:
+    _hash_kernel[(triton.cdiv(n, _BLOCK),)](out, idx, start, n, key, high or 1, *dims, *strides,
+                                           KIND=_kind(out.dtype, high), SOURCE=source,
+                                           DT=_DT.get(out.dtype, 0), WIDE=n >= 2**31, BLOCK=_BLOCK)
 
 
 def _kind(dtype: torch.dtype, high) -> int:
@@ -64,34 +109,20 @@ def _kind(dtype: torch.dtype, high) -> int:
     return _KIND["float"] if dtype.is_floating_point else _KIND["int"]
 
 
-#: bfloat16 is rounded by torch (round to nearest even everywhere; Triton's
-#: interpreter truncates), through float32 chunks of this many elements.
-_BF16_CHUNK = 2**27
-
-
 def fill_range(out: torch.Tensor, start: int, key: int, *, high: int | None = None) -> torch.Tensor:
     """Write the values at storage indexes [start, start + out.numel()) into 1-D ``out``."""
     n = out.numel()
-    if out.dtype == torch.bfloat16 and high is None:
-        for s in range(0, n, _BF16_CHUNK):
-            e = min(n, s + _BF16_CHUNK)
-            out[s:e].copy_(fill_range(torch.empty(e - s, dtype=torch.float32, device=out.device), start + s, key))
-        return out
-    grid = (triton.cdiv(n, _BLOCK),)
-    _hash_kernel[grid](out, out, start, n, key, high or 1, 1, 1, 1, 0, 0, 0, 0,
-                       KIND=_kind(out.dtype, high), SOURCE=_RANGE, BLOCK=_BLOCK)
+    if n:
+        _launch(out, out, start, n, key, high, (1, 1, 1), (0, 0, 0, 0), _RANGE)
     return out
 
 
 def values_at(index: torch.Tensor, key: int, dtype: torch.dtype, *, high: int | None = None) -> torch.Tensor:
     """The values at int64 ``index`` (any shape), in ``dtype``."""
-    if dtype == torch.bfloat16 and high is None:
-        return values_at(index, key, torch.float32).to(torch.bfloat16)
     idx = index.contiguous().view(-1)
     out = torch.empty(idx.numel(), dtype=dtype, device=index.device)
-    grid = (triton.cdiv(idx.numel(), _BLOCK),)
-    _hash_kernel[grid](out, idx, 0, idx.numel(), key, high or 1, 1, 1, 1, 0, 0, 0, 0,
-                       KIND=_kind(dtype, high), SOURCE=_INDEX, BLOCK=_BLOCK)
+    if idx.numel():
+        _launch(out, idx, 0, idx.numel(), key, high, (1, 1, 1), (0, 0, 0, 0), _INDEX)
     return out.view(index.shape)
 
 
@@ -101,16 +132,11 @@ def values_strided(shape, strides, offset: int, key: int, dtype: torch.dtype, de
     materialising its int64 storage indexes."""
     if len(shape) > 4:
         raise ValueError(f"values_strided handles up to 4 dims, got shape {tuple(shape)}")
-    if dtype == torch.bfloat16 and high is None:
-        return values_strided(shape, strides, offset, key, torch.float32, device).to(torch.bfloat16)
     pad = 4 - len(shape)
     d = [1] * pad + list(shape)
     t = [0] * pad + list(strides)
     out = torch.empty(tuple(shape), dtype=dtype, device=device)
     n = out.numel()
-    if n == 0:
-        return out
-    _hash_kernel[(triton.cdiv(n, _BLOCK),)](out, out, offset, n, key, high or 1, d[1], d[2], d[3],
-                                            t[0], t[1], t[2], t[3], KIND=_kind(dtype, high), SOURCE=_STRIDED,
-                                            BLOCK=_BLOCK)
+    if n:
+        _launch(out, out, offset, n, key, high, (d[1], d[2], d[3]), tuple(t), _STRIDED)
     return out
