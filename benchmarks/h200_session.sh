@@ -2,10 +2,9 @@
 # Time-boxed H200 steps: GPU tests and benchmarks of all three capabilities.
 # Every output lands in $OUT/h200 and is packed into $OUT/h200_results.tgz.
 # Usage (device tool): bash benchmarks/h200_session.sh STEP [STEP...]
-# Next session: a fresh timed sweep for the 10-minute goal (SWEEP_BUDGET_S=590, no
-# seed store: calibration and compiles count), then `EXPLORE=1 ... verify`: it times
-# `rowsum` (C strides unspecialised again, as at 6.5 ms) against `rowsum-cspec` (as at
-# 8.4 ms) to settle why the projection kernel slowed down.
+# Next: the 10-minute sweep. A fresh timed `--full` sweep with 2 case workers did 4201
+# of 5625 cases in 562 s (2026-12-02-h200-session4); the big cases that run alone take
+# the rest. `SWEEP_BUDGET_S=565 REPORT=0 ... sweep` on a fresh runs/h200 measures again.
 # A sweep resumes runs/h200 when it exists (carry it between calls).
 #   steps: kernels verify profile guard sweep repro corpus oracle_cost demo   (default: all but sweep, repro)
 # SWEEP_BUDGET_S (default 540) bounds the sweep step; it resumes a store in runs/h200.
@@ -20,7 +19,7 @@ python3 -c "import torch,triton,platform;print(torch.__version__,triton.__versio
 for s in $steps; do
   case $s in
   kernels) log kernels; timeout 240 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_kernels_gpu.py 2>&1 | tail -15 ;;
-  verify) log verify_cost; timeout ${VERIFY_TIMEOUT_S:-240} python3 benchmarks/verify_cost.py ${EXPLORE:+--explore} --out "$O/verify_cost_h200.json" 2>&1 | tail -8 ;;
+  verify) log verify_cost; timeout ${VERIFY_TIMEOUT_S:-240} python3 benchmarks/verify_cost.py ${EXPLORE:+--explore} --dtypes ${VERIFY_DTYPES:-bfloat16,float16,float32} --out "$O/verify_cost_h200.json" 2>&1 | tail -8 ;;
   profile) log profile; timeout 200 python3 benchmarks/sweep_profile.py --out "$O/sweep_profile_h200.json" > "$O/sweep_profile.log" 2>&1
     grep '^{' "$O/sweep_profile.log" | python3 -c "
 import sys,json
