@@ -63,7 +63,8 @@ def test_triton_strided_values_equal_the_indexed_values_for_every_layout():
 
     key = gen.stream_key(2, "s")
     for shape, strides, offset in (((5, 4, 3), (12, 1, 4), 0), ((5, 4, 3), (0, 3, 1), 7),
-                                   ((6, 2, 4, 3), (24, 12, 1, 4), 24), ((9, 7), (7, 1), 2**32 + 3)):
+                                   ((6, 2, 4, 3), (24, 12, 1, 4), 24), ((9, 7), (7, 1), 2**32 + 3),
+                                   ((3, 40, 31), (1240, 1, 40), 5)):  # whole blocks and a tail
         for dtype, high in ((torch.float32, None), (torch.bfloat16, None), (torch.int64, 50)):
             want = gen.values_at(gen.strided_index(shape, strides, offset, "cpu", lead=(1, 3)), key, dtype, high=high)
             got = fast.values_strided((2, *shape[1:]), strides, offset + strides[0], key, dtype, "cpu", high=high)

@@ -189,12 +189,10 @@ def _freivalds_acc2d_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, out_ptr,
 
 
 # Two compilations of one body, differing only in which of C's strides Triton may
-# specialise. ``rowsum``: only the last (1 for rows that load as vectors), as when the
-# kernel measured 6.5 ms on the H200 for a 2^32-element bf16 bmm (85fcb61), and
-# fewer compiles: in the full H200 sweep 62 cases took over 1.5 s, 206 s in all,
-# nearly all of it compiling. ``rowsum-cspec``: every C stride specialised, as when it
-# measured 8.4 ms (with the PRE_* branches added too); kept to settle which change cost
-# the time (``benchmarks/verify_cost.py --explore``).
+# specialise. ``rowsum``: only the last (1 for rows that load as vectors), the fewer
+# compiles. ``rowsum-cspec`` (the default): every C stride, so that rows are known
+# aligned: on the H200 (2^32-element bmm, two runs side by side) 8.5 against 9.2-9.7 ms
+# for bf16 and 10.6 against 14.2 ms for fp32 (benchmarks/results/2026-12-02-h200-session4).
 _freivalds_kernel = triton.jit(do_not_specialize=_DESC_INTS + _SIZES + ["sc0", "sc1", "sc2"])(_freivalds_body)
 _freivalds_cspec_kernel = triton.jit(do_not_specialize=_DESC_INTS + _SIZES)(_freivalds_body)
 
@@ -204,7 +202,7 @@ _freivalds_cspec_kernel = triton.jit(do_not_specialize=_DESC_INTS + _SIZES)(_fre
 KERNELS = {"rowsum": _freivalds_kernel, "rowsum-cspec": _freivalds_cspec_kernel, "acc2d": _freivalds_acc2d_kernel}
 #: The kernels that can read projections made at generation (``PRE_*``).
 ROWSUM_KERNELS = ("rowsum", "rowsum-cspec")
-DEFAULT_KERNEL = "rowsum"
+DEFAULT_KERNEL = "rowsum-cspec"
 
 
 #: Accumulation precision per output dtype. A 16-bit output is judged against a
@@ -277,7 +275,10 @@ def freivalds(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, A: Desc, B: Des
 
 
 # -- the check when every operand's projection was made at generation ---------------
-@triton.jit(do_not_specialize=["sc0", "sc1", "sc2", "H", "Mdim", "Ndim", "SPLIT"])
+# C's strides and row length specialise (divisible by 16, or 1): with them Triton can
+# prove rows aligned and row masks uniform, and loads C 16 bytes at a time. Without,
+# every element was a separate load (bfloat16 streamed at 2.2 TB/s on the H200).
+@triton.jit(do_not_specialize=["H", "Mdim", "SPLIT"])
 def _lhs_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, part_ptr, H, Mdim, Ndim, SPLIT,
                 ACC: tl.constexpr, ROWS: tl.constexpr, BN: tl.constexpr):
     """Program (matrix, s) sums ``y[r] C[r, c] x[c]`` over rows [s ROWS, (s+1) ROWS) of
@@ -303,8 +304,9 @@ def _lhs_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, part_ptr, H, Mdim, Ndim
     tl.store(part_ptr + pid * SPLIT + s, tl.sum(tl.sum(acc, axis=1), axis=0).to(tl.float64))
 
 
-#: (ROWS, num_warps) of ``_lhs_kernel``: rows of C per program.
-LHS_TILE = (16, 4)
+#: (ROWS, num_warps) of ``_lhs_kernel``: rows of C per program. 4 rows and 2 warps
+#: streamed C fastest on the H200 (bf16 and fp32; ``verify_cost.py --explore``).
+LHS_TILE = (4, 2)
 
 
 def _flat_projection(pre: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -412,7 +414,9 @@ def _gen_store_tile(st_ptr, base, rs, cs, rmask, cmask, s2, s3, key, DT: tl.cons
     return tl.where(m, v.to(ACC), 0.0)
 
 
-@triton.jit(do_not_specialize=["key", "off", "s0", "s1", "s2", "s3", "H", "R", "Cn"])
+# The view's offset, strides and sizes specialise (as C's in ``_lhs_kernel``): stores
+# then go 16 bytes at a time wherever the layout allows.
+@triton.jit(do_not_specialize=["key", "H"])
 def _gen_project_kernel(st_ptr, w_ptr, proj_ptr, key, off, s0, s1, s2, s3, H, R, Cn,
                         DT: tl.constexpr, ACC: tl.constexpr, KEEP_ROWS: tl.constexpr,
                         BR: tl.constexpr, BC: tl.constexpr):
@@ -456,9 +460,11 @@ def _gen_project_kernel(st_ptr, w_ptr, proj_ptr, key, off, s0, s1, s2, s3, H, R,
         tl.store(proj_ptr + pid * R * 2 + rs * 2 + 1, tl.sum(acca, axis=1).to(tl.float64), mask=rmask)
 
 
-#: Elements of one generate-and-project tile per accumulator dtype: two 2-D
-#: accumulators of this many elements stay in registers at 4 warps.
-_GEN_TILE = {torch.float32: 4096, torch.float64: 2048}
+#: Elements of one generate-and-project tile per accumulator dtype. Smaller tiles
+#: measured faster on the H200 (A and B of a 2^32-element bmm, bf16: 18 ms at 512,
+#: 24 at 1024, 33 at 4096; fp32 alike), the hash's registers leaving room for more
+#: programs at once.
+_GEN_TILE = {torch.float32: 512, torch.float64: 512}
 
 
 def generate_and_project(storage: torch.Tensor, d: Desc, shape: tuple[int, int, int, int], w: torch.Tensor,

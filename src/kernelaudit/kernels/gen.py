@@ -55,25 +55,33 @@ def unit_float(x, DT: tl.constexpr):
     return v
 
 
-# No specialisation on the integer arguments (start, n, key, sizes, strides): each
+# No specialisation on the integer arguments (start, pos0, key, sizes, strides): each
 # distinct divisible-by-16 / equal-to-1 pattern would be another compile, and a sweep
-# generates hundreds of layouts. The stores are contiguous whatever they are.
-@triton.jit(do_not_specialize=["start", "n", "key", "high", "d1", "d2", "d3", "t0", "t1", "t2", "t3"])
-def _hash_kernel(out_ptr, idx_ptr, start, n, key, high,
+# generates hundreds of layouts. The stores are contiguous whatever they are, and
+# unmasked (EVEN) in every block but the last launch's one: a mask against a length
+# Triton knows nothing about splits every store into single elements (2-byte stores
+# made bfloat16 generation slower than float32 on the H200).
+@triton.jit(do_not_specialize=["start", "n", "pos0", "key", "high", "d1", "d2", "d3", "t0", "t1", "t2", "t3"])
+def _hash_kernel(out_ptr, idx_ptr, start, n, pos0, key, high,
                  d1, d2, d3, t0, t1, t2, t3,
                  KIND: tl.constexpr, SOURCE: tl.constexpr, DT: tl.constexpr, WIDE: tl.constexpr,
-                 BLOCK: tl.constexpr):
-    # WIDE: n >= 2^31, positions need int64; else the strided source's divisions run in
-    # int32 (a 64-bit division is several times the instructions)
+                 EVEN: tl.constexpr, BLOCK: tl.constexpr):
+    # Output element ``offs`` of this launch is position ``pos0 + offs`` of the whole.
+    # WIDE: positions reach 2^31, they need int64; else the strided source's divisions
+    # run in int32 (a 64-bit division is several times the instructions).
     if WIDE:
         offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
     else:
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    pos = offs + pos0
     mask = offs < n
     if SOURCE == 1:    # indexes read from a tensor
-        idx = tl.load(idx_ptr + offs, mask=mask, other=0)
+        if EVEN:
+            idx = tl.load(idx_ptr + pos)
+        else:
+            idx = tl.load(idx_ptr + pos, mask=mask, other=0)
     elif SOURCE == 2:  # indexes of a strided view of up to 4 dims, from its storage offset
-        p = offs
+        p = pos
         i3 = p % d3
         p = p // d3
         i2 = p % d2
@@ -82,7 +90,7 @@ def _hash_kernel(out_ptr, idx_ptr, start, n, key, high,
         i0 = p // d1
         idx = start + i0.to(tl.int64) * t0 + i1.to(tl.int64) * t1 + i2.to(tl.int64) * t2 + i3.to(tl.int64) * t3
     else:              # a contiguous range of storage
-        idx = offs.to(tl.int64) + start
+        idx = pos.to(tl.int64) + start
     x = hash_u32(idx, key)
     if KIND == 0:
         v = unit_float(x, DT)
@@ -90,7 +98,10 @@ def _hash_kernel(out_ptr, idx_ptr, start, n, key, high,
         v = (x >> 24).to(tl.int32) - 128
     else:
         v = x.to(tl.int64) % high
-    tl.store(out_ptr + offs, v.to(out_ptr.dtype.element_ty), mask=mask)
+    if EVEN:
+        tl.store(out_ptr + offs, v.to(out_ptr.dtype.element_ty))
+    else:
+        tl.store(out_ptr + offs, v.to(out_ptr.dtype.element_ty), mask=mask)
 
 
 _DT = {torch.float16: 1, torch.bfloat16: 2}
@@ -98,9 +109,16 @@ _DT = {torch.float16: 1, torch.bfloat16: 2}
 
 def _launch(out: torch.Tensor, idx: torch.Tensor, start: int, n: int, key: int, high, dims, strides,
             source: int) -> None:
-    _hash_kernel[(triton.cdiv(n, _BLOCK),)](out, idx, start, n, key, high or 1, *dims, *strides,
-                                           KIND=_kind(out.dtype, high), SOURCE=source,
-                                           DT=_DT.get(out.dtype, 0), WIDE=n >= 2**31, BLOCK=_BLOCK)
+    """Generate the ``n`` elements of contiguous ``out``: whole blocks in one unmasked
+    launch, the remainder in a masked one."""
+    flat = out.view(-1)
+    full = n - n % _BLOCK
+    for pos0, count, even in ((0, full, True), (full, n - full, False)):
+        if count:
+            _hash_kernel[(triton.cdiv(count, _BLOCK),)](
+                flat[pos0:], idx, start, count, pos0, key, high or 1, *dims, *strides,
+                KIND=_kind(out.dtype, high), SOURCE=source, DT=_DT.get(out.dtype, 0), WIDE=n >= 2**31,
+                EVEN=even, BLOCK=_BLOCK)
 
 
 def _kind(dtype: torch.dtype, high) -> int:
