@@ -88,12 +88,12 @@ PROJECT_AT_GENERATION = False
 
 def project_at_generation(case: Case, device, ref_device, mode: str) -> bool:
     """Whether the forward of a bilinear op gets its check's projections ``y A`` and
-    ``B x`` while its inputs are generated (:func:`inputs_with_projections`): only with
-    ``KERNELAUDIT_PROJECT_AT_GENERATION=1``, on CUDA, with the fused check on the same
-    device. Off by default: on the H200 (2^32-element bf16 bmm) it made generation
-    34 ms instead of 7 ms and the check no faster (12.3 ms against 11.5 ms
-    regenerating A and B), because the check is bound by its pass over C, not by the
-    hash (``benchmarks/results/2026-12-02-h200-session3``)."""
+    ``B x`` while its inputs are generated (:func:`inputs_with_projections`): per
+    :data:`PROJECT_AT_GENERATION` or ``$KERNELAUDIT_PROJECT_AT_GENERATION``, on CUDA,
+    with the fused check on the same device. Off by default: on the H200 (2^32-element
+    bf16 bmm) the check that then only streams C took 7.5 ms against 11.4 ms
+    regenerating A and B, but generate-and-project took 18.4 ms against 8.7 ms for
+    plain generation (``benchmarks/results/2026-12-02-h200-session4``)."""
     import os
 
     device, ref_device = torch.device(device), torch.device(ref_device)
