@@ -198,11 +198,20 @@ def _own_kernel_cases():
                 "HAS_S": c, "BLOCK": c}, {"HAS_S": has_s, "BLOCK": 2048})
     for kind in (0, 1, 2):
         for source in (0, 1, 2):
-            yield (f"hash kind={kind} source={source}", "gen", "_hash_kernel",
-                   {"out_ptr": "*fp16" if kind == 0 else "*i64", "idx_ptr": "*i64", "start": i64, "n": i64,
-                    "key": i64, "high": i64, **{f"d{d}": i64 for d in (1, 2, 3)},
-                    **{f"t{d}": i64 for d in range(4)}, "KIND": c, "SOURCE": c, "BLOCK": c},
-                   {"KIND": kind, "SOURCE": source, "BLOCK": 1024})
+            # below 2^31 positions (int32, whole blocks unmasked) and past it (int64, masked)
+            for wide, ints in ((False, "i32"), (True, i64)):
+                yield (f"hash kind={kind} source={source} wide={wide}", "gen", "_hash_kernel",
+                       {"out_ptr": "*bf16" if kind == 0 else "*i64", "idx_ptr": "*i64", "start": i64, "n": ints,
+                        "pos0": ints, "key": i64, "high": i64, **{f"d{d}": ints for d in (1, 2, 3)},
+                        **{f"t{d}": i64 for d in range(4)}, "KIND": c, "SOURCE": c, "DT": c, "WIDE": c, "EVEN": c,
+                        "BLOCK": c},
+                       {"KIND": kind, "SOURCE": source, "DT": 2 if kind == 0 else 0, "WIDE": wide, "EVEN": not wide,
+                        "BLOCK": 1024})
+    for dt, acc in (("*bf16", "float32"), ("*fp32", "float64")):
+        yield (f"C stream {dt}", "freivalds", "_lhs_kernel",
+               {"c_ptr": dt, **{f"sc{d}": i64 for d in range(4)}, "x_ptr": f"*fp{acc[-2:]}", "y_ptr": f"*fp{acc[-2:]}",
+                "part_ptr": "*fp64", "H": i64, "Mdim": i64, "Ndim": i64, "SPLIT": i64, "ACC": c, "ROWS": c, "BN": c},
+               {"ACC": getattr(triton.language, acc), "ROWS": 4, "BN": 256})
 
 
 OWN_CASES = list(_own_kernel_cases())
