@@ -2,9 +2,13 @@
 # Time-boxed H200 steps: GPU tests and benchmarks of all three capabilities.
 # Every output lands in $OUT/h200 and is packed into $OUT/h200_results.tgz.
 # Usage (device tool): bash benchmarks/h200_session.sh STEP [STEP...]
-# Next: the 10-minute sweep. A fresh timed `--full` sweep with 2 case workers did 4201
-# of 5625 cases in 562 s (2026-12-02-h200-session4); the big cases that run alone take
-# the rest. `SWEEP_BUDGET_S=565 REPORT=0 ... sweep` on a fresh runs/h200 measures again.
+# Next: measure the 16-byte-access kernels (unmasked whole-block generation, specialised
+# C stream and generate-and-project; CPU-tested only) with
+# `EXPLORE=1 VERIFY_DTYPES=bfloat16,float32 ... kernels verify`; if generate-and-project
+# then costs about what plain generation costs, turn on oracle.PROJECT_AT_GENERATION.
+# Then the 10-minute sweep: a fresh timed `--full` sweep with 2 case workers did 4201 of
+# 5625 cases in 562 s (2026-12-02-h200-session4); `rm -rf runs/h200;
+# SWEEP_BUDGET_S=565 REPORT=0 ... sweep` measures it again.
 # A sweep resumes runs/h200 when it exists (carry it between calls).
 #   steps: kernels verify profile guard sweep repro corpus oracle_cost demo   (default: all but sweep, repro)
 # SWEEP_BUDGET_S (default 540) bounds the sweep step; it resumes a store in runs/h200.
