@@ -283,8 +283,7 @@ def _lhs_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, part_ptr, H, Mdim, Ndim
                 ACC: tl.constexpr, ROWS: tl.constexpr, BN: tl.constexpr):
     """Program (matrix, s) sums ``y[r] C[r, c] x[c]`` over rows [s ROWS, (s+1) ROWS) of
     one (batch, head) matrix of C: a pure stream over C (many small independent programs,
-    so many loads in flight), nothing generated. C's last stride may specialise (1 loads
-    rows as vectors)."""
+    so many loads in flight), nothing generated."""
     pid = tl.program_id(0).to(tl.int64)
     s = tl.program_id(1)
     b = pid // H
@@ -309,11 +308,6 @@ def _lhs_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, part_ptr, H, Mdim, Ndim
 LHS_TILE = (4, 2)
 
 
-def _flat_projection(pre: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(values, |values|) of a projection tensor (nb or 1, H or 1, K, 2)."""
-    return pre[..., 0], pre[..., 1]
-
-
 def freivalds_projected(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, pre_a: torch.Tensor,
                         pre_b: torch.Tensor, pre_m: torch.Tensor | None, alpha: float, beta: float,
                         dtype: torch.dtype, *, tile: tuple[int, int] | None = None) -> torch.Tensor:
@@ -325,7 +319,8 @@ def freivalds_projected(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, pre_a
     nb, H, Mdim, Ndim = C.shape
     acc = ACCUMULATE[dtype]
     rows, warps = tile or LHS_TILE
-    rows = max(1, min(rows, triton.next_power_of_2(Mdim)))
+    # at most 65535 row blocks (CUDA's limit on the grid's second dimension)
+    rows = max(1, min(rows, triton.next_power_of_2(Mdim)), triton.next_power_of_2(triton.cdiv(Mdim, 65535)))
     BN = max(16, min(256, triton.next_power_of_2(Ndim)))
     split = triton.cdiv(Mdim, rows)
     part = torch.empty((nb * H, split), dtype=torch.float64, device=C.device)
@@ -333,7 +328,7 @@ def freivalds_projected(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, pre_a
                                  ACC=_TL[acc], ROWS=rows, BN=BN, num_warps=warps)
     out = torch.empty((nb, H, 3), dtype=torch.float64, device=C.device)
     out[..., 0] = part.sum(1).view(nb, H)
-    (v, va), (u, ua) = _flat_projection(pre_a), _flat_projection(pre_b)
+    v, va, u, ua = pre_a[..., 0], pre_a[..., 1], pre_b[..., 0], pre_b[..., 1]
     rhs = float(alpha) * (v * u).sum(-1)
     bound = abs(float(alpha)) * (va * ua).sum(-1)
     if pre_m is not None:
