@@ -276,8 +276,9 @@ def freivalds(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, A: Desc, B: Des
 
 # -- the check when every operand's projection was made at generation ---------------
 # C's strides and row length specialise (divisible by 16, or 1): with them Triton can
-# prove rows aligned and row masks uniform, and loads C 16 bytes at a time. Without,
-# every element was a separate load (bfloat16 streamed at 2.2 TB/s on the H200).
+# prove rows aligned and row masks uniform, and load C 16 bytes at a time. Without,
+# every element is a separate load (bfloat16 streamed at 2.2 TB/s on the H200; the
+# specialised version is not yet measured there).
 @triton.jit(do_not_specialize=["H", "Mdim", "SPLIT"])
 def _lhs_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, part_ptr, H, Mdim, Ndim, SPLIT,
                 ACC: tl.constexpr, ROWS: tl.constexpr, BN: tl.constexpr):
