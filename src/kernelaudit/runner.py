@@ -2,8 +2,12 @@
 
 A case that kills its process (a Metal abort, a CUDA illegal address, a segfault)
 becomes an ``error`` verdict with the worker's exit status, and a fresh worker takes
-the next case; the sweep never dies with it. A worker is also replaced after any
-``error`` on a GPU (a sticky CUDA error poisons the context) and after a timeout.
+the next case; the sweep never dies with it. After an ``error`` on a GPU the worker
+probes its device (:func:`device_healthy`): a sticky CUDA error (an illegal address)
+poisons the context and fails the probe, and the worker is replaced; an error the op
+raised cleanly (a cuDNN status, a size check) leaves the context usable, and the
+worker goes on: a replacement costs seconds (imports, device start, kernel loads). A
+worker is also replaced after a timeout.
 Workers are started with ``spawn``: nothing of the parent's state (or CUDA context)
 leaks into them.
 """
@@ -43,6 +47,24 @@ class WorkerConfig:
     #: that share the device with others (cases side by side); at the cap the allocator
     #: frees its cache and retries before it raises out-of-memory.
     memory_fraction: float | None = None
+
+
+def device_healthy(device) -> bool:
+    """Whether ``device`` still runs work after an error: synchronise, then run and
+    read back one small op. A sticky CUDA error makes both raise. CPU: always."""
+    import torch
+
+    device = torch.device(device)
+    try:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        elif device.type == "mps":
+            torch.mps.synchronize()
+        else:
+            return True
+        return int(torch.ones(2, device=device, dtype=torch.int32).sum().item()) == 2
+    except Exception:
+        return False
 
 
 def _worker_main(conn, cfg: WorkerConfig) -> None:
@@ -95,6 +117,8 @@ def _worker_main(conn, cfg: WorkerConfig) -> None:
             v = Verdict.error(f"kernelaudit failed on this case: {type(e).__name__}: {e}",
                               checker_bug=True, traceback=traceback.format_exc(limit=5))
             res = {"verdict": v.to_json(), "worst": {}, "elapsed_s": time.perf_counter() - t0}
+        if res["verdict"].get("status") == "error" and device.type != "cpu":
+            res["healthy"] = device_healthy(device)
         # No empty_cache() between cases: the caching allocator reuses the last case's
         # blocks (returning tens of GiB to the driver and mapping them again cost more
         # than many small cases), the plan counts cached blocks as available, and an
@@ -148,7 +172,8 @@ class WorkerPool:
         self.restarts += 1
 
     def run(self, job: dict[str, Any]) -> dict[str, Any]:
-        """Run one job; a dead or hung worker becomes an ``error`` result."""
+        """Run one job; a dead or hung worker becomes an ``error`` result. A result
+        after which the worker was replaced carries ``worker_replaced: True``."""
         if self._proc is None:
             self._start()
         t0 = time.perf_counter()
@@ -164,7 +189,8 @@ class WorkerPool:
                 if time.perf_counter() > deadline:
                     self._kill()
                     v = Verdict.error(f"timed out after {self.case_timeout_s:.0f} s (worker killed)")
-                    return {"verdict": v.to_json(), "worst": {}, "elapsed_s": time.perf_counter() - t0}
+                    return {"verdict": v.to_json(), "worst": {}, "elapsed_s": time.perf_counter() - t0,
+                            "worker_replaced": True}
         except (EOFError, OSError, BrokenPipeError):
             code = None
             if self._proc is not None:
@@ -172,9 +198,11 @@ class WorkerPool:
                 code = self._proc.exitcode
             self._kill()
             v = Verdict.error(f"the process running the case died: {_describe_exit(code)}", exitcode=code)
-            return {"verdict": v.to_json(), "worst": {}, "elapsed_s": time.perf_counter() - t0}
-        if res.get("verdict", {}).get("status") == "error" and self.cfg.device.startswith(("cuda", "mps")):
-            self._kill()  # a device error can poison the context: start clean
+            return {"verdict": v.to_json(), "worst": {}, "elapsed_s": time.perf_counter() - t0,
+                    "worker_replaced": True}
+        if needs_restart(self.cfg.device, res):
+            self._kill()  # a device error poisoned the context: start clean
+            res["worker_replaced"] = True
         return res
 
     def device_memory(self) -> dict[str, int] | None:
@@ -189,6 +217,15 @@ class WorkerPool:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def needs_restart(device: str, res: dict[str, Any]) -> bool:
+    """Whether a worker that returned ``res`` must be replaced: after an ``error`` on a
+    GPU, unless the worker's probe found its device healthy (a result without a probe
+    counts as unhealthy)."""
+    if res.get("verdict", {}).get("status") != "error" or not device.startswith(("cuda", "mps")):
+        return False
+    return not res.get("healthy", False)
 
 
 def _describe_exit(code: int | None) -> str:

@@ -142,7 +142,7 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
     # This invocation's segment of the run, recorded however it ends (an interrupt
     # included): a run resumed over several sessions still adds up its wall time.
     segment = {"started": now(), "git": manifest.get("git"), "kernelaudit": manifest.get("kernelaudit"),
-               "calibrated": 0, "cases_run": 0, "completed": False}
+               "calibrated": 0, "cases_run": 0, "workers_replaced": 0, "completed": False}
     t0 = time.perf_counter()
     n_cal = calibration_workers or CALIBRATION_WORKERS.get(device.split(":")[0], 1)
     n_cases = case_workers or CASE_WORKERS.get(device.split(":")[0], 1)
@@ -227,6 +227,7 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
                             0.0)
                 continue
             res = pool.run({"case": c.to_json(), "tolerances": tol})
+            segment["workers_replaced"] += bool(res.get("worker_replaced"))
             record_case(c, Verdict.from_json(res["verdict"]), res["elapsed_s"])
 
 
@@ -303,6 +304,7 @@ def _cases_side_by_side(pool: WorkerPool, todo: list[Case], *, tolerance, record
     again: set[str] = set()
     for key, res in _side_by_side((side_cfg, timeout_s), jobs, workers):
         c = side[key]
+        segment["workers_replaced"] += bool(res.get("worker_replaced"))
         if res["verdict"]["status"] in RETRY_ALONE:
             again.add(key)
             segment["retried_alone"] += 1

@@ -17,6 +17,9 @@ def test_mps_fault_model_on_cuda_is_classified_as_the_rules_predict(tmp_path):
     res = run_sweep(spec, tmp_path, device="cuda", fault_model="mps")
     checked, bad = check_against_rules(res.store, "mps")
     assert checked > 100 and not bad, bad[:10]
+    # The rules' errors are raised cleanly: the device stays healthy, no worker is replaced.
+    assert res.counts.get("error", 0) > 0
+    assert res.store.manifest()["segments"][-1]["workers_replaced"] == 0
 
 
 def test_real_bmm_just_past_2p32_outputs_is_judged_ok_on_cuda(tmp_path):
