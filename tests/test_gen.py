@@ -69,3 +69,34 @@ def test_triton_strided_values_equal_the_indexed_values_for_every_layout():
             want = gen.values_at(gen.strided_index(shape, strides, offset, "cpu", lead=(1, 3)), key, dtype, high=high)
             got = fast.values_strided((2, *shape[1:]), strides, offset + strides[0], key, dtype, "cpu", high=high)
             assert torch.equal(got, want), (shape, dtype)
+
+
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="needs the Triton interpreter")
+def test_triton_values_stored_wider_equal_the_values_cast_afterwards():
+    pytest.importorskip("triton")
+    from kernelaudit.kernels import gen as fast
+
+    key = gen.stream_key(4, "w")
+    for dtype, out_dtype in ((torch.bfloat16, torch.float64), (torch.float16, torch.float64),
+                             (torch.float32, torch.float64), (torch.int32, torch.int64)):
+        want = gen.values_at(torch.arange(2**32 - 1100, 2**32 + 1100), key, dtype).to(out_dtype)
+        got = fast.fill_range(torch.empty(2200, dtype=out_dtype), 2**32 - 1100, key, dtype=dtype)
+        assert got.dtype == out_dtype and torch.equal(got, want), dtype
+        shape, strides = (3, 40, 31), (1240, 1, 40)
+        want = gen.values_strided(shape, strides, 5, key, dtype, "cpu").to(out_dtype)
+        got = fast.values_strided(shape, strides, 5, key, dtype, "cpu", out_dtype=out_dtype)
+        assert torch.equal(got, want), dtype
+        idx = torch.tensor([[3, 2**33], [2**31, 17]])
+        assert torch.equal(fast.values_at(idx, key, dtype, out_dtype=out_dtype),
+                           gen.values_at(idx, key, dtype).to(out_dtype))
+
+
+def test_values_stored_wider_equal_the_values_cast_afterwards_on_the_cpu():
+    key = gen.stream_key(5, "w")
+    for dtype in (torch.bfloat16, torch.float16, torch.float32):
+        want = gen.fill_flat(500, key, dtype, "cpu", start=2**32 - 250).to(torch.float64)
+        got = gen.fill_flat(500, key, dtype, "cpu", start=2**32 - 250, out_dtype=torch.float64)
+        assert got.dtype == torch.float64 and torch.equal(got, want)
+        idx = torch.tensor([7, 2**32 + 1])
+        assert torch.equal(gen.values_at(idx, key, dtype, out_dtype=torch.float64),
+                           gen.values_at(idx, key, dtype).double())

@@ -54,11 +54,19 @@ def _fast():
     return fast
 
 
-def values_at(index: torch.Tensor, key: int, dtype: torch.dtype, *, high: int | None = None) -> torch.Tensor:
+def values_at(index: torch.Tensor, key: int, dtype: torch.dtype, *, high: int | None = None,
+              out_dtype: torch.dtype | None = None) -> torch.Tensor:
     """The generated values at int64 storage ``index`` (any shape), cast to ``dtype``.
 
     ``high`` makes integer index values in [0, high) (for gather, embedding, ...).
+    ``out_dtype`` stores ``dtype``'s values in another dtype: ``values_at(..., dtype,
+    out_dtype=torch.float64)`` equals ``values_at(..., dtype).to(torch.float64)``, in
+    one pass on a GPU.
     """
+    if out_dtype is not None and out_dtype != dtype:
+        if index.device.type == "cuda" and dtype != torch.bool and (fast := _fast()) is not None:
+            return fast.values_at(index, key, dtype, high=high, out_dtype=out_dtype)
+        return values_at(index, key, dtype, high=high).to(out_dtype)
     if index.device.type == "cuda" and dtype != torch.bool and (fast := _fast()) is not None:
         return fast.values_at(index, key, dtype, high=high)
     h = hash32(index, key)
@@ -73,11 +81,12 @@ def values_at(index: torch.Tensor, key: int, dtype: torch.dtype, *, high: int | 
 
 
 def fill_flat(numel: int, key: int, dtype: torch.dtype, device: torch.device | str, *,
-              start: int = 0, high: int | None = None) -> torch.Tensor:
-    """A new 1-D tensor of the generated values at storage indexes [start, start+numel)."""
-    out = torch.empty(numel, dtype=dtype, device=device)
+              start: int = 0, high: int | None = None, out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """A new 1-D tensor of the generated values at storage indexes [start, start+numel)
+    (``dtype``'s values, stored as ``out_dtype``: see :func:`values_at`)."""
+    out = torch.empty(numel, dtype=out_dtype or dtype, device=device)
     if out.device.type == "cuda" and dtype != torch.bool and (fast := _fast()) is not None:
-        return fast.fill_range(out, start, key, high=high)
+        return fast.fill_range(out, start, key, high=high, dtype=dtype)
     for s in range(0, numel, GEN_CHUNK):
         n = min(GEN_CHUNK, numel - s)
         idx = torch.arange(start + s, start + s + n, dtype=torch.int64, device=device)
@@ -106,8 +115,10 @@ def strided_index(shape: tuple[int, ...], strides: tuple[int, ...], offset: int,
 
 
 def values_strided(shape: tuple[int, ...], strides: tuple[int, ...], offset: int, key: int, dtype: torch.dtype,
-                   device, *, high: int | None = None, lead: tuple[int, int] | None = None) -> torch.Tensor:
-    """The generated values of a strided view (rows [r0, r1) of dim 0 with ``lead``).
+                   device, *, high: int | None = None, lead: tuple[int, int] | None = None,
+                   out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """The generated values of a strided view (rows [r0, r1) of dim 0 with ``lead``),
+    ``dtype``'s values stored as ``out_dtype`` (see :func:`values_at`).
 
     Equal to ``values_at(strided_index(...))``; on CUDA one pass, with no index tensor."""
     shape = tuple(shape)
@@ -116,5 +127,5 @@ def values_strided(shape: tuple[int, ...], strides: tuple[int, ...], offset: int
         offset += r0 * strides[0]
         shape = (r1 - r0, *shape[1:])
     if torch.device(device).type == "cuda" and len(shape) <= 4 and dtype != torch.bool and (fast := _fast()):
-        return fast.values_strided(shape, strides, offset, key, dtype, device, high=high)
-    return values_at(strided_index(shape, strides, offset, device), key, dtype, high=high)
+        return fast.values_strided(shape, strides, offset, key, dtype, device, high=high, out_dtype=out_dtype)
+    return values_at(strided_index(shape, strides, offset, device), key, dtype, high=high, out_dtype=out_dtype)

@@ -171,7 +171,8 @@ def _projection_of_values(ctx, t, role: str, x: torch.Tensor, y: torch.Tensor) -
     ``B x`` for B, ``y M x`` as (a, b, 1, 2) for M."""
     d = _desc(ctx, t)
     p = ctx.placed[_operand_of(t)]
-    v = gen.values_strided(tuple(t.shape), d.strides, d.offset, d.key, p.dtype, ctx.device).to(torch.float64)
+    v = gen.values_strided(tuple(t.shape), d.strides, d.offset, d.key, p.dtype, ctx.device,
+                           out_dtype=torch.float64)
     if role == "A":
         pv, pa = (v * y[:, None]).sum(-2), (v.abs() * y.abs()[:, None]).sum(-2)
     elif role == "B":
@@ -259,9 +260,13 @@ class RefContext:
     def rows(self, j: int) -> int:
         return self.case.spec.out_rows(self.case.series, self.case.thresholds)[j]
 
+    def _out_dtype(self, p: Placed) -> torch.dtype:
+        """The dtype operand ``p``'s regenerated values are stored in: index values keep
+        theirs, the others are the reference's (written once, not generated and cast)."""
+        return p.dtype if p.operand.kind == "index" else self.ref_dtype
+
     def _values(self, p: Placed, idx: torch.Tensor) -> torch.Tensor:
-        v = gen.values_at(idx, p.key, p.dtype, high=p.operand.high)
-        return v if p.operand.kind == "index" else v.to(self.ref_dtype)
+        return gen.values_at(idx, p.key, p.dtype, high=p.operand.high, out_dtype=self._out_dtype(p))
 
     def operand(self, i: int, b0: int, b1: int, *, leaf: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(view, leaf) of operand ``i`` for batches [b0, b1): batched operands are cut
@@ -270,13 +275,13 @@ class RefContext:
         R = p.operand.rows_per_batch
         if p.batched:
             t = gen.values_strided(p.shape, p.strides, p.offset, p.key, p.dtype, self.device,
-                                   high=p.operand.high, lead=(b0 * R, b1 * R))
-            t = t if p.operand.kind == "index" else t.to(self.ref_dtype)
+                                   high=p.operand.high, lead=(b0 * R, b1 * R), out_dtype=self._out_dtype(p))
             if leaf and t.dtype.is_floating_point:
                 t.requires_grad_(True)
                 return t, t
             return t, None
-        storage = self._values(p, torch.arange(p.storage_numel, device=self.device))
+        storage = gen.fill_flat(p.storage_numel, p.key, p.dtype, self.device, high=p.operand.high,
+                                out_dtype=self._out_dtype(p))
         if leaf and storage.dtype.is_floating_point:
             storage.requires_grad_(True)
         if R is None:
@@ -900,9 +905,9 @@ def _reference_chunk(case: Case, ctx: RefContext, b0: int, b1: int, outs) -> lis
         grads_in = []
         for j, r in enumerate(res):
             R = r.numel() // (b1 - b0)
-            idx = torch.arange(b0 * R, b1 * R, device=ctx.device)
-            gv = gen.values_at(idx, gen.stream_key(case.seed, f"{case.op}/grad{j}"), DTYPES[case.dtype])
-            grads_in.append(gv.to(r.dtype).view(r.shape))
+            gv = gen.fill_flat(r.numel(), gen.stream_key(case.seed, f"{case.op}/grad{j}"), DTYPES[case.dtype],
+                               ctx.device, start=b0 * R, out_dtype=r.dtype)
+            grads_in.append(gv.view(r.shape))
         used = [leaf for leaf in leaves if leaf is not None]
         gs = torch.autograd.grad(res, used, grads_in, allow_unused=True)
         scales = _shared_grad_scales(spec, ctx, views, leaves, grads_in)

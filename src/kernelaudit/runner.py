@@ -136,6 +136,36 @@ class WorkerPool:
         self._proc = None
         self._conn = None
         self.restarts = 0
+        self._starting = None  # (thread, [exception]) of a start begun by prestart()
+
+    def prestart(self) -> None:
+        """Begin starting the worker in the background (imports, device start: seconds),
+        so that it overlaps other work; the next job waits for it. No-op if started."""
+        import threading
+
+        if self._proc is not None or self._starting is not None:
+            return
+        failed: list[BaseException] = []
+
+        def start() -> None:
+            try:
+                self._start()
+            except BaseException as e:  # raised by the job that waits for it
+                failed.append(e)
+
+        t = threading.Thread(target=start, daemon=True)
+        t.start()
+        self._starting = (t, failed)
+
+    def _ensure_started(self) -> None:
+        if self._starting is not None:
+            t, failed = self._starting
+            t.join()
+            self._starting = None
+            if failed:
+                raise failed[0]
+        if self._proc is None:
+            self._start()
 
     def _start(self) -> None:
         parent, child = self._ctx.Pipe()
@@ -152,6 +182,11 @@ class WorkerPool:
         self._proc, self._conn = proc, parent
 
     def stop(self) -> None:
+        if self._starting is not None:
+            try:
+                self._ensure_started()
+            except Exception:
+                return
         if self._proc is None:
             return
         try:
@@ -174,8 +209,7 @@ class WorkerPool:
     def run(self, job: dict[str, Any]) -> dict[str, Any]:
         """Run one job; a dead or hung worker becomes an ``error`` result. A result
         after which the worker was replaced carries ``worker_replaced: True``."""
-        if self._proc is None:
-            self._start()
+        self._ensure_started()
         t0 = time.perf_counter()
         try:
             self._conn.send(job)

@@ -176,6 +176,9 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
     # Calibration sizes sit far below every threshold (cases.calibration_batch), where
     # no fault model changes anything, so calibration runs in workers like the cases'.
     with WorkerPool(*pool_args) as pool:
+        # Its start (seconds: imports, the device) overlaps calibration's: it measures
+        # the device's capacity right after, and takes the jobs that must run alone.
+        pool.prestart()
         by_key = {}
         for c in todo:
             by_key.setdefault(c.tolerance_key, c)
@@ -302,8 +305,11 @@ def _cases_side_by_side(pool: WorkerPool, todo: list[Case], *, tolerance, record
     side_cfg = dataclasses.replace(cfg, memory_limit=limit, memory_fraction=fraction)
     jobs = {key: {"case": c.to_json(), "tolerances": tolerance(c)} for key, c in side.items()}
     again: set[str] = set()
-    for key, res in _side_by_side((side_cfg, timeout_s), jobs, workers):
+    alone_planned = len(todo) > len(side)
+    for n, (key, res) in enumerate(_side_by_side((side_cfg, timeout_s), jobs, workers), 1):
         c = side[key]
+        if len(jobs) - n < workers and (alone_planned or again):
+            pool.prestart()  # phase 2's worker starts while the last cases finish
         segment["workers_replaced"] += bool(res.get("worker_replaced"))
         if res["verdict"]["status"] in RETRY_ALONE:
             again.add(key)

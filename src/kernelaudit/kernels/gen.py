@@ -109,16 +109,18 @@ _DT = {torch.float16: 1, torch.bfloat16: 2}
 
 
 def _launch(out: torch.Tensor, idx: torch.Tensor, start: int, n: int, key: int, high, dims, strides,
-            source: int) -> None:
+            source: int, dtype: torch.dtype | None = None) -> None:
     """Generate the ``n`` elements of contiguous ``out``: whole blocks in one unmasked
-    launch, the remainder in a masked one."""
+    launch, the remainder in a masked one. The values are ``dtype``'s (default:
+    ``out``'s), stored in ``out``'s dtype (a wider one holds them exactly)."""
+    dtype = dtype or out.dtype
     flat = out.view(-1)
     full = n - n % _BLOCK
     for pos0, count, even in ((0, full, True), (full, n - full, False)):
         if count:
             _hash_kernel[(triton.cdiv(count, _BLOCK),)](
                 flat[pos0:], idx, start, count, pos0, key, high or 1, *dims, *strides,
-                KIND=_kind(out.dtype, high), SOURCE=source, DT=_DT.get(out.dtype, 0), WIDE=n >= 2**31,
+                KIND=_kind(dtype, high), SOURCE=source, DT=_DT.get(dtype, 0), WIDE=n >= 2**31,
                 EVEN=even, BLOCK=_BLOCK)
 
 
@@ -128,34 +130,38 @@ def _kind(dtype: torch.dtype, high) -> int:
     return _KIND["float"] if dtype.is_floating_point else _KIND["int"]
 
 
-def fill_range(out: torch.Tensor, start: int, key: int, *, high: int | None = None) -> torch.Tensor:
-    """Write the values at storage indexes [start, start + out.numel()) into 1-D ``out``."""
+def fill_range(out: torch.Tensor, start: int, key: int, *, high: int | None = None,
+               dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Write the values at storage indexes [start, start + out.numel()) into 1-D ``out``
+    (``dtype``'s values, default ``out``'s, stored in ``out``'s dtype)."""
     n = out.numel()
     if n:
-        _launch(out, out, start, n, key, high, (1, 1, 1), (0, 0, 0, 0), _RANGE)
+        _launch(out, out, start, n, key, high, (1, 1, 1), (0, 0, 0, 0), _RANGE, dtype)
     return out
 
 
-def values_at(index: torch.Tensor, key: int, dtype: torch.dtype, *, high: int | None = None) -> torch.Tensor:
-    """The values at int64 ``index`` (any shape), in ``dtype``."""
+def values_at(index: torch.Tensor, key: int, dtype: torch.dtype, *, high: int | None = None,
+              out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """The values at int64 ``index`` (any shape), in ``dtype`` (stored as ``out_dtype``)."""
     idx = index.contiguous().view(-1)
-    out = torch.empty(idx.numel(), dtype=dtype, device=index.device)
+    out = torch.empty(idx.numel(), dtype=out_dtype or dtype, device=index.device)
     if idx.numel():
-        _launch(out, idx, 0, idx.numel(), key, high, (1, 1, 1), (0, 0, 0, 0), _INDEX)
+        _launch(out, idx, 0, idx.numel(), key, high, (1, 1, 1), (0, 0, 0, 0), _INDEX, dtype)
     return out.view(index.shape)
 
 
 def values_strided(shape, strides, offset: int, key: int, dtype: torch.dtype, device, *,
-                   high: int | None = None) -> torch.Tensor:
+                   high: int | None = None, out_dtype: torch.dtype | None = None) -> torch.Tensor:
     """The values of a strided view (up to 4 dims) of the generated storage, without
-    materialising its int64 storage indexes."""
+    materialising its int64 storage indexes; ``dtype``'s values stored as
+    ``out_dtype`` (one pass instead of a generation and a cast)."""
     if len(shape) > 4:
         raise ValueError(f"values_strided handles up to 4 dims, got shape {tuple(shape)}")
     pad = 4 - len(shape)
     d = [1] * pad + list(shape)
     t = [0] * pad + list(strides)
-    out = torch.empty(tuple(shape), dtype=dtype, device=device)
+    out = torch.empty(tuple(shape), dtype=out_dtype or dtype, device=device)
     n = out.numel()
     if n:
-        _launch(out, out, offset, n, key, high, (d[1], d[2], d[3]), tuple(t), _STRIDED)
+        _launch(out, out, offset, n, key, high, (d[1], d[2], d[3]), tuple(t), _STRIDED, dtype)
     return out
