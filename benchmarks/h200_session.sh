@@ -10,7 +10,11 @@
 # 5625 cases in 562 s (2026-12-02-h200-session4); `rm -rf runs/h200;
 # SWEEP_BUDGET_S=565 REPORT=0 ... sweep` measures it again.
 # A sweep resumes runs/h200 when it exists (carry it between calls).
-#   steps: kernels verify profile guard sweep repro corpus oracle_cost demo   (default: all but sweep, repro)
+#   steps: kernels verify profile guard sweep workers_ab repro corpus oracle_cost demo
+#   (default: all but sweep, workers_ab, repro)
+# workers_ab: the same sub-grid swept once per AB_CONFIGS entry (workers:calibration
+# workers, default "1:4 2:8"), each with a fresh store and Triton cache; then
+# benchmarks/sweep_phases.py compares calibration and case phases.
 # SWEEP_BUDGET_S (default 540) bounds the sweep step; it resumes a store in runs/h200.
 # REPORT=0 skips building the report there (kernelaudit report rebuilds it anywhere).
 set -u
@@ -39,6 +43,14 @@ for l in sys.stdin:
       --out runs/h200 --case-timeout 120 --no-report > "$O/sweep.log" 2>&1; echo "sweep rc=$?"; tail -5 "$O/sweep.log"
     [ "${REPORT:-1}" = 1 ] && { timeout 100 python3 -m kernelaudit report runs/h200 > "$O/report.txt" 2>&1; tail -30 "$O/report.txt"; }
     cp -r runs/h200 "$O/sweep_store" ;;
+  workers_ab) log workers_ab; mkdir -p runs  # one grid, fresh store and Triton cache per config
+    for cfg in ${AB_CONFIGS:-1:4 2:8}; do w=${cfg%%:*}; cw=${cfg##*:}; d=runs/ab_w${w}_c${cw}; rm -rf "$d"
+      TRITON_CACHE_DIR=/tmp/triton_ab_${w}_${cw} timeout -k 20 --signal=INT ${AB_TIMEOUT_S:-170} python3 -m kernelaudit sweep \
+        --device cuda --ops ${AB_OPS:-bmm,matmul4d,linear,add,softmax,cat,sum,sdpa} --thresholds ${AB_THRESHOLDS:-2^32} \
+        --dtypes float32,float16,bfloat16,int32,int64 --workers $w --calibration-workers $cw --out "$d" \
+        --case-timeout 120 --no-report > "$O/ab_w${w}_c${cw}.log" 2>&1; echo "w=$w c=$cw rc=$?"; cp -r "$d" "$O/"
+    done
+    python3 benchmarks/sweep_phases.py runs/ab_* --json "$O/workers_ab.json" ;;
   repro) log repro; timeout 120 python3 benchmarks/repro_cuda_findings.py --out "$O/repro_cuda_findings.json" 2>&1 | tail -40 ;;
   corpus) log corpus; KERNELAUDIT_GPU_RESULTS="$O/corpus_h200.json" timeout ${CORPUS_TIMEOUT_S:-220} \
       python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_corpus_gpu.py 2>&1 | tail -8 ;;
