@@ -2,13 +2,9 @@
 # Time-boxed H200 steps: GPU tests and benchmarks of all three capabilities.
 # Every output lands in $OUT/h200 and is packed into $OUT/h200_results.tgz.
 # Usage (device tool): bash benchmarks/h200_session.sh STEP [STEP...]
-# Next: measure the 16-byte-access kernels (unmasked whole-block generation, specialised
-# C stream and generate-and-project; CPU-tested only) with
-# `EXPLORE=1 VERIFY_DTYPES=bfloat16,float32 ... kernels verify`; if generate-and-project
-# then costs about what plain generation costs, turn on oracle.PROJECT_AT_GENERATION.
-# Then the 10-minute sweep: a fresh timed `--full` sweep with 2 case workers did 4201 of
-# 5625 cases in 562 s (2026-12-02-h200-session4); `rm -rf runs/h200;
-# SWEEP_BUDGET_S=565 REPORT=0 ... sweep` measures it again.
+# Next (session 5): the 10-minute sweep with one case worker (two were slower on the
+# H200: workers_ab, 2026-12-03-h200-session5): `rm -rf runs/h200; SWEEP_BUDGET_S=575
+# REPORT=0 ... sweep`, on a fresh machine (fresh Triton cache).
 # A sweep resumes runs/h200 when it exists (carry it between calls).
 #   steps: kernels verify profile guard sweep workers_ab repro corpus oracle_cost demo
 #   (default: all but sweep, workers_ab, repro)
@@ -41,6 +37,10 @@ for l in sys.stdin:
   sweep) log sweep; mkdir -p runs
     timeout -k 20 --signal=INT "${SWEEP_BUDGET_S:-540}" python3 -m kernelaudit sweep --device cuda --full --resume \
       --out runs/h200 --case-timeout 120 --no-report > "$O/sweep.log" 2>&1; echo "sweep rc=$?"; tail -5 "$O/sweep.log"
+    timeout 30 python3 benchmarks/sweep_phases.py runs/h200 --json "$O/sweep_phases.json"
+    # compiled Triton kernels, per kernel name (each distinct specialisation is one compile)
+    find "${TRITON_CACHE_DIR:-$HOME/.triton/cache}" -name '*.json' ! -name '__grp__*' 2>/dev/null \
+      | sed 's|.*/||; s|\.json$||' | sort | uniq -c | sort -rn | head -20
     [ "${REPORT:-1}" = 1 ] && { timeout 100 python3 -m kernelaudit report runs/h200 > "$O/report.txt" 2>&1; tail -30 "$O/report.txt"; }
     cp -r runs/h200 "$O/sweep_store" ;;
   workers_ab) log workers_ab; mkdir -p runs  # one grid, fresh store and Triton cache per config

@@ -84,7 +84,7 @@ def _fail_usage(e: Exception) -> None:
               help="Worker processes that calibrate tolerances side by side (default: 4 on CUDA, else 1).")
 @click.option("--workers", "case_workers", type=int, default=None,
               help="Worker processes that run cases side by side, each in 1/N of the device's memory "
-                   "(default: 2 on CUDA, else 1); bigger cases, and any skipped or error side by side, "
+                   "(default: 1); bigger cases, and any skipped or error side by side, "
                    "then run alone.")
 @click.option("--expect-rules", is_flag=True,
               help="With a fault model: exit 0 only if every case is classified exactly as the model's "

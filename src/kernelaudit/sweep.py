@@ -62,11 +62,12 @@ def device_info(device: str) -> dict:
 #: use the device. On the CPU the workers would share its few cores.
 CALIBRATION_WORKERS = {"cuda": 4, "mps": 1, "cpu": 1}
 
-#: Worker processes that run cases side by side, per device type (``--workers``). Much
-#: of a case's time on a GPU is host-side (Python, synchronisations, kernel launches),
-#: when the device idles; a second worker fills those gaps. Each gets 1/N of the
-#: device's memory; bigger cases run alone afterwards (see :func:`_cases_side_by_side`).
-CASE_WORKERS = {"cuda": 2, "mps": 1, "cpu": 1}
+#: Worker processes that run cases side by side, per device type (``--workers``). One on
+#: every device: on the H200 the same 454-case sub-grid took 58 s of case time with one
+#: worker, 75 s with two and 71 s with three (benchmarks/results/2026-12-03-h200-session5):
+#: processes sharing a GPU take turns on it, so their waits add up instead of filling
+#: each other's gaps. More workers remain an option for devices whose cases leave it idle.
+CASE_WORKERS = {"cuda": 1, "mps": 1, "cpu": 1}
 
 
 def resolve_device(device: str) -> str:
