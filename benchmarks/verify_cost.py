@@ -50,6 +50,9 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--dtypes", default="bfloat16,float16,float32")
     ap.add_argument("--explore", action="store_true", help="also time the fused kernel at other tile shapes")
+    ap.add_argument("--kernels", default="",
+                    help="comma list of projection kernels (kernels.freivalds.KERNELS) to time the whole "
+                         "regenerating check with, side by side, besides the default")
     args = ap.parse_args()
     dev = torch.device("cuda")
     B = batch_for(REAL.t32, 256 * 256, "above")
@@ -120,6 +123,22 @@ def main() -> None:
             configs = _explore(case, placed, c, dev, chunk, B, kernel_only)
             print(dtype, configs, flush=True)
         t_ver = _time(verify, reps=3)
+        by_kernel = {}
+        for kern in [k for k in args.kernels.split(",") if k]:
+            import os
+            old_env = os.environ.get("KERNELAUDIT_FREIVALDS_KERNEL")
+            os.environ["KERNELAUDIT_FREIVALDS_KERNEL"] = kern
+            try:
+                verify()  # compile
+                by_kernel[kern] = _time(verify, reps=5)
+            finally:
+                if old_env is None:
+                    os.environ.pop("KERNELAUDIT_FREIVALDS_KERNEL", None)
+                else:
+                    os.environ["KERNELAUDIT_FREIVALDS_KERNEL"] = old_env
+        if by_kernel:
+            by_kernel["default"] = _time(verify, reps=5)
+            print(dtype, "whole regenerating check by kernel", by_kernel, flush=True)
         t_full = _time(full_ref, reps=3)
         rows.append({"dtype": dtype, "batch": B, "out_elements": B * 65536, "bmm_s": t_bmm,
                      "verify_s": t_ver_pre, "verify_over_bmm": t_ver_pre / t_bmm,
@@ -127,6 +146,7 @@ def main() -> None:
                      "generation_with_projections_s": t_gen_proj,
                      "verify_regenerating_s": t_ver, "verify_regenerating_over_bmm": t_ver / t_bmm,
                      "fused_kernel_s": t_kernel, "spot_kernel_s": t_spots, "kernel_configs_s": configs,
+                     "verify_regenerating_by_kernel_s": by_kernel,
                      "full_ref_s": t_full, "full_ref_over_bmm": t_full / t_bmm})
         print(rows[-1], flush=True)
         torch.cuda.empty_cache()
@@ -164,6 +184,11 @@ def _explore(case, placed, c, dev, chunk, B, kernel_only) -> dict:
     for rows, w in ((2, 1), (4, 2), (8, 2), (8, 4), (16, 4), (32, 8)):
         configs[f"lhs-R{rows}-W{w}"] = _time(
             lambda: freivalds_projected(C, x, y, pre["A"], pre["B"], None, alpha, beta, c.dtype, tile=(rows, w)), reps=3)
+    from kernelaudit.kernels.freivalds import freivalds_split
+    dA, dB = _desc(ctx, Am), _desc(ctx, Bmm)
+    for rows, w in ((4, 1), (4, 2), (8, 2), (8, 4), (16, 2), (16, 4), (32, 4)):
+        configs[f"split-R{rows}-W{w}"] = _time(
+            lambda: freivalds_split(C, x, y, dA, dB, None, 64, alpha, beta, c.dtype, tile=(rows, w)), reps=3)
     return configs
 
 

@@ -148,6 +148,45 @@ def test_every_projection_kernel_computes_the_same_sums(dtype, has_m):
     rel = 1e-12 if dtype == "float32" else 1e-5  # float64 sums / float32 sums
     assert torch.allclose(a, b, rtol=rel, atol=rel * float(a.abs().max()))
     assert torch.equal(a, c)  # one body, one summation order
+    # split: rows of C and k-slices of A and B spread over programs, at tiles that leave
+    # programs with no k-slice (K < programs), with several k each, and a ragged last one
+    from kernelaudit.kernels.freivalds import freivalds_split
+    for tile in ((1, 1), (8, 2), (16, 2), (64, 4)):
+        d = freivalds_split(C, x, y, dA, dB, dM, K, 2.0, 0.5, dt, tile=tile)
+        assert torch.allclose(a, d, rtol=rel, atol=rel * float(a.abs().max())), tile
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_the_split_kernel_flags_exactly_the_corrupted_matrices(dtype):
+    """One element of C off in two (batch, head) matrices: their lhs moves away from rhs
+    by far more than the bound allows, and no other matrix's does."""
+    pytest.importorskip("triton")
+    import torch
+
+    from kernelaudit import gen
+    from kernelaudit.kernels.freivalds import Desc, freivalds_split
+    from kernelaudit.ops.spec import DTYPES
+
+    dt = DTYPES[dtype]
+    nb, H, M, K, N = 4, 1, 24, 8, 20
+    kA, kB = gen.stream_key(3, "a"), gen.stream_key(3, "b")
+    dA = Desc(kA, 0, (M * K, 0, K, 1))
+    dB = Desc(kB, 0, (K * N, 0, N, 1))
+    A = gen.fill_flat(nb * M * K, kA, dt, "cpu").double().view(nb, 1, M, K)
+    Bm = gen.fill_flat(nb * K * N, kB, dt, "cpu").double().view(nb, 1, K, N)
+    C = (A @ Bm).to(dt)
+    clean = C.clone()
+    C[1, 0, 5, 7] += 8.0
+    C[3, 0, M - 1, N - 1] -= 8.0
+    x, y = torch.rand(N, dtype=torch.float64) + 0.5, torch.rand(M, dtype=torch.float64) + 0.5
+
+    def metric(t):
+        res = freivalds_split(t, x, y, dA, dB, None, K, 1.0, 0.0, dt, tile=(4, 2))
+        return ((res[..., 0] - res[..., 1]).abs() / res[..., 2]).flatten()
+
+    tol = 10 * float(metric(clean).max())  # as the sweep calibrates: 10x the worst clean metric
+    got = metric(C)
+    assert (got > tol).nonzero().flatten().tolist() == [1, 3], (got.tolist(), tol)
 
 
 def test_an_unknown_projection_kernel_is_refused_by_name(monkeypatch):

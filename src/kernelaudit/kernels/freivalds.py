@@ -196,12 +196,124 @@ def _freivalds_acc2d_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, out_ptr,
 _freivalds_kernel = triton.jit(do_not_specialize=_DESC_INTS + _SIZES + ["sc0", "sc1", "sc2"])(_freivalds_body)
 _freivalds_cspec_kernel = triton.jit(do_not_specialize=_DESC_INTS + _SIZES)(_freivalds_body)
 
+# ``split``: many small programs per matrix, each with two independent jobs, so that
+# the C stream of some overlaps the hashing of others. Program (matrix, s) reads rows
+# [s ROWS, (s+1) ROWS) of C (and regenerates those rows of M), and regenerates the
+# k-slice [s KS, (s+1) KS) of A's columns and B's rows: (y A)_k (B x)_k summed over its
+# slice is its share of y A B x. So every element of A, B and M is hashed exactly once
+# (rowsum does the same per matrix, but one program streams a whole matrix).
+@triton.jit(do_not_specialize=_DESC_INTS + ["H", "Mdim", "Kdim", "SPLIT", "KS"])
+def _split_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, part_ptr,
+                  a_key, a_off, sa0, sa1, sa2, sa3,
+                  b_key, b_off, sb0, sb1, sb2, sb3,
+                  m_key, m_off, sm0, sm1, sm2, sm3,
+                  H, Mdim, Ndim, Kdim, SPLIT, KS, alpha, beta,
+                  HAS_M: tl.constexpr, DT: tl.constexpr, ACC: tl.constexpr,
+                  ROWS: tl.constexpr, BN: tl.constexpr, BKS: tl.constexpr, BMA: tl.constexpr):
+    pid = tl.program_id(0).to(tl.int64)
+    s = tl.program_id(1)
+    b = pid // H
+    h = pid % H
+    # lhs = y C x (and y M x) over this program's rows
+    rows = s * ROWS + tl.arange(0, ROWS)
+    rmask = rows < Mdim
+    rows64 = rows.to(tl.int64)
+    yv = tl.load(y_ptr + rows, mask=rmask, other=0.0)
+    base = c_ptr + b * sc0 + h * sc1
+    acc = tl.zeros([ROWS, BN], dtype=ACC)
+    acc_m = tl.zeros([ROWS, BN], dtype=ACC)
+    acc_ma = tl.zeros([ROWS, BN], dtype=ACC)
+    for n0 in range(0, Ndim, BN):
+        cols = n0 + tl.arange(0, BN)
+        cmask = cols < Ndim
+        xv = tl.load(x_ptr + cols, mask=cmask, other=0.0)
+        w = yv[:, None] * xv[None, :]
+        cv = tl.load(base + (rows64 * sc2)[:, None] + (cols * sc3)[None, :],
+                     mask=rmask[:, None] & cmask[None, :], other=0.0)
+        acc += cv.to(ACC) * w
+        if HAS_M:
+            mv = _gen_tile(m_key, m_off + b * sm0 + h * sm1, rows64, cols.to(tl.int64), sm2, sm3,
+                           rmask, cmask, DT, ACC)
+            acc_m += mv * w
+            acc_ma += tl.abs(mv) * tl.abs(w)
+    lhs = tl.sum(tl.sum(acc, axis=1), axis=0)
+    rhs = beta * tl.sum(tl.sum(acc_m, axis=1), axis=0)
+    bound = tl.abs(beta) * tl.sum(tl.sum(acc_ma, axis=1), axis=0)
+    # rhs share: (y A)_k (B x)_k over this program's k-slice
+    k0 = s * KS
+    if k0 < Kdim:
+        kl = tl.arange(0, BKS)
+        ks = (k0 + kl).to(tl.int64)
+        kmask = (kl < KS) & (ks < Kdim)
+        v = tl.zeros([BKS], dtype=ACC)
+        va = tl.zeros([BKS], dtype=ACC)
+        for m0 in range(0, Mdim, BMA):
+            ms = m0 + tl.arange(0, BMA)
+            mmask = ms < Mdim
+            ym = tl.load(y_ptr + ms, mask=mmask, other=0.0)
+            av = _gen_tile(a_key, a_off + b * sa0 + h * sa1, ms.to(tl.int64), ks, sa2, sa3, mmask, kmask, DT, ACC)
+            v += tl.sum(av * ym[:, None], axis=0)
+            va += tl.sum(tl.abs(av) * tl.abs(ym)[:, None], axis=0)
+        u = tl.zeros([BKS], dtype=ACC)
+        ua = tl.zeros([BKS], dtype=ACC)
+        for n0 in range(0, Ndim, BN):
+            ns = n0 + tl.arange(0, BN)
+            nmask = ns < Ndim
+            xn = tl.load(x_ptr + ns, mask=nmask, other=0.0)
+            bv = _gen_tile(b_key, b_off + b * sb0 + h * sb1, ks, ns.to(tl.int64), sb2, sb3, kmask, nmask, DT, ACC)
+            u += tl.sum(bv * xn[None, :], axis=1)
+            ua += tl.sum(tl.abs(bv) * tl.abs(xn)[None, :], axis=1)
+        rhs += alpha * tl.sum(v * u, axis=0)
+        bound += tl.abs(alpha) * tl.sum(va * ua, axis=0)
+    out = part_ptr + (pid * SPLIT + s) * 3
+    tl.store(out, lhs.to(tl.float64))
+    tl.store(out + 1, rhs.to(tl.float64))
+    tl.store(out + 2, bound.to(tl.float64))
+
+
+#: (ROWS, num_warps) of ``_split_kernel``: rows of C per program.
+SPLIT_TILE = (8, 2)
+
+
+def freivalds_split(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, A: Desc, B: Desc, M: Desc | None,
+                    K: int, alpha: float, beta: float, dtype: torch.dtype, *,
+                    tile: tuple[int, int] | None = None) -> torch.Tensor:
+    """:func:`freivalds`'s (nb, H, 3) lhs, rhs, bound by ``_split_kernel``: per matrix,
+    ``cdiv(M, ROWS)`` programs, each streaming ROWS rows of C and regenerating a
+    ``cdiv(K, programs)`` slice of A's columns and B's rows; their partial sums are
+    added here (float64)."""
+    nb, H, Mdim, Ndim = C.shape
+    acc = ACCUMULATE[dtype]
+    rows, warps = tile or SPLIT_TILE
+    # at most 65535 programs per matrix (CUDA's limit on the grid's second dimension)
+    rows = max(1, min(rows, triton.next_power_of_2(Mdim)), triton.next_power_of_2(triton.cdiv(Mdim, 65535)))
+    split = triton.cdiv(Mdim, rows)
+    ks = triton.cdiv(max(K, 1), split)
+    BN = max(16, min(256, triton.next_power_of_2(Ndim)))
+    BKS = max(2, triton.next_power_of_2(ks))
+    BMA = max(16, min(256, 4096 // BKS, triton.next_power_of_2(Mdim)))
+    m = M or Desc(0, 0, (0, 0, 0, 0))
+    part = torch.empty((nb * H, split, 3), dtype=torch.float64, device=C.device)
+    if nb * H:
+        _split_kernel[(nb * H, split)](C, *C.stride(), x.to(acc), y.to(acc), part,
+                                       A.key, A.offset, *A.strides, B.key, B.offset, *B.strides,
+                                       m.key, m.offset, *m.strides, H, Mdim, Ndim, K, split, ks,
+                                       float(alpha), float(beta), HAS_M=M is not None, DT=_DT[dtype],
+                                       ACC=_TL[acc], ROWS=rows, BN=BN, BKS=BKS, BMA=BMA, num_warps=warps)
+    return part.sum(1).view(nb, H, 3)
+
+
 #: Which projection kernel runs: ``rowsum`` (reduce every tile), ``rowsum-cspec`` (the
-#: same, C's strides specialised) or ``acc2d`` (accumulate tiles, reduce once).
+#: same, C's strides specialised), ``acc2d`` (accumulate tiles, reduce once) or
+#: ``split`` (many programs per matrix: :func:`freivalds_split`).
 #: ``$KERNELAUDIT_FREIVALDS_KERNEL`` picks.
-KERNELS = {"rowsum": _freivalds_kernel, "rowsum-cspec": _freivalds_cspec_kernel, "acc2d": _freivalds_acc2d_kernel}
+KERNELS = {"rowsum": _freivalds_kernel, "rowsum-cspec": _freivalds_cspec_kernel, "acc2d": _freivalds_acc2d_kernel,
+           "split": _split_kernel}
 #: The kernels that can read projections made at generation (``PRE_*``).
 ROWSUM_KERNELS = ("rowsum", "rowsum-cspec")
+#: Kernel choices under which projections made at generation are used (by
+#: :func:`freivalds_projected`) when every operand has one.
+PROJECTED_OK = ROWSUM_KERNELS + ("split",)
 DEFAULT_KERNEL = "rowsum-cspec"
 
 
@@ -247,8 +359,13 @@ def freivalds(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, A: Desc, B: Des
     H or 1, K, 2)): the kernel reads them instead of regenerating A / B (the
     :data:`ROWSUM_KERNELS` only)."""
     kernel = selected_kernel(kernel)
-    if pre_a is not None and pre_b is not None and (M is None or pre_m is not None) and kernel in ROWSUM_KERNELS:
+    if pre_a is not None and pre_b is not None and (M is None or pre_m is not None) and kernel in PROJECTED_OK:
         return freivalds_projected(C, x, y, pre_a, pre_b, pre_m if M is not None else None, alpha, beta, dtype)
+    if kernel == "split":
+        if blocks is not None:
+            raise ValueError("blocks= is for the rowsum and acc2d kernels; the split kernel takes its tile "
+                             "from SPLIT_TILE")
+        return freivalds_split(C, x, y, A, B, M, K, alpha, beta, dtype)
     nb, H, Mdim, Ndim = C.shape
     acc = ACCUMULATE[dtype]
     out = torch.empty((nb, H, 3), dtype=torch.float64, device=C.device)
