@@ -33,11 +33,15 @@ def test_triton_generation_on_cuda_equals_the_torch_hash(dtype, high):
                                                     dtype, high=high))
 
 
-@pytest.mark.parametrize("op", ["bmm", "baddbmm", "mm", "linear", "matmul4d"])
-def test_fused_freivalds_on_cuda_agrees_with_the_torch_check(op, monkeypatch):
+@pytest.mark.parametrize("op,kernel", [(op, "") for op in ("bmm", "baddbmm", "mm", "linear", "matmul4d")]
+                         + [(op, "split") for op in ("bmm", "baddbmm", "linear")])
+def test_fused_freivalds_on_cuda_agrees_with_the_torch_check(op, kernel, monkeypatch):
     from kernelaudit.cases import GridSpec, grid
     from kernelaudit.oracle import execute
     from kernelaudit.tolerance import calibrated
+
+    if kernel:
+        monkeypatch.setenv("KERNELAUDIT_FREIVALDS_KERNEL", kernel)
 
     cases = grid(GridSpec(ops=(op,), dtypes=("float16", "bfloat16", "float32"), thresholds=("2^32",),
                           positions=("above",), directions=("fwd",), scale=16))
@@ -51,12 +55,16 @@ def test_fused_freivalds_on_cuda_agrees_with_the_torch_check(op, monkeypatch):
                                                                       ref.first_bad_index), case.id
 
 
-@pytest.mark.parametrize("op", ["bmm", "baddbmm", "mm", "addmm", "linear", "matmul4d", "einsum"])
-def test_gradient_projections_on_cuda_agree_with_the_float64_autograd_reference(op, monkeypatch):
+@pytest.mark.parametrize("op,kernel", [(op, "") for op in ("bmm", "baddbmm", "mm", "addmm", "linear", "matmul4d",
+                                                             "einsum")] + [(op, "split") for op in ("baddbmm", "linear")])
+def test_gradient_projections_on_cuda_agree_with_the_float64_autograd_reference(op, kernel, monkeypatch):
     from kernelaudit.cases import GridSpec, grid
     from kernelaudit.faults.predict import EITHER, predict
     from kernelaudit.oracle import execute
     from kernelaudit.tolerance import calibrated
+
+    if kernel:
+        monkeypatch.setenv("KERNELAUDIT_FREIVALDS_KERNEL", kernel)
 
     cases = grid(GridSpec(ops=(op,), dtypes=("float16", "bfloat16", "float32"), thresholds=("2^32",),
                           positions=("above",), directions=("bwd",), scale=16))
