@@ -212,6 +212,15 @@ def _own_kernel_cases():
                {"c_ptr": dt, **{f"sc{d}": i64 for d in range(4)}, "x_ptr": f"*fp{acc[-2:]}", "y_ptr": f"*fp{acc[-2:]}",
                 "part_ptr": "*fp64", "H": i64, "Mdim": i64, "Ndim": i64, "SPLIT": i64, "ACC": c, "ROWS": c, "BN": c},
                {"ACC": getattr(triton.language, acc), "ROWS": 4, "BN": 256})
+    for dt, c_dt, acc in ((2, "*bf16", "float32"), (0, "*fp32", "float64")):
+        for has_m in (False, True):
+            yield (f"split {c_dt} M={has_m}", "freivalds", "_split_kernel",
+                   {"c_ptr": c_dt, **{f"sc{d}": i64 for d in range(4)}, "x_ptr": f"*fp{acc[-2:]}",
+                    "y_ptr": f"*fp{acc[-2:]}", "part_ptr": "*fp64", **desc("a"), **desc("b"), **desc("m"),
+                    "H": i64, "Mdim": i64, "Ndim": i64, "Kdim": i64, "SPLIT": i64, "KS": i64, "alpha": "fp32",
+                    "beta": "fp32", "HAS_M": c, "DT": c, "ACC": c, "ROWS": c, "BN": c, "BKS": c, "BMA": c},
+                   {"HAS_M": has_m, "DT": dt, "ACC": getattr(triton.language, acc), "ROWS": 8, "BN": 256,
+                    "BKS": 2, "BMA": 256})
 
 
 OWN_CASES = list(_own_kernel_cases())
