@@ -22,7 +22,7 @@ log env; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,no
 python3 -c "import torch,triton,platform;print(torch.__version__,triton.__version__,torch.version.cuda,platform.python_version())" | tee -a "$O/env.txt"
 for s in $steps; do
   case $s in
-  kernels) log kernels; timeout 240 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_kernels_gpu.py 2>&1 | tail -15 ;;
+  kernels) log kernels; timeout ${KERNELS_TIMEOUT_S:-240} python3 -m pytest -q -p no:cacheprovider tests/gpu/test_kernels_gpu.py ${KERNELS_K:+-k $KERNELS_K} 2>&1 | tail -15 ;;
   verify) log verify_cost; timeout ${VERIFY_TIMEOUT_S:-240} python3 benchmarks/verify_cost.py ${EXPLORE:+--explore} ${VERIFY_KERNELS:+--kernels $VERIFY_KERNELS} --dtypes ${VERIFY_DTYPES:-bfloat16,float16,float32} --out "$O/verify_cost_h200.json" 2>&1 | tail -8 ;;
   profile) log profile; timeout 200 python3 benchmarks/sweep_profile.py --out "$O/sweep_profile_h200.json" > "$O/sweep_profile.log" 2>&1
     grep '^{' "$O/sweep_profile.log" | python3 -c "
