@@ -2,9 +2,11 @@
 # Time-boxed H200 steps: GPU tests and benchmarks of all three capabilities.
 # Every output lands in $OUT/h200 and is packed into $OUT/h200_results.tgz.
 # Usage (device tool): bash benchmarks/h200_session.sh STEP [STEP...]
-# Next (session 5): the 10-minute sweep with one case worker (two were slower on the
-# H200: workers_ab, 2026-12-03-h200-session5): `rm -rf runs/h200; SWEEP_BUDGET_S=575
-# REPORT=0 ... sweep`, on a fresh machine (fresh Triton cache).
+# Next (after session 5, where the default --full sweep took 550 s): measure the split
+# projection kernel (CPU-tested only) against the default, and C's read floor:
+# `EXPLORE=1 VERIFY_DTYPES=bfloat16,float32 VERIFY_KERNELS=split ... verify`, and its GPU
+# agreement tests: `KERNELS_K=split ... kernels`. If split is faster and agrees, make it
+# kernels.freivalds.DEFAULT_KERNEL (goal: a 16-bit check at <= 1.0x the bmm).
 # A sweep resumes runs/h200 when it exists (carry it between calls).
 #   steps: kernels verify profile guard sweep workers_ab repro corpus oracle_cost demo
 #   (default: all but sweep, workers_ab, repro)

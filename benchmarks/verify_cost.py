@@ -63,6 +63,8 @@ def main() -> None:
         a, b = (t for t in _views(placed, dev))
         c = outs[0]
         t_bmm = _time(lambda: torch.bmm(a, b, out=c))
+        # The floor of any check: one read of C (a float32-accumulated sum, memory-bound).
+        t_read = _time(lambda: c.sum(dtype=torch.float32))
         chunk = default_ref_chunk(dev)
 
         def verify(projections=None):
@@ -140,7 +142,7 @@ def main() -> None:
             by_kernel["default"] = _time(verify, reps=5)
             print(dtype, "whole regenerating check by kernel", by_kernel, flush=True)
         t_full = _time(full_ref, reps=3)
-        rows.append({"dtype": dtype, "batch": B, "out_elements": B * 65536, "bmm_s": t_bmm,
+        rows.append({"dtype": dtype, "batch": B, "out_elements": B * 65536, "bmm_s": t_bmm, "read_c_s": t_read,
                      "verify_s": t_ver_pre, "verify_over_bmm": t_ver_pre / t_bmm,
                      "check_with_projections_s": t_check_pre, "generation_s": t_gen,
                      "generation_with_projections_s": t_gen_proj,
