@@ -179,7 +179,8 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
     with WorkerPool(*pool_args) as pool:
         # Its start (seconds: imports, the device) overlaps calibration's: it measures
         # the device's capacity right after, and takes the jobs that must run alone.
-        pool.prestart()
+        if todo:
+            pool.prestart()
         by_key = {}
         for c in todo:
             by_key.setdefault(c.tolerance_key, c)
