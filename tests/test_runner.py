@@ -26,3 +26,24 @@ def test_a_cpu_worker_is_never_replaced_after_an_error_it_survived():
 
 def test_the_cpu_is_always_healthy():
     assert device_healthy("cpu")
+
+
+def test_a_prestarted_worker_runs_the_next_job_and_a_failed_start_is_raised_by_it():
+    import torch
+
+    from kernelaudit.cases import GridSpec, grid
+    from kernelaudit.runner import WorkerConfig, WorkerPool
+
+    case = grid(GridSpec(ops=("add",), dtypes=("float32",), layouts=("contig",), directions=("fwd",),
+                         thresholds=("2^31",), positions=("below",), scale=12))[0]
+    with WorkerPool(WorkerConfig(device="cpu")) as pool:
+        pool.prestart()
+        pool.prestart()  # a second call while starting is a no-op
+        res = pool.run({"case": case.to_json(), "tolerances": None})
+        assert res["verdict"]["status"] == "ok" and pool.restarts == 0
+    if torch.cuda.is_available():
+        return  # the failing start below needs a machine without CUDA
+    with WorkerPool(WorkerConfig(device="cuda")) as pool:
+        pool.prestart()
+        with pytest.raises(RuntimeError, match="worker could not start"):
+            pool.run({"case": case.to_json(), "tolerances": None})
