@@ -196,6 +196,38 @@ def _freivalds_acc2d_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, out_ptr,
 _freivalds_kernel = triton.jit(do_not_specialize=_DESC_INTS + _SIZES + ["sc0", "sc1", "sc2"])(_freivalds_body)
 _freivalds_cspec_kernel = triton.jit(do_not_specialize=_DESC_INTS + _SIZES)(_freivalds_body)
 
+@triton.jit
+def _row_block(y_ptr, H, Mdim, ROWS: tl.constexpr):
+    """For program (matrix, s) of a grid of row blocks: the flat (batch, head) index,
+    b, h, s, the rows [s ROWS, (s+1) ROWS) of the matrix, their mask and y at them."""
+    pid = tl.program_id(0).to(tl.int64)
+    s = tl.program_id(1)
+    b = pid // H
+    h = pid % H
+    rows = s * ROWS + tl.arange(0, ROWS)
+    rmask = rows < Mdim
+    yv = tl.load(y_ptr + rows, mask=rmask, other=0.0)
+    return pid, b, h, s, rows, rmask, yv
+
+
+@triton.jit
+def _project_k(key, base, w_ptr, n, ks, kmask, s_l, s_k, DT: tl.constexpr, ACC: tl.constexpr,
+               BL: tl.constexpr, BKS: tl.constexpr):
+    """``sum_l w[l] G[l, k]`` and ``sum_l |w[l]| |G[l, k]|`` for the columns ``ks`` of a
+    generated (n x K) matrix G at storage ``base`` with strides (s_l, s_k): ``y A``'s
+    k-slice, or ``B x``'s with B seen as B^T."""
+    v = tl.zeros([BKS], dtype=ACC)
+    va = tl.zeros([BKS], dtype=ACC)
+    for l0 in range(0, n, BL):
+        ls = l0 + tl.arange(0, BL)
+        lmask = ls < n
+        wl = tl.load(w_ptr + ls, mask=lmask, other=0.0)
+        g = _gen_tile(key, base, ls.to(tl.int64), ks, s_l, s_k, lmask, kmask, DT, ACC)
+        v += tl.sum(g * wl[:, None], axis=0)
+        va += tl.sum(tl.abs(g) * tl.abs(wl)[:, None], axis=0)
+    return v, va
+
+
 # ``split``: many small programs per matrix, each with two independent jobs, so that
 # the C stream of some overlaps the hashing of others. Program (matrix, s) reads rows
 # [s ROWS, (s+1) ROWS) of C (and regenerates those rows of M), and regenerates the
@@ -210,15 +242,9 @@ def _split_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, part_ptr,
                   H, Mdim, Ndim, Kdim, SPLIT, KS, alpha, beta,
                   HAS_M: tl.constexpr, DT: tl.constexpr, ACC: tl.constexpr,
                   ROWS: tl.constexpr, BN: tl.constexpr, BKS: tl.constexpr, BMA: tl.constexpr):
-    pid = tl.program_id(0).to(tl.int64)
-    s = tl.program_id(1)
-    b = pid // H
-    h = pid % H
     # lhs = y C x (and y M x) over this program's rows
-    rows = s * ROWS + tl.arange(0, ROWS)
-    rmask = rows < Mdim
+    pid, b, h, s, rows, rmask, yv = _row_block(y_ptr, H, Mdim, ROWS)
     rows64 = rows.to(tl.int64)
-    yv = tl.load(y_ptr + rows, mask=rmask, other=0.0)
     base = c_ptr + b * sc0 + h * sc1
     acc = tl.zeros([ROWS, BN], dtype=ACC)
     acc_m = tl.zeros([ROWS, BN], dtype=ACC)
@@ -245,24 +271,9 @@ def _split_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, part_ptr,
         kl = tl.arange(0, BKS)
         ks = (k0 + kl).to(tl.int64)
         kmask = (kl < KS) & (ks < Kdim)
-        v = tl.zeros([BKS], dtype=ACC)
-        va = tl.zeros([BKS], dtype=ACC)
-        for m0 in range(0, Mdim, BMA):
-            ms = m0 + tl.arange(0, BMA)
-            mmask = ms < Mdim
-            ym = tl.load(y_ptr + ms, mask=mmask, other=0.0)
-            av = _gen_tile(a_key, a_off + b * sa0 + h * sa1, ms.to(tl.int64), ks, sa2, sa3, mmask, kmask, DT, ACC)
-            v += tl.sum(av * ym[:, None], axis=0)
-            va += tl.sum(tl.abs(av) * tl.abs(ym)[:, None], axis=0)
-        u = tl.zeros([BKS], dtype=ACC)
-        ua = tl.zeros([BKS], dtype=ACC)
-        for n0 in range(0, Ndim, BN):
-            ns = n0 + tl.arange(0, BN)
-            nmask = ns < Ndim
-            xn = tl.load(x_ptr + ns, mask=nmask, other=0.0)
-            bv = _gen_tile(b_key, b_off + b * sb0 + h * sb1, ks, ns.to(tl.int64), sb2, sb3, kmask, nmask, DT, ACC)
-            u += tl.sum(bv * xn[None, :], axis=1)
-            ua += tl.sum(tl.abs(bv) * tl.abs(xn)[None, :], axis=1)
+        v, va = _project_k(a_key, a_off + b * sa0 + h * sa1, y_ptr, Mdim, ks, kmask, sa2, sa3, DT, ACC, BMA, BKS)
+        # B's k-slice as the columns of B^T (strides swapped)
+        u, ua = _project_k(b_key, b_off + b * sb0 + h * sb1, x_ptr, Ndim, ks, kmask, sb3, sb2, DT, ACC, BN, BKS)
         rhs += alpha * tl.sum(v * u, axis=0)
         bound += tl.abs(alpha) * tl.sum(va * ua, axis=0)
     out = part_ptr + (pid * SPLIT + s) * 3
@@ -402,13 +413,7 @@ def _lhs_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, part_ptr, H, Mdim, Ndim
     """Program (matrix, s) sums ``y[r] C[r, c] x[c]`` over rows [s ROWS, (s+1) ROWS) of
     one (batch, head) matrix of C: a pure stream over C (many small independent programs,
     so many loads in flight), nothing generated."""
-    pid = tl.program_id(0).to(tl.int64)
-    s = tl.program_id(1)
-    b = pid // H
-    h = pid % H
-    rows = s * ROWS + tl.arange(0, ROWS)
-    rmask = rows < Mdim
-    yv = tl.load(y_ptr + rows, mask=rmask, other=0.0)
+    pid, b, h, s, rows, rmask, yv = _row_block(y_ptr, H, Mdim, ROWS)
     base = c_ptr + b * sc0 + h * sc1
     roff = rows.to(tl.int64) * sc2
     acc = tl.zeros([ROWS, BN], dtype=ACC)
