@@ -63,12 +63,10 @@ def values_at(index: torch.Tensor, key: int, dtype: torch.dtype, *, high: int | 
     out_dtype=torch.float64)`` equals ``values_at(..., dtype).to(torch.float64)``, in
     one pass on a GPU.
     """
-    if out_dtype is not None and out_dtype != dtype:
-        if index.device.type == "cuda" and dtype != torch.bool and (fast := _fast()) is not None:
-            return fast.values_at(index, key, dtype, high=high, out_dtype=out_dtype)
-        return values_at(index, key, dtype, high=high).to(out_dtype)
     if index.device.type == "cuda" and dtype != torch.bool and (fast := _fast()) is not None:
-        return fast.values_at(index, key, dtype, high=high)
+        return fast.values_at(index, key, dtype, high=high, out_dtype=out_dtype)
+    if out_dtype is not None and out_dtype != dtype:
+        return values_at(index, key, dtype, high=high).to(out_dtype)
     h = hash32(index, key)
     if high is not None:
         return (h % high).to(dtype)
