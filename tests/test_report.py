@@ -253,6 +253,14 @@ def test_summary_adds_up_the_wall_time_of_every_sweep_invocation(tmp_path):
     assert run.manifest.wall_s == 612.5
     assert "612 s (10.2 min) in 2 invocations, 1 cut short" in summary_text(run)
     assert "wall time" not in summary_text(load_run(store(tmp_path, [line(case(), OK)], name="old")))
+    assert "replaced" not in summary_text(run)  # older stores have no count: nothing to say
+
+
+def test_summary_counts_the_workers_a_run_replaced(tmp_path):
+    segments = [{"started": "a", "wall_s": 100.0, "completed": True, "workers_replaced": 2},
+                {"started": "b", "wall_s": 50.0, "completed": True, "workers_replaced": 1}]
+    run = load_run(store(tmp_path, [line(case(), OK)], segments=segments))
+    assert "150 s (2.5 min) in 2 invocations, 3 workers replaced" in summary_text(run)
 
 
 def test_summary_of_a_run_with_nothing_bad_says_so(tmp_path):

@@ -77,14 +77,18 @@ def progress_text(run: Run) -> str:
 
 
 def wall_text(run: Run) -> str | None:
-    """``612 s (10.2 min) in 2 invocations, 1 cut short`` or None when unrecorded."""
+    """``612 s (10.2 min) in 2 invocations, 1 cut short, 3 workers replaced`` or None
+    when unrecorded (workers replaced after a crash, hang or poisoned device: each
+    costs a worker start)."""
     m = run.manifest
     if m.wall_s is None:
         return None
     n = len(m.segments)
     cut = sum(1 for s in m.segments if not s.get("completed"))
+    replaced = sum(int(s.get("workers_replaced") or 0) for s in m.segments)
     return (f"{m.wall_s:.0f} s ({m.wall_s / 60:.1f} min) in {n} invocation{'s' if n != 1 else ''}"
-            + (f", {cut} cut short" if cut else ""))
+            + (f", {cut} cut short" if cut else "")
+            + (f", {replaced} worker{'s' if replaced != 1 else ''} replaced" if replaced else ""))
 
 
 #: Phases ``execute`` times (``verdict.details["timing"]``), in the order they run.
