@@ -47,3 +47,14 @@ def test_a_prestarted_worker_runs_the_next_job_and_a_failed_start_is_raised_by_i
         pool.prestart()
         with pytest.raises(RuntimeError, match="worker could not start"):
             pool.run({"case": case.to_json(), "tolerances": None})
+
+
+def test_the_probe_reports_a_device_that_raises_as_unhealthy(monkeypatch):
+    """A sticky CUDA error makes every later device call raise: the probe says so."""
+    import torch
+
+    def sticky(*a, **k):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(torch.cuda, "synchronize", sticky)
+    assert not device_healthy("cuda")
