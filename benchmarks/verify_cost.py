@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import time
 
@@ -127,7 +128,6 @@ def main() -> None:
         t_ver = _time(verify, reps=3)
         by_kernel = {}
         for kern in [k for k in args.kernels.split(",") if k]:
-            import os
             old_env = os.environ.get("KERNELAUDIT_FREIVALDS_KERNEL")
             os.environ["KERNELAUDIT_FREIVALDS_KERNEL"] = kern
             try:

@@ -196,6 +196,7 @@ def _freivalds_acc2d_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, out_ptr,
 _freivalds_kernel = triton.jit(do_not_specialize=_DESC_INTS + _SIZES + ["sc0", "sc1", "sc2"])(_freivalds_body)
 _freivalds_cspec_kernel = triton.jit(do_not_specialize=_DESC_INTS + _SIZES)(_freivalds_body)
 
+
 @triton.jit
 def _row_block(y_ptr, H, Mdim, ROWS: tl.constexpr):
     """For program (matrix, s) of a grid of row blocks: the flat (batch, head) index,
@@ -367,8 +368,9 @@ def freivalds(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, A: Desc, B: Des
     ``kernel`` one of :data:`KERNELS` (default ``$KERNELAUDIT_FREIVALDS_KERNEL`` or
     :data:`DEFAULT_KERNEL`). ``pre_a`` / ``pre_b``: the projections ``y A`` / ``B x``
     made while the inputs were generated (:func:`generate_and_project`, shape (nb or 1,
-    H or 1, K, 2)): the kernel reads them instead of regenerating A / B (the
-    :data:`ROWSUM_KERNELS` only)."""
+    H or 1, K, 2)): the rowsum kernels read them instead of regenerating A / B; under
+    any of :data:`PROJECTED_OK`, when every operand has one, only C is streamed
+    (:func:`freivalds_projected`)."""
     kernel = selected_kernel(kernel)
     if pre_a is not None and pre_b is not None and (M is None or pre_m is not None) and kernel in PROJECTED_OK:
         return freivalds_projected(C, x, y, pre_a, pre_b, pre_m if M is not None else None, alpha, beta, dtype)
