@@ -2,13 +2,12 @@
 # Time-boxed H200 steps: GPU tests and benchmarks of all three capabilities.
 # Every output lands in $OUT/h200 and is packed into $OUT/h200_results.tgz.
 # Usage (device tool): bash benchmarks/h200_session.sh STEP [STEP...]
-# Next (after session 5, where the default --full sweep took 550 s): measure the split
-# projection kernel (CPU-tested only) against the default, and C's read floor:
-# `EXPLORE=1 VERIFY_DTYPES=bfloat16,float32 VERIFY_KERNELS=split ... verify`, and its GPU
-# agreement tests: `KERNELS_K=split ... kernels`. If split is faster and agrees, make it
-# kernels.freivalds.DEFAULT_KERNEL (goal: a 16-bit check at <= 1.0x the bmm).
+# Next (session 6): the 16-bit check at <= 1.0x the bmm. `EXPLORE=1 VERIFY_KERNELS=split
+# VERIFY_DTYPES=bfloat16,float32 ... kernels verify ncu` times the C stream (looped,
+# pipelined tiles), generation with projections (B walked by whole rows), the split
+# kernel, the check re-timed with the fastest pieces (tuned_*), and ncu's view of each.
 # A sweep resumes runs/h200 when it exists (carry it between calls).
-#   steps: kernels verify profile guard sweep workers_ab repro corpus oracle_cost demo
+#   steps: kernels verify ncu profile guard sweep workers_ab repro corpus oracle_cost demo
 #   (default: all but sweep, workers_ab, repro)
 # workers_ab: the same sub-grid swept once per AB_CONFIGS entry (workers:calibration
 # workers, default "1:4 2:8"), each with a fresh store and Triton cache; then
@@ -26,6 +25,11 @@ for s in $steps; do
   case $s in
   kernels) log kernels; timeout ${KERNELS_TIMEOUT_S:-240} python3 -m pytest -q -p no:cacheprovider tests/gpu/test_kernels_gpu.py ${KERNELS_K:+-k $KERNELS_K} 2>&1 | tail -15 ;;
   verify) log verify_cost; timeout ${VERIFY_TIMEOUT_S:-240} python3 benchmarks/verify_cost.py ${EXPLORE:+--explore} ${VERIFY_KERNELS:+--kernels $VERIFY_KERNELS} --dtypes ${VERIFY_DTYPES:-bfloat16,float16,float32} --out "$O/verify_cost_h200.json" 2>&1 | tail -8 ;;
+  ncu) log ncu; timeout ${NCU_TIMEOUT_S:-240} ncu --clock-control none --section SpeedOfLight --section Occupancy \
+      --section LaunchStats --section WarpStateStats \
+      -k 'regex:_hash_kernel|_gen_project_kernel|_lhs_kernel|_split_kernel|_freivalds_body' \
+      python3 benchmarks/verify_cost.py --ncu --dtypes ${NCU_DTYPES:-bfloat16} --out /tmp/ncu.json > "$O/ncu.txt" 2>&1
+    grep -E '^  _[a-z_]+|Duration|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Registers Per Thread|Achieved Occupancy|Grid Size|Block Size' "$O/ncu.txt" | tail -150 ;;
   profile) log profile; timeout 200 python3 benchmarks/sweep_profile.py --out "$O/sweep_profile_h200.json" > "$O/sweep_profile.log" 2>&1
     grep '^{' "$O/sweep_profile.log" | python3 -c "
 import sys,json

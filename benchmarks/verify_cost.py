@@ -51,6 +51,8 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--dtypes", default="bfloat16,float16,float32")
     ap.add_argument("--explore", action="store_true", help="also time the fused kernel at other tile shapes")
+    ap.add_argument("--ncu", action="store_true",
+                    help="only launch each kernel of the check once (for a profiler: ncu -k ...), time nothing")
     ap.add_argument("--kernels", default="",
                     help="comma list of projection kernels (kernels.freivalds.KERNELS) to time the whole "
                          "regenerating check with, side by side, besides the default")
@@ -67,6 +69,9 @@ def main() -> None:
         # The floor of any check: one read of C (a float32-accumulated sum, memory-bound).
         t_read = _time(lambda: c.sum(dtype=torch.float32))
         chunk = default_ref_chunk(dev)
+        if args.ncu:
+            _ncu_launches(case, placed, c, dev, chunk, B)
+            continue
 
         def verify(projections=None):
             ctx = RefContext(case, placed, dev, chunk)
@@ -125,6 +130,9 @@ def main() -> None:
         if args.explore and _fused_freivalds_enabled(dev) and dtype != "float16":
             configs = _explore(case, placed, c, dev, chunk, B, kernel_only)
             print(dtype, configs, flush=True)
+            tuned = _tuned_verify(configs, case, placed, dev, verify, t_gen)
+            configs.update(tuned)
+            print(dtype, tuned, flush=True)
         t_ver = _time(verify, reps=3)
         by_kernel = {}
         for kern in [k for k in args.kernels.split(",") if k]:
@@ -182,16 +190,89 @@ def _explore(case, placed, c, dev, chunk, B, kernel_only) -> dict:
 
     for tile, w in ((256, 2), (512, 4), (1024, 4)):
         configs[f"genproj-T{tile}-W{w}"] = _time(lambda: gen_proj(tile, w), reps=3)
+    # each operand alone, B walked both ways (column strips, or whole rows)
+    dA_, dB_ = _desc(ctx, Am), _desc(ctx, Bmm)
+    for tile, w in ((512, 4), (1024, 4), (2048, 8)):
+        configs[f"genproj-A-T{tile}-W{w}"] = _time(
+            lambda: generate_and_project(sa, dA_, tuple(Am.shape), y, False, tile=tile, num_warps=w), reps=3)
+        for rowwise in (False, True):
+            configs[f"genproj-B-rowwise{int(rowwise)}-T{tile}-W{w}"] = _time(
+                lambda: generate_and_project(sb, dB_, tuple(Bmm.shape), x, True, tile=tile, num_warps=w,
+                                             rowwise=rowwise), reps=3)
+    configs["gen-A"] = _time(lambda: _gen_plain(sa, placed[0], dev), reps=3)
+    configs["gen-B"] = _time(lambda: _gen_plain(sb, placed[1], dev), reps=3)
     C = c.view(B, 1, 256, 256)
-    for rows, w in ((2, 1), (4, 2), (8, 2), (8, 4), (16, 4), (32, 8)):
-        configs[f"lhs-R{rows}-W{w}"] = _time(
-            lambda: freivalds_projected(C, x, y, pre["A"], pre["B"], None, alpha, beta, c.dtype, tile=(rows, w)), reps=3)
+    # (rows, warps, iterations, pipeline stages) of the C stream
+    for t in ((2, 1), (4, 2), (8, 2), (8, 4), (16, 4), (32, 8), (4, 2, 8, 1), (4, 2, 8, 3), (8, 4, 4, 2),
+              (8, 4, 8, 3), (8, 4, 32, 3), (16, 4, 4, 2), (16, 8, 16, 3), (32, 8, 8, 2), (64, 8, 4, 2)):
+        configs["lhs-" + "-".join(map(str, t))] = _time(
+            lambda: freivalds_projected(C, x, y, pre["A"], pre["B"], None, alpha, beta, c.dtype, tile=t), reps=3)
     from kernelaudit.kernels.freivalds import freivalds_split
     dA, dB = _desc(ctx, Am), _desc(ctx, Bmm)
     for rows, w in ((4, 1), (4, 2), (8, 2), (8, 4), (16, 2), (16, 4), (32, 4)):
         configs[f"split-R{rows}-W{w}"] = _time(
             lambda: freivalds_split(C, x, y, dA, dB, None, 64, alpha, beta, c.dtype, tile=(rows, w)), reps=3)
     return configs
+
+
+def _ncu_launches(case, placed, c, dev, chunk, B) -> None:
+    """One launch of each kernel of the check, in a fixed order, for ``ncu``: plain
+    generation of A and B, generation with projections (B both ways), the C stream
+    (default tile, then a looped pipelined one), the split and rowsum-cspec kernels."""
+    from kernelaudit.kernels.freivalds import freivalds, freivalds_projected, freivalds_split, generate_and_project
+    from kernelaudit.oracle import RefContext, _desc, _matmul_operands, _projection_vector
+
+    ctx = RefContext(case, placed, dev, chunk)
+    Am, Bmm, _, alpha, beta = _matmul_operands(case, ctx, 0, B, B, meta=True)
+    dA, dB = _desc(ctx, Am), _desc(ctx, Bmm)
+    x = _projection_vector(case.seed, "x", 256, dev)
+    y = _projection_vector(case.seed, "y", 256, dev)
+    sa = torch.empty(placed[0].storage_numel, dtype=c.dtype, device=dev)
+    sb = torch.empty(placed[1].storage_numel, dtype=c.dtype, device=dev)
+    _gen_plain(sa, placed[0], dev)
+    _gen_plain(sb, placed[1], dev)
+    pa = generate_and_project(sa, dA, tuple(Am.shape), y, False)
+    pb = generate_and_project(sb, dB, tuple(Bmm.shape), x, True, rowwise=False)
+    generate_and_project(sb, dB, tuple(Bmm.shape), x, True, rowwise=True)
+    C = c.view(B, 1, 256, 256)
+    freivalds_projected(C, x, y, pa, pb, None, alpha, beta, c.dtype, tile=(4, 2, 1, 1))
+    freivalds_projected(C, x, y, pa, pb, None, alpha, beta, c.dtype, tile=(8, 4, 8, 3))
+    freivalds_split(C, x, y, dA, dB, None, 64, alpha, beta, c.dtype)
+    freivalds(C, x, y, dA, dB, None, 64, alpha, beta, c.dtype, kernel="rowsum-cspec")
+    torch.cuda.synchronize()
+
+
+def _tuned_verify(configs: dict, case, placed, dev, verify, t_gen) -> dict:
+    """The whole check with projections made at generation, re-timed with the fastest
+    C-stream tile and B walk that ``configs`` measured, its kernels profiled."""
+    import kernelaudit.kernels.freivalds as fr
+    from kernelaudit.oracle import inputs_with_projections
+
+    lhs = min((k for k in configs if k.startswith("lhs-")), key=configs.get)
+    rowwise = min((k for k in configs if k.startswith("genproj-B-")), key=configs.get).startswith("genproj-B-rowwise1")
+    old = fr.LHS_TILE, fr.GEN_ROWWISE
+    tile = tuple(int(v) for v in lhs.split("-")[1:])
+    fr.LHS_TILE, fr.GEN_ROWWISE = (tuple(tile) + (1, 1))[:4], rowwise
+    try:
+        proj = {}
+        t_gp = _time(lambda: proj.update(inputs_with_projections(case, placed, dev)[2]), reps=3)
+        t_chk = _time(lambda: verify(proj), reps=5)
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            verify(proj)
+            torch.cuda.synchronize()
+        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=14), flush=True)
+    finally:
+        fr.LHS_TILE, fr.GEN_ROWWISE = old
+    return {"tuned_lhs_tile": list(tile), "tuned_rowwise": rowwise,
+            "tuned_generation_with_projections_s": t_gp, "tuned_check_with_projections_s": t_chk,
+            "tuned_verify_s": t_chk + max(0.0, t_gp - t_gen)}
+
+
+def _gen_plain(storage, p, dev):
+    """Plain generation of one operand's storage (what device_inputs does for it)."""
+    from kernelaudit.kernels import gen as kgen
+    kgen.fill_range(storage, 0, p.key)
 
 
 def _views(placed, dev):

@@ -256,10 +256,14 @@ def test_inputs_generated_with_their_projections_are_the_plain_inputs_bit_for_bi
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("has_m", [False, True])
-def test_the_check_from_projections_made_at_generation_gives_the_regenerating_sums(dtype, has_m):
+@pytest.mark.parametrize("rowwise, lhs_tile", [(False, None), (True, (4, 2, 3, 2))],
+                         ids=["strips-one-tile", "rowwise-looped"])
+def test_the_check_from_projections_made_at_generation_gives_the_regenerating_sums(dtype, has_m, rowwise, lhs_tile):
     """With ``y A``, ``B x`` (and ``y M x``) made while the operands were generated, the
     check only streams C (``freivalds_projected``); its lhs, rhs and bound are those
-    of the kernel that regenerates every operand, over a transposed C too."""
+    of the kernel that regenerates every operand, over a transposed C too; whichever
+    way B is walked at generation (column strips, or whole rows) and however many tiles
+    of C one program streams (one, or several, pipelined)."""
     pytest.importorskip("triton")
     import torch
 
@@ -275,12 +279,15 @@ def test_the_check_from_projections_made_at_generation_gives_the_regenerating_su
     x = (torch.rand(N, dtype=torch.float64) - 0.5).to(dt).double()
     y = (torch.rand(M, dtype=torch.float64) - 0.5).to(dt).double()
     pre_a = generate_and_project(torch.empty(nb * H * M * K, dtype=dt), dA, (nb, H, M, K), y, False)
-    pre_b = generate_and_project(torch.empty(nb * H * K * N, dtype=dt), dB, (nb, H, K, N), x, True)
-    pre_m = generate_and_project(torch.empty(nb * H * M * N, dtype=dt), dM, (nb, H, M, N), y, False, w2=x) \
-        if has_m else None
+    sb = torch.empty(nb * H * K * N, dtype=dt)
+    pre_b = generate_and_project(sb, dB, (nb, H, K, N), x, True, rowwise=rowwise, tile=64)
+    assert torch.equal(sb, gen.fill_flat(sb.numel(), dB.key, dt, "cpu"))  # B written whole, as generated
+    pre_m = generate_and_project(torch.empty(nb * H * M * N, dtype=dt), dM, (nb, H, M, N), y, False, w2=x,
+                                 rowwise=rowwise) if has_m else None
     C = torch.randn(nb, H, N, M).to(dt).transpose(-1, -2)
     want = freivalds(C, x, y, dA, dB, dM, K, 2.0, 0.5, dt, kernel="rowsum")
-    got = freivalds(C, x, y, dA, dB, dM, K, 2.0, 0.5, dt, kernel="rowsum", pre_a=pre_a, pre_b=pre_b, pre_m=pre_m)
+    from kernelaudit.kernels.freivalds import freivalds_projected
+    got = freivalds_projected(C, x, y, pre_a, pre_b, pre_m, 2.0, 0.5, dt, tile=lhs_tile)
     rel = 1e-12 if dtype == "float32" else 1e-5
     assert torch.allclose(got, want, rtol=rel, atol=rel * float(want.abs().max()))
     assert not torch.allclose(got[..., 0], got[..., 1])  # C is not A B: the sides differ

@@ -210,8 +210,9 @@ def _own_kernel_cases():
     for dt, acc in (("*bf16", "float32"), ("*fp32", "float64")):
         yield (f"C stream {dt}", "freivalds", "_lhs_kernel",
                {"c_ptr": dt, **{f"sc{d}": i64 for d in range(4)}, "x_ptr": f"*fp{acc[-2:]}", "y_ptr": f"*fp{acc[-2:]}",
-                "part_ptr": "*fp64", "H": i64, "Mdim": i64, "Ndim": i64, "SPLIT": i64, "ACC": c, "ROWS": c, "BN": c},
-               {"ACC": getattr(triton.language, acc), "ROWS": 4, "BN": 256})
+                "part_ptr": "*fp64", "H": i64, "Mdim": i64, "Ndim": i64, "SPLIT": i64, "ACC": c, "ROWS": c, "BN": c,
+                "ITERS": c, "STAGES": c},
+               {"ACC": getattr(triton.language, acc), "ROWS": 4, "BN": 256, "ITERS": 8, "STAGES": 3})
     for dt, c_dt, acc in ((2, "*bf16", "float32"), (0, "*fp32", "float64")):
         for has_m in (False, True):
             yield (f"split {c_dt} M={has_m}", "freivalds", "_split_kernel",

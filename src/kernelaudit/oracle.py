@@ -553,8 +553,9 @@ def _judge_projection(case, C, b0: int, lhs, rhs, bound, spot_values, jf: Judgem
     nb, H, Mdim, Ndim = C.shape
     per = ((lhs - rhs).abs() / bound.clamp_min(_TINY))
     per = torch.where(torch.isnan(lhs), torch.full_like(per, math.inf), per)
-    jf.add(b0, per.reshape(nb, -1).amax(1))
-    # spot checks: exact float64 dot products at chosen elements
+    # spot checks: exact float64 dot products at chosen elements. Everything up to the
+    # one transfer below is queued without waiting, so on a GPU the host's work here
+    # overlaps the projection kernel instead of following it.
     per_batch = C[0].numel()
     device = C.device
     flat = _spot_indices(b0, b0 + nb, per_batch, case.thresholds.t31, device) - b0 * per_batch
@@ -565,12 +566,15 @@ def _judge_projection(case, C, b0: int, lhs, rhs, bound, spot_values, jf: Judgem
     err = (got - ref).abs() / scale.clamp_min(_TINY)
     err = torch.where(torch.isnan(got), torch.full_like(err, math.inf), err)
     per_b = torch.zeros(nb, dtype=torch.float64, device=err.device).scatter_reduce(0, bb, err, "amax")
+    metrics = torch.stack([per.reshape(nb, -1).amax(1), per_b]).cpu()  # the one transfer
+    jf.add(b0, metrics[0])
     tol = js.tol if js.tol is not None else math.inf
-    bad = torch.nonzero(err > tol).flatten()
     bad_local = {}
-    for b_, f_ in zip(bb[bad].tolist(), flat[bad].tolist()):  # one transfer, not one per spot
-        bad_local.setdefault(b_, f_ - b_ * per_batch)
-    js.add(b0, per_b, lambda bi: bad_local.get(bi, 0))
+    if bool((metrics[1] > tol).any()):  # only then are the bad spots' indexes fetched
+        bad = torch.nonzero(err > tol).flatten()
+        for b_, f_ in zip(bb[bad].tolist(), flat[bad].tolist()):  # one transfer, not one per spot
+            bad_local.setdefault(b_, f_ - b_ * per_batch)
+    js.add(b0, metrics[1], lambda bi: bad_local.get(bi, 0))
     # Freivalds localises to a batch; find the element exactly (one batch is small).
     if jf.tol is not None and jf.bad_first is not None and jf.bad_first >= b0 and not jf.located:
         bi = jf.bad_first - b0

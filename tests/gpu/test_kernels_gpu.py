@@ -34,13 +34,23 @@ def test_triton_generation_on_cuda_equals_the_torch_hash(dtype, high):
 
 
 @pytest.mark.parametrize("op,kernel", [(op, "") for op in ("bmm", "baddbmm", "mm", "linear", "matmul4d")]
-                         + [(op, "split") for op in ("bmm", "baddbmm", "linear")])
+                         + [(op, "split") for op in ("bmm", "baddbmm", "linear")]
+                         + [(op, "projected") for op in ("bmm", "baddbmm", "linear")]
+                         + [(op, "projected-looped-rowwise") for op in ("bmm", "baddbmm")])
 def test_fused_freivalds_on_cuda_agrees_with_the_torch_check(op, kernel, monkeypatch):
+    """Each fused check (default, split, projections made at generation with either C
+    stream and either walk of B) gives the float64 torch check's verdicts."""
     from kernelaudit.cases import GridSpec, grid
+    from kernelaudit.kernels import freivalds
     from kernelaudit.oracle import execute
     from kernelaudit.tolerance import calibrated
 
-    if kernel:
+    if kernel.startswith("projected"):
+        monkeypatch.setenv("KERNELAUDIT_PROJECT_AT_GENERATION", "1")
+        if kernel == "projected-looped-rowwise":
+            monkeypatch.setattr(freivalds, "LHS_TILE", (8, 4, 8, 3))
+            monkeypatch.setattr(freivalds, "GEN_ROWWISE", True)
+    elif kernel:
         monkeypatch.setenv("KERNELAUDIT_FREIVALDS_KERNEL", kernel)
 
     cases = grid(GridSpec(ops=(op,), dtypes=("float16", "bfloat16", "float32"), thresholds=("2^32",),

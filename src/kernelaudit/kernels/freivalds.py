@@ -411,31 +411,42 @@ def freivalds(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, A: Desc, B: Des
 # specialised version is not yet measured there).
 @triton.jit(do_not_specialize=["H", "Mdim", "SPLIT"])
 def _lhs_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, part_ptr, H, Mdim, Ndim, SPLIT,
-                ACC: tl.constexpr, ROWS: tl.constexpr, BN: tl.constexpr):
-    """Program (matrix, s) sums ``y[r] C[r, c] x[c]`` over rows [s ROWS, (s+1) ROWS) of
-    one (batch, head) matrix of C: a pure stream over C (many small independent programs,
-    so many loads in flight), nothing generated."""
-    pid, b, h, s, rows, rmask, yv = _row_block(y_ptr, H, Mdim, ROWS)
+                ACC: tl.constexpr, ROWS: tl.constexpr, BN: tl.constexpr, ITERS: tl.constexpr,
+                STAGES: tl.constexpr):
+    """Program (matrix, s) sums ``y[r] C[r, c] x[c]`` over rows [s R, (s+1) R) of one
+    (batch, head) matrix of C, R = ROWS ITERS, a (ROWS x BN) tile at a time: a pure
+    stream over C, nothing generated. ``STAGES`` > 1 lets Triton keep that many tiles'
+    loads in flight (software pipelining); ITERS > 1 amortises a program's start and
+    its final reduction over more of C."""
+    pid = tl.program_id(0).to(tl.int64)
+    s = tl.program_id(1)
+    b = pid // H
+    h = pid % H
     base = c_ptr + b * sc0 + h * sc1
-    roff = rows.to(tl.int64) * sc2
+    nblk = tl.cdiv(Ndim, BN)
     acc = tl.zeros([ROWS, BN], dtype=ACC)
-    for n0 in range(0, Ndim, BN):
-        cols = n0 + tl.arange(0, BN)
+    for t in tl.range(0, ITERS * nblk, num_stages=STAGES):
+        rows = (s * ITERS + t // nblk) * ROWS + tl.arange(0, ROWS)
+        cols = (t % nblk) * BN + tl.arange(0, BN)
+        rmask = rows < Mdim
         cmask = cols < Ndim
+        yv = tl.load(y_ptr + rows, mask=rmask, other=0.0)
         xv = tl.load(x_ptr + cols, mask=cmask, other=0.0)
-        cv = tl.load(base + roff[:, None] + (cols * sc3)[None, :], mask=rmask[:, None] & cmask[None, :], other=0.0)
+        cv = tl.load(base + (rows.to(tl.int64) * sc2)[:, None] + (cols * sc3)[None, :],
+                     mask=rmask[:, None] & cmask[None, :], other=0.0)
         acc += cv.to(ACC) * xv[None, :] * yv[:, None]
     tl.store(part_ptr + pid * SPLIT + s, tl.sum(tl.sum(acc, axis=1), axis=0).to(tl.float64))
 
 
-#: (ROWS, num_warps) of ``_lhs_kernel``: rows of C per program. 4 rows and 2 warps
-#: streamed C fastest on the H200 (bf16 and fp32; ``verify_cost.py --explore``).
-LHS_TILE = (4, 2)
+#: (ROWS, num_warps, ITERS, STAGES) of ``_lhs_kernel``. (4, 2, 1, 1) -- 4 rows a
+#: program -- streamed C fastest on the H200 of the one-tile-a-program shapes (bf16 and
+#: fp32; ``verify_cost.py --explore``).
+LHS_TILE = (4, 2, 1, 1)
 
 
 def freivalds_projected(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, pre_a: torch.Tensor,
                         pre_b: torch.Tensor, pre_m: torch.Tensor | None, alpha: float, beta: float,
-                        dtype: torch.dtype, *, tile: tuple[int, int] | None = None) -> torch.Tensor:
+                        dtype: torch.dtype, *, tile: tuple[int, ...] | None = None) -> torch.Tensor:
     """:func:`freivalds`'s (nb, H, 3) lhs, rhs, bound when every operand's projection was
     made while it was generated (:func:`generate_and_project`): ``rhs = alpha (y A).(B x)
     + beta y M x`` is a small sum of the projections, and C is read once by
@@ -443,14 +454,15 @@ def freivalds_projected(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, pre_a
     1, 2), or None without a bias."""
     nb, H, Mdim, Ndim = C.shape
     acc = ACCUMULATE[dtype]
-    rows, warps = tile or LHS_TILE
+    rows, warps, iters, stages = (tuple(tile) + (1, 1))[:4] if tile else LHS_TILE
     # at most 65535 row blocks (CUDA's limit on the grid's second dimension)
     rows = max(1, min(rows, triton.next_power_of_2(Mdim)), triton.next_power_of_2(triton.cdiv(Mdim, 65535)))
+    iters = max(1, min(iters, triton.cdiv(Mdim, rows)))
     BN = max(16, min(256, triton.next_power_of_2(Ndim)))
-    split = triton.cdiv(Mdim, rows)
+    split = triton.cdiv(Mdim, rows * iters)
     part = torch.empty((nb * H, split), dtype=torch.float64, device=C.device)
     _lhs_kernel[(nb * H, split)](C, *C.stride(), x.to(acc), y.to(acc), part, H, Mdim, Ndim, split,
-                                 ACC=_TL[acc], ROWS=rows, BN=BN, num_warps=warps)
+                                 ACC=_TL[acc], ROWS=rows, BN=BN, ITERS=iters, STAGES=stages, num_warps=warps)
     out = torch.empty((nb, H, 3), dtype=torch.float64, device=C.device)
     out[..., 0] = part.sum(1).view(nb, H)
     v, va, u, ua = pre_a[..., 0], pre_a[..., 1], pre_b[..., 0], pre_b[..., 1]
@@ -566,6 +578,17 @@ def _gen_project_kernel(st_ptr, w_ptr, proj_ptr, key, off, s0, s1, s2, s3, H, R,
             acca += tl.abs(v) * tl.abs(w)[:, None]
         tl.store(proj_ptr + pid * Cn * 2 + cs * 2, tl.sum(acc, axis=0).to(tl.float64), mask=cmask)
         tl.store(proj_ptr + pid * Cn * 2 + cs * 2 + 1, tl.sum(acca, axis=0).to(tl.float64), mask=cmask)
+    elif KEEP_ROWS == 2:  # rows kept, whole rows in one tile: each row block reduced at once
+        cs = tl.arange(0, BC).to(tl.int64)
+        cmask = cs < Cn
+        w = tl.load(w_ptr + cs, mask=cmask, other=0.0)
+        for r0 in range(0, R, BR):
+            rs = r0 + tl.arange(0, BR).to(tl.int64)
+            rmask = rs < R
+            v = _gen_store_tile(st_ptr, base, rs, cs, rmask, cmask, s2, s3, key, DT, ACC)
+            tl.store(proj_ptr + pid * R * 2 + rs * 2, tl.sum(v * w[None, :], axis=1).to(tl.float64), mask=rmask)
+            tl.store(proj_ptr + pid * R * 2 + rs * 2 + 1, tl.sum(tl.abs(v) * tl.abs(w)[None, :], axis=1).to(tl.float64),
+                     mask=rmask)
     else:
         rs = tl.arange(0, BR).to(tl.int64)
         rmask = rs < R
@@ -585,11 +608,16 @@ def _gen_project_kernel(st_ptr, w_ptr, proj_ptr, key, off, s0, s1, s2, s3, H, R,
 #: 24 at 1024, 33 at 4096; fp32 alike), the hash's registers leaving room for more
 #: programs at once.
 _GEN_TILE = {torch.float32: 512, torch.float64: 512}
+#: Rows kept (operand B weighted by x along its columns): generate whole rows (up to
+#: ``_ROWWISE_MAX`` columns) and reduce each block of rows at once, instead of narrow
+#: column strips accumulated across the whole matrix. ``rowwise=`` overrides.
+GEN_ROWWISE = False
+_ROWWISE_MAX = 4096
 
 
 def generate_and_project(storage: torch.Tensor, d: Desc, shape: tuple[int, int, int, int], w: torch.Tensor,
                          keep_rows: bool, w2: torch.Tensor | None = None, *, tile: int | None = None,
-                         num_warps: int = 4) -> torch.Tensor:
+                         num_warps: int = 4, rowwise: bool | None = None) -> torch.Tensor:
     """Write the generated values of the canonical view ``d`` (shape (nb, H, R, C)) into
     1-D ``storage`` and return its projections, (nb, H, K, 2) float64 (value, |value|):
     columns kept (``keep_rows=False``: ``w`` weights the R rows, K = C) or rows kept
@@ -597,20 +625,28 @@ def generate_and_project(storage: torch.Tensor, d: Desc, shape: tuple[int, int, 
     the view are not written. With ``w2`` (a full-size bias M: ``w`` weights its rows,
     ``w2`` its columns) the projection is one number per matrix, (nb, H, 1, 2): the
     rows kept with ``w2``, then weighted by ``w`` (a small sum over R per matrix).
-    ``tile`` (elements of one generated tile, default :data:`_GEN_TILE`) and
-    ``num_warps`` tune the kernel (``benchmarks/verify_cost.py --explore``)."""
+    ``tile`` (elements of one generated tile, default :data:`_GEN_TILE`),
+    ``num_warps`` and ``rowwise`` (default :data:`GEN_ROWWISE`) tune the kernel
+    (``benchmarks/verify_cost.py --explore``)."""
     nb, H, R, Cn = shape
     if w2 is not None:
-        rows = generate_and_project(storage, d, shape, w2, True, tile=tile, num_warps=num_warps)
+        rows = generate_and_project(storage, d, shape, w2, True, tile=tile, num_warps=num_warps, rowwise=rowwise)
         w = w.to(torch.float64)
         return torch.stack([(rows[..., 0] * w).sum(-1), (rows[..., 1] * w.abs()).sum(-1)], -1).unsqueeze(2)
     K = R if keep_rows else Cn
     acc = ACCUMULATE[storage.dtype]
     proj = torch.empty((nb, H, K, 2), dtype=torch.float64, device=storage.device)
-    BK = max(16, triton.next_power_of_2(K))
-    other = max(8, min(64, (tile or _GEN_TILE[acc]) // BK))
-    BR, BC = (BK, other) if keep_rows else (other, BK)
+    elements = tile or _GEN_TILE[acc]
+    mode = int(keep_rows)
+    if keep_rows and (rowwise if rowwise is not None else GEN_ROWWISE) and Cn <= _ROWWISE_MAX:
+        # whole rows of B along its contiguous columns, each row block reduced at once
+        mode, BC = 2, max(16, triton.next_power_of_2(Cn))
+        BR = max(1, min(64, elements // BC))
+    else:
+        BK = max(16, triton.next_power_of_2(K))
+        other = max(8, min(64, elements // BK))
+        BR, BC = (BK, other) if keep_rows else (other, BK)
     _gen_project_kernel[(nb * H,)](storage, w.to(acc), proj, d.key, d.offset, *d.strides, H, R, Cn,
-                                   DT=_DT[storage.dtype], ACC=_TL[acc], KEEP_ROWS=int(keep_rows), BR=BR, BC=BC,
+                                   DT=_DT[storage.dtype], ACC=_TL[acc], KEEP_ROWS=mode, BR=BR, BC=BC,
                                    num_warps=num_warps)
     return proj
