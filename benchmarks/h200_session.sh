@@ -24,7 +24,7 @@ python3 -c "import torch,triton,platform;print(torch.__version__,triton.__versio
 for s in $steps; do
   case $s in
   kernels) log kernels; timeout ${KERNELS_TIMEOUT_S:-240} python3 -m pytest -q -p no:cacheprovider tests/gpu/test_kernels_gpu.py ${KERNELS_K:+-k $KERNELS_K} 2>&1 | tail -15 ;;
-  verify) log verify_cost; timeout ${VERIFY_TIMEOUT_S:-240} python3 benchmarks/verify_cost.py ${EXPLORE:+--explore} ${VERIFY_KERNELS:+--kernels $VERIFY_KERNELS} --dtypes ${VERIFY_DTYPES:-bfloat16,float16,float32} --out "$O/verify_cost_h200.json" 2>&1 | tail -8 ;;
+  verify) log verify_cost; timeout ${VERIFY_TIMEOUT_S:-240} python3 benchmarks/verify_cost.py ${EXPLORE:+--explore} ${VERIFY_KERNELS:+--kernels $VERIFY_KERNELS} --dtypes ${VERIFY_DTYPES:-bfloat16,float16,float32} --out "$O/verify_cost_h200.json" > "$O/verify_cost.log" 2>&1; tail -8 "$O/verify_cost.log" ;;
   ncu) log ncu; timeout ${NCU_TIMEOUT_S:-240} ncu --clock-control none --section SpeedOfLight --section Occupancy \
       --section LaunchStats --section WarpStateStats \
       -k 'regex:_hash_kernel|_gen_project_kernel|_lhs_kernel|_split_kernel|_freivalds_body' \

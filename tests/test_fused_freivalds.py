@@ -256,29 +256,39 @@ def test_inputs_generated_with_their_projections_are_the_plain_inputs_bit_for_bi
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("has_m", [False, True])
-@pytest.mark.parametrize("rowwise, lhs_tile", [(False, None), (True, (4, 2, 3, 2))],
-                         ids=["strips-one-tile", "rowwise-looped"])
-def test_the_check_from_projections_made_at_generation_gives_the_regenerating_sums(dtype, has_m, rowwise, lhs_tile):
+@pytest.mark.parametrize("rowwise, lhs_tile, sizes, off32", [
+    (False, None, (40, 24, 36), True), (True, (4, 2, 3, 2), (40, 24, 36), True),
+    (False, (8, 2, 2, 1), (32, 16, 32), True), (True, None, (32, 16, 32), False)],
+    ids=["strips-one-tile-ragged", "rowwise-looped-ragged", "strips-whole-tiles", "rowwise-whole-tiles-int64"])
+def test_the_check_from_projections_made_at_generation_gives_the_regenerating_sums(dtype, has_m, rowwise, lhs_tile,
+                                                                                     sizes, off32, monkeypatch):
     """With ``y A``, ``B x`` (and ``y M x``) made while the operands were generated, the
     check only streams C (``freivalds_projected``); its lhs, rhs and bound are those
     of the kernel that regenerates every operand, over a transposed C too; whichever
-    way B is walked at generation (column strips, or whole rows) and however many tiles
-    of C one program streams (one, or several, pipelined)."""
+    way B is walked at generation (column strips, or whole rows), with ragged or whole
+    tiles, int32 or int64 offsets, and however many tiles of C one program streams (one,
+    or several, pipelined). The operands are written exactly as generated."""
     pytest.importorskip("triton")
     import torch
 
     from kernelaudit import gen
+    from kernelaudit.kernels import freivalds as fr
     from kernelaudit.kernels.freivalds import Desc, freivalds, generate_and_project
     from kernelaudit.ops.spec import DTYPES
 
+    if not off32:
+        monkeypatch.setattr(fr, "_OFF32_LIMIT", 0)
     dt = DTYPES[dtype]
-    nb, H, M, K, N = 3, 2, 40, 24, 36
+    nb, H = 3, 2
+    M, K, N = sizes
     dA = Desc(gen.stream_key(4, "a"), 0, (H * M * K, M * K, K, 1))
     dB = Desc(gen.stream_key(4, "b"), 0, (H * K * N, K * N, N, 1))
     dM = Desc(gen.stream_key(4, "m"), 0, (H * M * N, M * N, N, 1)) if has_m else None
     x = (torch.rand(N, dtype=torch.float64) - 0.5).to(dt).double()
     y = (torch.rand(M, dtype=torch.float64) - 0.5).to(dt).double()
-    pre_a = generate_and_project(torch.empty(nb * H * M * K, dtype=dt), dA, (nb, H, M, K), y, False)
+    sa = torch.empty(nb * H * M * K, dtype=dt)
+    pre_a = generate_and_project(sa, dA, (nb, H, M, K), y, False)
+    assert torch.equal(sa, gen.fill_flat(sa.numel(), dA.key, dt, "cpu"))
     sb = torch.empty(nb * H * K * N, dtype=dt)
     pre_b = generate_and_project(sb, dB, (nb, H, K, N), x, True, rowwise=rowwise, tile=64)
     assert torch.equal(sb, gen.fill_flat(sb.numel(), dB.key, dt, "cpu"))  # B written whole, as generated

@@ -44,7 +44,7 @@ REF_CHUNK_ELEMENTS = {"cuda": 2**27, "mps": 2**24, "cpu": 2**22}
 def default_ref_chunk(device) -> int:
     return REF_CHUNK_ELEMENTS.get(torch.device(device).type, 2**22)
 #: Spot checks are placed around every multiple of this many elements (2^31, scaled).
-SPOT_NEIGHBOURS = (-1, 0, 1)
+SPOT_NEIGHBOURS = (-1, 0, 1)  # a contiguous range (_spot_indices builds it with arange)
 _TINY = 1e-300
 
 
@@ -425,8 +425,11 @@ def _spot_indices(b0: int, b1: int, per: int, t31: int, device=None) -> torch.Te
     lo, hi = b0 * per, b1 * per
     k0 = max(1, -(-lo // t31))
     ks = torch.arange(k0, (hi - 1) // t31 + 2, dtype=torch.int64, device=device) * t31
-    near = (ks[:, None] + torch.tensor(SPOT_NEIGHBOURS, dtype=torch.int64, device=device)[None, :]).reshape(-1)
-    near = near[(near >= lo) & (near < hi)]
+    # built on the device without a copy from the host or a boolean selection: either
+    # would wait for the GPU's queued work (the projection kernel) before going on
+    near = (ks[:, None] + torch.arange(SPOT_NEIGHBOURS[0], SPOT_NEIGHBOURS[-1] + 1, dtype=torch.int64,
+                                       device=device)[None, :]).reshape(-1)
+    near = near.clamp(lo, hi - 1)  # out-of-range neighbours become a batch end: a duplicate
     return torch.cat([firsts, near, firsts + per - 1])
 
 

@@ -21,7 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .gen import hash_u32, unit_float
+from .gen import hash_u32, hash_u32_at, unit_float
 
 _DT = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 
@@ -438,10 +438,12 @@ def _lhs_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, part_ptr, H, Mdim, Ndim
     tl.store(part_ptr + pid * SPLIT + s, tl.sum(tl.sum(acc, axis=1), axis=0).to(tl.float64))
 
 
-#: (ROWS, num_warps, ITERS, STAGES) of ``_lhs_kernel``. (4, 2, 1, 1) -- 4 rows a
-#: program -- streamed C fastest on the H200 of the one-tile-a-program shapes (bf16 and
-#: fp32; ``verify_cost.py --explore``).
-LHS_TILE = (4, 2, 1, 1)
+#: (ROWS, num_warps, ITERS, STAGES) of ``_lhs_kernel``: 8-row tiles, 32 of them a
+#: program (a whole 256-row matrix), 3 in flight. On the H200 (2^32-element bmm output,
+#: ``verify_cost.py --explore``, 2026-12-03) bf16 C streamed in 2.22 ms against 3.31 ms
+#: for one 4-row tile a program, and a read of C by torch's sum took 2.08 ms; fp32 in
+#: 4.16 against 5.41 ms (sum: 4.03 ms).
+LHS_TILE = (8, 4, 32, 3)
 
 
 def freivalds_projected(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, pre_a: torch.Tensor,
@@ -536,14 +538,27 @@ def spots(C: torch.Tensor, A: Desc, B: Desc, M: Desc | None, K: int, alpha: floa
 
 # -- projections computed while the inputs are generated ----------------------------------
 @triton.jit
-def _gen_store_tile(st_ptr, base, rs, cs, rmask, cmask, s2, s3, key, DT: tl.constexpr, ACC: tl.constexpr):
-    """Generate the (rows, cols) tile of a strided view at storage ``base``, write it
-    into the storage, and return it in ``ACC`` (0 outside the masks)."""
-    m = rmask[:, None] & cmask[None, :]
-    idx = base + rs[:, None] * s2 + cs[None, :] * s3
-    v = _gen(idx, key, DT, tl.float32)
-    tl.store(st_ptr + idx, v.to(st_ptr.dtype.element_ty), mask=m)
-    return tl.where(m, v.to(ACC), 0.0)
+def _gen_store_tile(st_ptr, base, rs, cs, rmask, cmask, s2, s3, key, DT: tl.constexpr, ACC: tl.constexpr,
+                    OFF32: tl.constexpr, EVEN: tl.constexpr):
+    """Generate the (rows, cols) tile of a strided view whose matrix starts at storage
+    ``base``, write it into the storage, and return it in ``ACC`` (0 outside the masks).
+    ``rs`` and ``cs`` are int32. OFF32: offsets within the matrix fit int32 (hashed by
+    :func:`~kernelaudit.kernels.gen.hash_u32_at`); EVEN: the tile is whole, no masks."""
+    if OFF32:
+        off = rs[:, None] * s2 + cs[None, :] * s3
+        v = unit_float(hash_u32_at(base, off, key), DT)
+        ptr = st_ptr + base + off
+    else:
+        idx = base + rs.to(tl.int64)[:, None] * s2 + cs.to(tl.int64)[None, :] * s3
+        v = unit_float(hash_u32(idx, key), DT)
+        ptr = st_ptr + idx
+    if EVEN:
+        tl.store(ptr, v.to(st_ptr.dtype.element_ty))
+        return v.to(ACC)
+    else:
+        m = rmask[:, None] & cmask[None, :]
+        tl.store(ptr, v.to(st_ptr.dtype.element_ty), mask=m)
+        return tl.where(m, v.to(ACC), 0.0)
 
 
 # The view's offset, strides and sizes specialise (as C's in ``_lhs_kernel``): stores
@@ -551,15 +566,16 @@ def _gen_store_tile(st_ptr, base, rs, cs, rmask, cmask, s2, s3, key, DT: tl.cons
 @triton.jit(do_not_specialize=["key", "H"])
 def _gen_project_kernel(st_ptr, w_ptr, proj_ptr, key, off, s0, s1, s2, s3, H, R, Cn,
                         DT: tl.constexpr, ACC: tl.constexpr, KEEP_ROWS: tl.constexpr,
-                        BR: tl.constexpr, BC: tl.constexpr):
+                        BR: tl.constexpr, BC: tl.constexpr, OFF32: tl.constexpr, EVEN: tl.constexpr):
     """Program (b, h) generates the (R x Cn) matrix [b, h] of a strided view of a
     generated storage, writes it into the storage, and projects it in the same pass:
     ``KEEP_ROWS=0`` (operand A, rows weighted by y): ``proj[c] = sum_r w[r] a[r, c]``;
-    ``KEEP_ROWS=1`` (operand B, columns weighted by x): ``proj[r] = sum_c b[r, c] w[c]``;
-    with the sums of absolute values beside them. The kept axis fits one block. Sums
-    run in ``ACC`` (:data:`ACCUMULATE`, as in the check), accumulated elementwise in
-    the tile and reduced across threads once at the end: the first version reduced
-    every tile in float64 and made generation 5x slower on the H200."""
+    ``KEEP_ROWS=1`` (operand B, columns weighted by x): ``proj[r] = sum_c b[r, c] w[c]``
+    over column strips, ``KEEP_ROWS=2`` the same over blocks of whole rows; with the
+    sums of absolute values beside them. Sums run in ``ACC`` (:data:`ACCUMULATE`, as in
+    the check), accumulated elementwise in the tile and reduced across threads once at
+    the end (modes 0 and 1): the first version reduced every tile in float64 and made
+    generation 5x slower on the H200."""
     pid = tl.program_id(0).to(tl.int64)
     b = pid // H
     h = pid % H
@@ -567,36 +583,42 @@ def _gen_project_kernel(st_ptr, w_ptr, proj_ptr, key, off, s0, s1, s2, s3, H, R,
     acc = tl.zeros([BR, BC], dtype=ACC)
     acca = tl.zeros([BR, BC], dtype=ACC)
     if KEEP_ROWS == 0:
-        cs = tl.arange(0, BC).to(tl.int64)
+        cs = tl.arange(0, BC)
         cmask = cs < Cn
         for r0 in range(0, R, BR):
-            rs = r0 + tl.arange(0, BR).to(tl.int64)
+            rs = r0 + tl.arange(0, BR)
             rmask = rs < R
-            v = _gen_store_tile(st_ptr, base, rs, cs, rmask, cmask, s2, s3, key, DT, ACC)
-            w = tl.load(w_ptr + rs, mask=rmask, other=0.0)
+            v = _gen_store_tile(st_ptr, base, rs, cs, rmask, cmask, s2, s3, key, DT, ACC, OFF32, EVEN)
+            if EVEN:
+                w = tl.load(w_ptr + rs)
+            else:
+                w = tl.load(w_ptr + rs, mask=rmask, other=0.0)
             acc += v * w[:, None]
             acca += tl.abs(v) * tl.abs(w)[:, None]
         tl.store(proj_ptr + pid * Cn * 2 + cs * 2, tl.sum(acc, axis=0).to(tl.float64), mask=cmask)
         tl.store(proj_ptr + pid * Cn * 2 + cs * 2 + 1, tl.sum(acca, axis=0).to(tl.float64), mask=cmask)
     elif KEEP_ROWS == 2:  # rows kept, whole rows in one tile: each row block reduced at once
-        cs = tl.arange(0, BC).to(tl.int64)
+        cs = tl.arange(0, BC)
         cmask = cs < Cn
         w = tl.load(w_ptr + cs, mask=cmask, other=0.0)
         for r0 in range(0, R, BR):
-            rs = r0 + tl.arange(0, BR).to(tl.int64)
+            rs = r0 + tl.arange(0, BR)
             rmask = rs < R
-            v = _gen_store_tile(st_ptr, base, rs, cs, rmask, cmask, s2, s3, key, DT, ACC)
+            v = _gen_store_tile(st_ptr, base, rs, cs, rmask, cmask, s2, s3, key, DT, ACC, OFF32, EVEN)
             tl.store(proj_ptr + pid * R * 2 + rs * 2, tl.sum(v * w[None, :], axis=1).to(tl.float64), mask=rmask)
             tl.store(proj_ptr + pid * R * 2 + rs * 2 + 1, tl.sum(tl.abs(v) * tl.abs(w)[None, :], axis=1).to(tl.float64),
                      mask=rmask)
     else:
-        rs = tl.arange(0, BR).to(tl.int64)
+        rs = tl.arange(0, BR)
         rmask = rs < R
         for c0 in range(0, Cn, BC):
-            cs = c0 + tl.arange(0, BC).to(tl.int64)
+            cs = c0 + tl.arange(0, BC)
             cmask = cs < Cn
-            v = _gen_store_tile(st_ptr, base, rs, cs, rmask, cmask, s2, s3, key, DT, ACC)
-            w = tl.load(w_ptr + cs, mask=cmask, other=0.0)
+            v = _gen_store_tile(st_ptr, base, rs, cs, rmask, cmask, s2, s3, key, DT, ACC, OFF32, EVEN)
+            if EVEN:
+                w = tl.load(w_ptr + cs)
+            else:
+                w = tl.load(w_ptr + cs, mask=cmask, other=0.0)
             acc += v * w[None, :]
             acca += tl.abs(v) * tl.abs(w)[None, :]
         tl.store(proj_ptr + pid * R * 2 + rs * 2, tl.sum(acc, axis=1).to(tl.float64), mask=rmask)
@@ -613,6 +635,8 @@ _GEN_TILE = {torch.float32: 512, torch.float64: 512}
 #: column strips accumulated across the whole matrix. ``rowwise=`` overrides.
 GEN_ROWWISE = False
 _ROWWISE_MAX = 4096
+#: Offsets within one matrix below this are int32 (tests lower it to cover the int64 path).
+_OFF32_LIMIT = 2**31
 
 
 def generate_and_project(storage: torch.Tensor, d: Desc, shape: tuple[int, int, int, int], w: torch.Tensor,
@@ -646,7 +670,17 @@ def generate_and_project(storage: torch.Tensor, d: Desc, shape: tuple[int, int, 
         BK = max(16, triton.next_power_of_2(K))
         other = max(8, min(64, elements // BK))
         BR, BC = (BK, other) if keep_rows else (other, BK)
+    s2, s3 = d.strides[2:]
+    # offsets within one matrix in int32 (the hash's 64-bit index as halves and a carry)
+    off32 = min(s2, s3) >= 0 and (R - 1) * s2 + (Cn - 1) * s3 < _OFF32_LIMIT
+    if mode == 0:
+        even = Cn == BC and R % BR == 0
+    elif mode == 1:
+        even = R == BR and Cn % BC == 0
+    else:
+        even = Cn == BC and R % BR == 0
     _gen_project_kernel[(nb * H,)](storage, w.to(acc), proj, d.key, d.offset, *d.strides, H, R, Cn,
                                    DT=_DT[storage.dtype], ACC=_TL[acc], KEEP_ROWS=mode, BR=BR, BC=BC,
+                                   OFF32=off32, EVEN=even,
                                    num_warps=num_warps)
     return proj

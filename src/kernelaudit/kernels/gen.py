@@ -26,6 +26,24 @@ def hash_u32(idx, key):
     as the int64-with-masks torch version at a fraction of the instructions. uint32."""
     lo = (idx & 0xFFFFFFFF).to(tl.uint32)
     hi = (idx >> 32).to(tl.uint32)
+    return _mix(lo, hi, key)
+
+
+@triton.jit
+def hash_u32_at(base, off, key):
+    """``hash_u32(base + off, key)`` for an int64 scalar ``base`` and int32 ``off`` >= 0
+    (offsets within one matrix): the index's 64-bit sum taken as two uint32 halves and a
+    carry, three instructions an element instead of 64-bit products and sums."""
+    blo = (base & 0xFFFFFFFF).to(tl.uint32)
+    bhi = (base >> 32).to(tl.uint32)
+    lo = blo + off.to(tl.uint32)
+    hi = bhi + (lo < blo).to(tl.uint32)
+    return _mix(lo, hi, key)
+
+
+@triton.jit
+def _mix(lo, hi, key):
+    """The hash of the uint32 halves of an int64 storage index (wrapping uint32 maths)."""
     x = lo ^ (hi * 0x9E3779B1)
     x = x + key.to(tl.uint32)
     x = x ^ (x >> 16)
