@@ -179,15 +179,20 @@ def _own_kernel_cases():
                     yield (f"{name} DT={dt} M={has_m} pre={flags}", "freivalds", name,
                            {**sig, **pre, "PRE_A": c, "PRE_B": c, "PRE_M": c},
                            {**cx, "PRE_A": flags[0], "PRE_B": flags[1], "PRE_M": flags[2]})
-    for keep in (0, 1):
-        # bf16 storage with float32 sums, float32 storage with float64 sums (smaller tiles)
+    for keep in (0, 1, 2):
+        # bf16 storage with float32 sums, float32 storage with float64 sums (smaller tiles);
+        # int32 offsets in whole tiles (small strides arrive as i32), or int64 and masks
         for dt, st, w, acc, other in ((2, "*bf16", "*fp32", "float32", 64), (0, "*fp32", "*fp64", "float64", 32)):
-            yield (f"generate and project keep_rows={keep} {acc}", "freivalds", "_gen_project_kernel",
-                   {"st_ptr": st, "w_ptr": w, "proj_ptr": "*fp64", "key": i64, "off": i64,
-                    "s0": i64, "s1": i64, "s2": i64, "s3": i64, "H": i64, "R": i64, "Cn": i64, "DT": c, "ACC": c,
-                    "KEEP_ROWS": c, "BR": c, "BC": c},
-                   {"DT": dt, "ACC": getattr(triton.language, acc), "KEEP_ROWS": keep,
-                    "BR": 64 if keep else other, "BC": other if keep else 64})
+            for off32 in (False, True):
+                st_t = "i32" if off32 else i64
+                yield (f"generate and project keep_rows={keep} {acc} off32={off32}", "freivalds",
+                       "_gen_project_kernel",
+                       {"st_ptr": st, "w_ptr": w, "proj_ptr": "*fp64", "key": i64, "off": i64,
+                        "s0": i64, "s1": i64, "s2": st_t, "s3": st_t, "H": i64, "R": st_t, "Cn": st_t, "DT": c,
+                        "ACC": c, "KEEP_ROWS": c, "BR": c, "BC": c, "OFF32": c, "EVEN": c},
+                       {"DT": dt, "ACC": getattr(triton.language, acc), "KEEP_ROWS": keep,
+                        "BR": 64 if keep == 1 else other, "BC": other if keep == 1 else 64, "OFF32": off32,
+                        "EVEN": off32})
     sig = {"c_ptr": "*fp16", **{f"sc{d}": i64 for d in range(4)}, **{f"{n}_ptr": "*i64" for n in "bb hh ii jj".split()},
            "out_ptr": "*fp64", "n": i64, **desc("a"), **desc("b"), **desc("m"), "Kdim": i64, "alpha": "fp32",
            "beta": "fp32", "HAS_M": c, "DT": c, "BS": c, "BK": c}
