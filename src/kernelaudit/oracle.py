@@ -317,30 +317,47 @@ class Judgement:
 
     def add(self, b0: int, per_batch: torch.Tensor, first_bad_local=None) -> None:
         """Record metrics of batches b0.. (``first_bad_local(b) -> flat index within batch``)."""
-        pb = per_batch.detach().double().cpu()
-        pb = torch.where(torch.isnan(pb), torch.full_like(pb, math.inf), pb)
-        if pb.numel() == 0:
+        if per_batch.numel():
+            self.add_summary(b0, summarize(per_batch.detach().reshape(1, -1), [self.tol]).cpu()[0], first_bad_local)
+
+    def add_summary(self, b0: int, summary: torch.Tensor, first_bad_local=None) -> None:
+        """Record batches b0.. from their :func:`summarize` row (worst, its batch, bad
+        count, first and last bad batch; batches counted from 0 at b0)."""
+        worst, arg, count, first, last = summary.tolist()
+        if worst > self.worst or self.worst_batch is None:
+            self.worst, self.worst_batch = worst, b0 + int(arg)
+        if self.tol is None or not count:
             return
-        m, arg = pb.max(0)
-        if float(m) > self.worst or self.worst_batch is None:
-            self.worst, self.worst_batch = float(m), b0 + int(arg)
-        if self.tol is None:
-            return
-        bad = torch.nonzero(pb > self.tol).flatten()
-        if bad.numel():
-            first, last = b0 + int(bad[0]), b0 + int(bad[-1])
-            if self.bad_first is None:
-                self.bad_first = first
-                local = first_bad_local(int(bad[0])) if first_bad_local else 0
-                self.first_bad_index = first * self.numel_per_batch + int(local)
-            self.bad_last = last
-            self.bad_count += int(bad.numel())
+        if self.bad_first is None:
+            self.bad_first = b0 + int(first)
+            local = first_bad_local(int(first)) if first_bad_local else 0
+            self.first_bad_index = self.bad_first * self.numel_per_batch + int(local)
+        self.bad_last = b0 + int(last)
+        self.bad_count += int(count)
 
     def verdict(self) -> Verdict:
         if self.bad_count:
             return Verdict(Status.WRONG, f"{self.name}:{self.metric}", self.worst, self.tol,
                            BadBatches(self.bad_first, self.bad_last, self.bad_count), self.first_bad_index)
         return Verdict(Status.OK, f"{self.name}:{self.metric}", self.worst, self.tol)
+
+
+def summarize(per_batch: torch.Tensor, tols: list[float | None]) -> torch.Tensor:
+    """(k, 5) float64 on ``per_batch``'s device, for k rows of per-batch metrics (NaN
+    counts as inf) and a tolerance per row: the worst metric, its batch, how many
+    batches exceed the tolerance (None: none do), the first and the last of them (0
+    when none). Batch indexes stay far below 2^53, exact in float64. Computed where the
+    metrics are, so that a GPU check moves 5 numbers a row to the host, not a batch's."""
+    pb = per_batch.double()
+    pb = torch.where(torch.isnan(pb), torch.full_like(pb, math.inf), pb)
+    worst, arg = pb.max(1)
+    # row by row against Python floats: a tensor of tolerances would be a host-to-device
+    # copy, which can wait for the GPU's queued work
+    bad = torch.stack([pb[i] > (math.inf if t is None else t) for i, t in enumerate(tols)]).to(torch.int32)
+    n = pb.shape[1]
+    first = bad.argmax(1)
+    last = n - 1 - bad.flip(1).argmax(1)
+    return torch.stack([worst, arg.double(), bad.sum(1).double(), first.double(), last.double()], 1)
 
 
 def _batch_view(t: torch.Tensor, nb: int) -> torch.Tensor:
@@ -502,15 +519,22 @@ def judge_matmul_chunk(case, ctx, b0, b1, got_chunk, jf: Judgement, js: Judgemen
     H, Mdim, Ndim = C.shape[1], C.shape[-2], C.shape[-1]
     x, y = _projection_vector(case.seed, "x", Ndim, ctx.device), _projection_vector(case.seed, "y", Mdim, ctx.device)
     if fused:
-        from .kernels.freivalds import freivalds, spots
+        from .kernels.freivalds import ACCUMULATE, PROJECTED_OK, freivalds, lhs_partials, selected_kernel, spots
 
+        dt = DTYPES[case.dtype]
+        xa = _projection_vector(case.seed, "x", Ndim, ctx.device, ACCUMULATE[dt])
+        ya = _projection_vector(case.seed, "y", Mdim, ctx.device, ACCUMULATE[dt])
+        pre = projections or {}
+        early = None
+        if pre.get("A") is not None and pre.get("B") is not None and selected_kernel() in PROJECTED_OK:
+            # the stream over C goes first: the host's tracing below overlaps it
+            early = lhs_partials(C, xa, ya, dt)
         Am, Bmm, Mm, alpha, beta = _matmul_operands(case, ctx, b0, b1, nb, meta=True)
         dA, dB = _desc(ctx, Am), _desc(ctx, Bmm)
         dM = _desc(ctx, Mm) if Mm is not None else None
         K = Am.shape[-1]
-        pre = projections or {}
-        res = freivalds(C, x, y, dA, dB, dM, K, alpha, beta, DTYPES[case.dtype], pre_a=pre.get("A"),
-                        pre_b=pre.get("B"), pre_m=pre.get("M"))
+        res = freivalds(C, xa, ya, dA, dB, dM, K, alpha, beta, dt, pre_a=pre.get("A"),
+                        pre_b=pre.get("B"), pre_m=pre.get("M"), lhs=early)
         lhs, rhs, bound = res[..., 0], res[..., 1], res[..., 2]
 
         def spot_values(bb, hh, ii, jj):
@@ -541,9 +565,12 @@ def judge_matmul_chunk(case, ctx, b0, b1, got_chunk, jf: Judgement, js: Judgemen
 
 
 @functools.lru_cache(maxsize=64)
-def _projection_vector(seed: int, name: str, n: int, device: torch.device) -> torch.Tensor:
-    """The Freivalds vector ``x`` or ``y`` of length ``n`` (generated, float64; cached:
-    a sweep uses a handful of lengths; callers must not modify it)."""
+def _projection_vector(seed: int, name: str, n: int, device: torch.device,
+                       dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """The Freivalds vector ``x`` or ``y`` of length ``n`` (generated in float64, held in
+    ``dtype``; cached: a sweep uses a handful of lengths; callers must not modify it)."""
+    if dtype != torch.float64:
+        return _projection_vector(seed, name, n, device).to(dtype)
     return gen.values_at(torch.arange(n, device=device), gen.stream_key(seed, f"freivalds-{name}"), torch.float64)
 
 
@@ -569,15 +596,16 @@ def _judge_projection(case, C, b0: int, lhs, rhs, bound, spot_values, jf: Judgem
     err = (got - ref).abs() / scale.clamp_min(_TINY)
     err = torch.where(torch.isnan(got), torch.full_like(err, math.inf), err)
     per_b = torch.zeros(nb, dtype=torch.float64, device=err.device).scatter_reduce(0, bb, err, "amax")
-    metrics = torch.stack([per.reshape(nb, -1).amax(1), per_b]).cpu()  # the one transfer
-    jf.add(b0, metrics[0])
+    # the one transfer: 5 numbers per judgement
+    summary = summarize(torch.stack([per.reshape(nb, -1).amax(1), per_b]), [jf.tol, js.tol]).cpu()
+    jf.add_summary(b0, summary[0])
     tol = js.tol if js.tol is not None else math.inf
     bad_local = {}
-    if bool((metrics[1] > tol).any()):  # only then are the bad spots' indexes fetched
+    if summary[1, 2] > 0:  # only then are the bad spots' indexes fetched
         bad = torch.nonzero(err > tol).flatten()
         for b_, f_ in zip(bb[bad].tolist(), flat[bad].tolist()):  # one transfer, not one per spot
             bad_local.setdefault(b_, f_ - b_ * per_batch)
-    js.add(b0, metrics[1], lambda bi: bad_local.get(bi, 0))
+    js.add_summary(b0, summary[1], lambda bi: bad_local.get(bi, 0))
     # Freivalds localises to a batch; find the element exactly (one batch is small).
     if jf.tol is not None and jf.bad_first is not None and jf.bad_first >= b0 and not jf.located:
         bi = jf.bad_first - b0

@@ -360,7 +360,8 @@ def _pre_args(pre: torch.Tensor | None, dummy: torch.Tensor) -> tuple:
 def freivalds(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, A: Desc, B: Desc, M: Desc | None,
               K: int, alpha: float, beta: float, dtype: torch.dtype, *, blocks: tuple[int, int] | None = None,
               num_warps: int = 4, kernel: str | None = None, pre_a: torch.Tensor | None = None,
-              pre_b: torch.Tensor | None = None, pre_m: torch.Tensor | None = None) -> torch.Tensor:
+              pre_b: torch.Tensor | None = None, pre_m: torch.Tensor | None = None,
+              lhs: torch.Tensor | None = None) -> torch.Tensor:
     """(nb, H, 3) float64: lhs, rhs, bound per (batch, head) of C (nb, H, M, N).
 
     ``dtype`` is the operands' dtype (what the generated values are rounded to); sums run
@@ -370,10 +371,12 @@ def freivalds(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, A: Desc, B: Des
     made while the inputs were generated (:func:`generate_and_project`, shape (nb or 1,
     H or 1, K, 2)): the rowsum kernels read them instead of regenerating A / B; under
     any of :data:`PROJECTED_OK`, when every operand has one, only C is streamed
-    (:func:`freivalds_projected`)."""
+    (:func:`freivalds_projected`; ``lhs``: its C stream already launched by
+    :func:`lhs_partials`)."""
     kernel = selected_kernel(kernel)
     if pre_a is not None and pre_b is not None and (M is None or pre_m is not None) and kernel in PROJECTED_OK:
-        return freivalds_projected(C, x, y, pre_a, pre_b, pre_m if M is not None else None, alpha, beta, dtype)
+        return freivalds_projected(C, x, y, pre_a, pre_b, pre_m if M is not None else None, alpha, beta, dtype,
+                                   lhs=lhs)
     if kernel == "split":
         if blocks is not None:
             raise ValueError("blocks= is for the rowsum and acc2d kernels; the split kernel takes its tile "
@@ -446,14 +449,11 @@ def _lhs_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, part_ptr, H, Mdim, Ndim
 LHS_TILE = (8, 4, 32, 3)
 
 
-def freivalds_projected(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, pre_a: torch.Tensor,
-                        pre_b: torch.Tensor, pre_m: torch.Tensor | None, alpha: float, beta: float,
-                        dtype: torch.dtype, *, tile: tuple[int, ...] | None = None) -> torch.Tensor:
-    """:func:`freivalds`'s (nb, H, 3) lhs, rhs, bound when every operand's projection was
-    made while it was generated (:func:`generate_and_project`): ``rhs = alpha (y A).(B x)
-    + beta y M x`` is a small sum of the projections, and C is read once by
-    ``_lhs_kernel`` with nothing regenerated. ``pre_m`` is ``y M x`` (nb or 1, H or 1,
-    1, 2), or None without a bias."""
+def lhs_partials(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, dtype: torch.dtype, *,
+                 tile: tuple[int, ...] | None = None) -> torch.Tensor:
+    """Launch ``_lhs_kernel`` over C (nb, H, M, N): (nb H, splits) float64 partial sums
+    of ``y C x`` per matrix (:func:`freivalds_projected` adds them). ``tile`` is
+    (ROWS, num_warps[, ITERS[, STAGES]]), default :data:`LHS_TILE`."""
     nb, H, Mdim, Ndim = C.shape
     acc = ACCUMULATE[dtype]
     rows, warps, iters, stages = (tuple(tile) + (1, 1))[:4] if tile else LHS_TILE
@@ -465,6 +465,21 @@ def freivalds_projected(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, pre_a
     part = torch.empty((nb * H, split), dtype=torch.float64, device=C.device)
     _lhs_kernel[(nb * H, split)](C, *C.stride(), x.to(acc), y.to(acc), part, H, Mdim, Ndim, split,
                                  ACC=_TL[acc], ROWS=rows, BN=BN, ITERS=iters, STAGES=stages, num_warps=warps)
+    return part
+
+
+def freivalds_projected(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, pre_a: torch.Tensor,
+                        pre_b: torch.Tensor, pre_m: torch.Tensor | None, alpha: float, beta: float,
+                        dtype: torch.dtype, *, tile: tuple[int, ...] | None = None,
+                        lhs: torch.Tensor | None = None) -> torch.Tensor:
+    """:func:`freivalds`'s (nb, H, 3) lhs, rhs, bound when every operand's projection was
+    made while it was generated (:func:`generate_and_project`): ``rhs = alpha (y A).(B x)
+    + beta y M x`` is a small sum of the projections, and C is read once by
+    ``_lhs_kernel`` with nothing regenerated (or ``lhs``, its partial sums from an
+    earlier :func:`lhs_partials`). ``pre_m`` is ``y M x`` (nb or 1, H or 1, 1, 2), or
+    None without a bias."""
+    nb, H = C.shape[:2]
+    part = lhs if lhs is not None else lhs_partials(C, x, y, dtype, tile=tile)
     out = torch.empty((nb, H, 3), dtype=torch.float64, device=C.device)
     out[..., 0] = part.sum(1).view(nb, H)
     v, va, u, ua = pre_a[..., 0], pre_a[..., 1], pre_b[..., 0], pre_b[..., 1]
