@@ -258,8 +258,9 @@ def test_inputs_generated_with_their_projections_are_the_plain_inputs_bit_for_bi
 @pytest.mark.parametrize("has_m", [False, True])
 @pytest.mark.parametrize("rowwise, lhs_tile, sizes, off32", [
     (False, None, (40, 24, 36), True), (True, (4, 2, 3, 2), (40, 24, 36), True),
-    (False, (8, 2, 2, 1), (32, 16, 32), True), (True, None, (32, 16, 32), False)],
-    ids=["strips-one-tile-ragged", "rowwise-looped-ragged", "strips-whole-tiles", "rowwise-whole-tiles-int64"])
+    (False, (8, 2, 2, 1), (32, 16, 32), True), (True, None, (32, 16, 32), False), (None, None, (32, 16, 32), True)],
+    ids=["strips-one-tile-ragged", "rowwise-looped-ragged", "strips-whole-tiles", "rowwise-whole-tiles-int64",
+         "auto-whole-rows-as-1d-runs"])
 def test_the_check_from_projections_made_at_generation_gives_the_regenerating_sums(dtype, has_m, rowwise, lhs_tile,
                                                                                      sizes, off32, monkeypatch):
     """With ``y A``, ``B x`` (and ``y M x``) made while the operands were generated, the
@@ -290,7 +291,7 @@ def test_the_check_from_projections_made_at_generation_gives_the_regenerating_su
     pre_a = generate_and_project(sa, dA, (nb, H, M, K), y, False)
     assert torch.equal(sa, gen.fill_flat(sa.numel(), dA.key, dt, "cpu"))
     sb = torch.empty(nb * H * K * N, dtype=dt)
-    pre_b = generate_and_project(sb, dB, (nb, H, K, N), x, True, rowwise=rowwise, tile=64)
+    pre_b = generate_and_project(sb, dB, (nb, H, K, N), x, True, rowwise=rowwise, tile=None if rowwise is None else 64)
     assert torch.equal(sb, gen.fill_flat(sb.numel(), dB.key, dt, "cpu"))  # B written whole, as generated
     pre_m = generate_and_project(torch.empty(nb * H * M * N, dtype=dt), dM, (nb, H, M, N), y, False, w2=x,
                                  rowwise=rowwise) if has_m else None

@@ -189,10 +189,10 @@ def _own_kernel_cases():
                        "_gen_project_kernel",
                        {"st_ptr": st, "w_ptr": w, "proj_ptr": "*fp64", "key": i64, "off": i64,
                         "s0": i64, "s1": i64, "s2": st_t, "s3": st_t, "H": i64, "R": st_t, "Cn": st_t, "DT": c,
-                        "ACC": c, "KEEP_ROWS": c, "BR": c, "BC": c, "OFF32": c, "EVEN": c},
+                        "ACC": c, "KEEP_ROWS": c, "BR": c, "BC": c, "OFF32": c, "EVEN": c, "FLAT": c},
                        {"DT": dt, "ACC": getattr(triton.language, acc), "KEEP_ROWS": keep,
                         "BR": 64 if keep == 1 else other, "BC": other if keep == 1 else 64, "OFF32": off32,
-                        "EVEN": off32})
+                        "EVEN": off32, "FLAT": off32 and keep != 1})
     sig = {"c_ptr": "*fp16", **{f"sc{d}": i64 for d in range(4)}, **{f"{n}_ptr": "*i64" for n in "bb hh ii jj".split()},
            "out_ptr": "*fp64", "n": i64, **desc("a"), **desc("b"), **desc("m"), "Kdim": i64, "alpha": "fp32",
            "beta": "fp32", "HAS_M": c, "DT": c, "BS": c, "BK": c}

@@ -553,12 +553,22 @@ def spots(C: torch.Tensor, A: Desc, B: Desc, M: Desc | None, K: int, alpha: floa
 
 # -- projections computed while the inputs are generated ----------------------------------
 @triton.jit
-def _gen_store_tile(st_ptr, base, rs, cs, rmask, cmask, s2, s3, key, DT: tl.constexpr, ACC: tl.constexpr,
-                    OFF32: tl.constexpr, EVEN: tl.constexpr):
+def _gen_store_tile(st_ptr, base, r0, rs, cs, rmask, cmask, s2, s3, key, DT: tl.constexpr, ACC: tl.constexpr,
+                    OFF32: tl.constexpr, EVEN: tl.constexpr, FLAT: tl.constexpr, BR: tl.constexpr,
+                    BC: tl.constexpr):
     """Generate the (rows, cols) tile of a strided view whose matrix starts at storage
     ``base``, write it into the storage, and return it in ``ACC`` (0 outside the masks).
-    ``rs`` and ``cs`` are int32. OFF32: offsets within the matrix fit int32 (hashed by
-    :func:`~kernelaudit.kernels.gen.hash_u32_at`); EVEN: the tile is whole, no masks."""
+    ``rs`` (rows from ``r0``) and ``cs`` are int32. OFF32: offsets within the matrix fit
+    int32 (hashed by :func:`~kernelaudit.kernels.gen.hash_u32_at`); EVEN: the tile is
+    whole, no masks; FLAT (EVEN, whole contiguous rows): the tile is one run of storage,
+    generated and stored as a 1-D block like :mod:`.gen`'s kernel, then seen as 2-D.
+    On the H200 the 2-D store alone cost a 2^30-element bf16 operand 0.8 ms
+    (``benchmarks/genproj_parts.py``)."""
+    if FLAT:
+        offs = r0 * s2 + tl.arange(0, BR * BC)
+        v = unit_float(hash_u32_at(base, offs, key), DT)
+        tl.store(st_ptr + base + offs, v.to(st_ptr.dtype.element_ty))
+        return tl.reshape(v, [BR, BC]).to(ACC)
     if OFF32:
         off = rs[:, None] * s2 + cs[None, :] * s3
         v = unit_float(hash_u32_at(base, off, key), DT)
@@ -581,7 +591,8 @@ def _gen_store_tile(st_ptr, base, rs, cs, rmask, cmask, s2, s3, key, DT: tl.cons
 @triton.jit(do_not_specialize=["key", "H"])
 def _gen_project_kernel(st_ptr, w_ptr, proj_ptr, key, off, s0, s1, s2, s3, H, R, Cn,
                         DT: tl.constexpr, ACC: tl.constexpr, KEEP_ROWS: tl.constexpr,
-                        BR: tl.constexpr, BC: tl.constexpr, OFF32: tl.constexpr, EVEN: tl.constexpr):
+                        BR: tl.constexpr, BC: tl.constexpr, OFF32: tl.constexpr, EVEN: tl.constexpr,
+                        FLAT: tl.constexpr):
     """Program (b, h) generates the (R x Cn) matrix [b, h] of a strided view of a
     generated storage, writes it into the storage, and projects it in the same pass:
     ``KEEP_ROWS=0`` (operand A, rows weighted by y): ``proj[c] = sum_r w[r] a[r, c]``;
@@ -603,7 +614,8 @@ def _gen_project_kernel(st_ptr, w_ptr, proj_ptr, key, off, s0, s1, s2, s3, H, R,
         for r0 in range(0, R, BR):
             rs = r0 + tl.arange(0, BR)
             rmask = rs < R
-            v = _gen_store_tile(st_ptr, base, rs, cs, rmask, cmask, s2, s3, key, DT, ACC, OFF32, EVEN)
+            v = _gen_store_tile(st_ptr, base, r0, rs, cs, rmask, cmask, s2, s3, key, DT, ACC, OFF32, EVEN, FLAT,
+                                BR, BC)
             if EVEN:
                 w = tl.load(w_ptr + rs)
             else:
@@ -619,7 +631,8 @@ def _gen_project_kernel(st_ptr, w_ptr, proj_ptr, key, off, s0, s1, s2, s3, H, R,
         for r0 in range(0, R, BR):
             rs = r0 + tl.arange(0, BR)
             rmask = rs < R
-            v = _gen_store_tile(st_ptr, base, rs, cs, rmask, cmask, s2, s3, key, DT, ACC, OFF32, EVEN)
+            v = _gen_store_tile(st_ptr, base, r0, rs, cs, rmask, cmask, s2, s3, key, DT, ACC, OFF32, EVEN, FLAT,
+                                BR, BC)
             tl.store(proj_ptr + pid * R * 2 + rs * 2, tl.sum(v * w[None, :], axis=1).to(tl.float64), mask=rmask)
             tl.store(proj_ptr + pid * R * 2 + rs * 2 + 1, tl.sum(tl.abs(v) * tl.abs(w)[None, :], axis=1).to(tl.float64),
                      mask=rmask)
@@ -629,7 +642,8 @@ def _gen_project_kernel(st_ptr, w_ptr, proj_ptr, key, off, s0, s1, s2, s3, H, R,
         for c0 in range(0, Cn, BC):
             cs = c0 + tl.arange(0, BC)
             cmask = cs < Cn
-            v = _gen_store_tile(st_ptr, base, rs, cs, rmask, cmask, s2, s3, key, DT, ACC, OFF32, EVEN)
+            v = _gen_store_tile(st_ptr, base, 0, rs, cs, rmask, cmask, s2, s3, key, DT, ACC, OFF32, EVEN, False,
+                                BR, BC)
             if EVEN:
                 w = tl.load(w_ptr + cs)
             else:
@@ -645,10 +659,14 @@ def _gen_project_kernel(st_ptr, w_ptr, proj_ptr, key, off, s0, s1, s2, s3, H, R,
 #: 24 at 1024, 33 at 4096; fp32 alike), the hash's registers leaving room for more
 #: programs at once.
 _GEN_TILE = {torch.float32: 512, torch.float64: 512}
-#: Rows kept (operand B weighted by x along its columns): generate whole rows (up to
-#: ``_ROWWISE_MAX`` columns) and reduce each block of rows at once, instead of narrow
-#: column strips accumulated across the whole matrix. ``rowwise=`` overrides.
-GEN_ROWWISE = False
+#: Elements of one tile when its rows are contiguous in storage (generated as one 1-D
+#: run): 8 per thread of 4 warps, as in :mod:`.gen`'s kernel.
+_GEN_TILE_FLAT = 1024
+#: Rows kept (operand B weighted by x along its columns): True generates whole rows (up
+#: to ``_ROWWISE_MAX`` columns) and reduces each block of rows at once, False narrow
+#: column strips accumulated across the whole matrix; None (default) whole rows when
+#: they are contiguous in storage (then generated as 1-D runs). ``rowwise=`` overrides.
+GEN_ROWWISE: bool | None = None
 _ROWWISE_MAX = 4096
 #: Offsets within one matrix below this are int32 (tests lower it to cover the int64 path).
 _OFF32_LIMIT = 2**31
@@ -675,17 +693,22 @@ def generate_and_project(storage: torch.Tensor, d: Desc, shape: tuple[int, int, 
     K = R if keep_rows else Cn
     acc = ACCUMULATE[storage.dtype]
     proj = torch.empty((nb, H, K, 2), dtype=torch.float64, device=storage.device)
-    elements = tile or _GEN_TILE[acc]
+    s2, s3 = d.strides[2:]
+    contiguous_rows = s3 == 1 and s2 == Cn  # each tile of whole rows is one run of storage
+    elements = tile or (_GEN_TILE_FLAT if contiguous_rows else _GEN_TILE[acc])
     mode = int(keep_rows)
-    if keep_rows and (rowwise if rowwise is not None else GEN_ROWWISE) and Cn <= _ROWWISE_MAX:
+    if rowwise is None:
+        rowwise = GEN_ROWWISE if GEN_ROWWISE is not None else contiguous_rows
+    if keep_rows and rowwise and Cn <= _ROWWISE_MAX:
         # whole rows of B along its contiguous columns, each row block reduced at once
         mode, BC = 2, max(16, triton.next_power_of_2(Cn))
-        BR = max(1, min(64, elements // BC))
+        BR = max(1, min(64, elements // BC, triton.next_power_of_2(R)))
     else:
         BK = max(16, triton.next_power_of_2(K))
         other = max(8, min(64, elements // BK))
-        BR, BC = (BK, other) if keep_rows else (other, BK)
-    s2, s3 = d.strides[2:]
+        # a strip no longer than the walked axis (so that small matrices are whole tiles)
+        BR, BC = (BK, min(other, max(8, triton.next_power_of_2(Cn)))) if keep_rows else \
+            (min(other, max(8, triton.next_power_of_2(R))), BK)
     # offsets within one matrix in int32 (the hash's 64-bit index as halves and a carry)
     off32 = min(s2, s3) >= 0 and (R - 1) * s2 + (Cn - 1) * s3 < _OFF32_LIMIT
     if mode == 0:
@@ -694,8 +717,9 @@ def generate_and_project(storage: torch.Tensor, d: Desc, shape: tuple[int, int, 
         even = R == BR and Cn % BC == 0
     else:
         even = Cn == BC and R % BR == 0
+    flat = even and off32 and contiguous_rows and mode in (0, 2)
     _gen_project_kernel[(nb * H,)](storage, w.to(acc), proj, d.key, d.offset, *d.strides, H, R, Cn,
                                    DT=_DT[storage.dtype], ACC=_TL[acc], KEEP_ROWS=mode, BR=BR, BC=BC,
-                                   OFF32=off32, EVEN=even,
+                                   OFF32=off32, EVEN=even, FLAT=flat,
                                    num_warps=num_warps)
     return proj
