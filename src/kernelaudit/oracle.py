@@ -83,17 +83,17 @@ def device_inputs(placed: list[Placed], device, *, grad: bool) -> tuple[list[tor
 
 #: Whether bilinear forwards get their projections at generation by default
 #: (``$KERNELAUDIT_PROJECT_AT_GENERATION`` = 1 or 0 overrides).
-PROJECT_AT_GENERATION = False
+PROJECT_AT_GENERATION = True
 
 
 def project_at_generation(case: Case, device, ref_device, mode: str) -> bool:
     """Whether the forward of a bilinear op gets its check's projections ``y A`` and
     ``B x`` while its inputs are generated (:func:`inputs_with_projections`): per
     :data:`PROJECT_AT_GENERATION` or ``$KERNELAUDIT_PROJECT_AT_GENERATION``, on CUDA,
-    with the fused check on the same device. Off by default: on the H200 (2^32-element
-    bf16 bmm) the check that then only streams C took 7.5 ms against 11.4 ms
-    regenerating A and B, but generate-and-project took 18.4 ms against 8.7 ms for
-    plain generation (``benchmarks/results/2026-12-02-h200-session4``)."""
+    with the fused check on the same device. The check then streams C alone instead of
+    hashing A and B again; the cheaper path on the H200 since generate-and-project
+    costs about what plain generation does (``benchmarks/verify_cost.py``,
+    ``benchmarks/results/2026-12-03-h200-session6``)."""
     import os
 
     device, ref_device = torch.device(device), torch.device(ref_device)
