@@ -141,6 +141,17 @@ def main() -> None:
             try:
                 verify()  # compile
                 by_kernel[kern] = _time(verify, reps=5)
+                if kern == "flat":  # its tile (C rows, pipeline stages, warps, elements of an A/B tile)
+                    import kernelaudit.kernels.freivalds as fr
+                    old_tile = fr.FLAT_TILE
+                    try:
+                        for t in ((8, 3, 8, 2048), (16, 2, 4, 1024), (4, 3, 4, 512), (8, 1, 4, 1024),
+                                  (8, 3, 4, 2048)):
+                            fr.FLAT_TILE = t
+                            verify()
+                            by_kernel["flat-" + "-".join(map(str, t))] = _time(verify, reps=5)
+                    finally:
+                        fr.FLAT_TILE = old_tile
             finally:
                 if old_env is None:
                     os.environ.pop("KERNELAUDIT_FREIVALDS_KERNEL", None)

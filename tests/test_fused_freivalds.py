@@ -197,6 +197,53 @@ def test_the_split_kernel_flags_exactly_the_corrupted_matrices(dtype):
     assert (got > tol).nonzero().flatten().tolist() == [1, 3], (got.tolist(), tol)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_the_flat_kernel_gives_the_rowsum_sums_and_flags_exactly_the_corrupted_matrices(dtype):
+    """``flat`` (C streamed and A, B regenerated as 1-D runs of whole rows in one program
+    per matrix) gives the rowsum kernel's lhs, rhs and bound over a transposed C, past a
+    2^32 storage offset (the hash's carry) and with shared heads; one element of C off
+    in two matrices is flagged there and nowhere else; ineligible layouts fall back."""
+    pytest.importorskip("triton")
+    import torch
+
+    from kernelaudit import gen
+    from kernelaudit.kernels.freivalds import Desc, flat_eligible, freivalds
+    from kernelaudit.ops.spec import DTYPES
+
+    dt = DTYPES[dtype]
+    nb, H, M, K, N = 3, 2, 64, 16, 32
+    kA, kB = gen.stream_key(6, "a"), gen.stream_key(6, "b")
+    dA = Desc(kA, 2**32 - 100, (H * M * K, M * K, K, 1))
+    dB = Desc(kB, 3, (K * N, 0, N, 1))  # one B per batch, shared by the heads
+    A = gen.fill_flat(nb * H * M * K, kA, dt, "cpu", start=dA.offset).double().view(nb, H, M, K)
+    Bm = gen.fill_flat(nb * K * N, kB, dt, "cpu", start=3).double().view(nb, 1, K, N)
+    C = (2.0 * A @ Bm).to(dt).transpose(-1, -2).contiguous().transpose(-1, -2)
+    x, y = torch.rand(N, dtype=torch.float64) + 0.5, torch.rand(M, dtype=torch.float64) + 0.5
+    assert flat_eligible(C, dA, dB, None, K)
+    want = freivalds(C, x, y, dA, dB, None, K, 2.0, 0.0, dt, kernel="rowsum")
+    got = freivalds(C, x, y, dA, dB, None, K, 2.0, 0.0, dt, kernel="flat")
+    rel = 1e-12 if dtype == "float32" else 1e-5
+    assert torch.allclose(got, want, rtol=rel, atol=rel * float(want.abs().max()))
+
+    def metric(t):
+        res = freivalds(t, x, y, dA, dB, None, K, 2.0, 0.0, dt, kernel="flat")
+        return ((res[..., 0] - res[..., 1]).abs() / res[..., 2]).flatten()
+
+    tol = 10 * float(metric(C).max())
+    bad = C.clone()
+    bad[1, 0, 5, 7] += 64.0
+    bad[2, 1, M - 1, N - 1] -= 64.0
+    assert (metric(bad) > tol).nonzero().flatten().tolist() == [2, 5]
+    # a bias, a transposed A or a ragged K: not flat; the kernel choice falls back
+    dM = Desc(gen.stream_key(6, "m"), 0, (0, 0, N, 1))
+    assert not flat_eligible(C, dA, dB, dM, K)
+    assert not flat_eligible(C, Desc(kA, 0, (H * M * K, M * K, 1, M)), dB, None, K)
+    Ct = C[..., :24]
+    assert not flat_eligible(Ct, dA, Desc(kB, 3, (K * 24, 0, 24, 1)), None, K)
+    fell_back = freivalds(C, x, y, dA, dB, dM, K, 2.0, 0.5, dt, kernel="flat")
+    assert torch.equal(fell_back, freivalds(C, x, y, dA, dB, dM, K, 2.0, 0.5, dt, kernel="rowsum-cspec"))
+
+
 def test_an_unknown_projection_kernel_is_refused_by_name(monkeypatch):
     import torch
 

@@ -35,6 +35,7 @@ def test_triton_generation_on_cuda_equals_the_torch_hash(dtype, high):
 
 @pytest.mark.parametrize("op,kernel", [(op, "") for op in ("bmm", "baddbmm", "mm", "linear", "matmul4d")]
                          + [(op, "split") for op in ("bmm", "baddbmm", "linear")]
+                         + [(op, "flat") for op in ("bmm", "matmul4d", "mm")]
                          + [(op, "projected") for op in ("bmm", "baddbmm", "linear")]
                          + [(op, "projected-looped-rowwise") for op in ("bmm", "baddbmm")])
 def test_fused_freivalds_on_cuda_agrees_with_the_torch_check(op, kernel, monkeypatch):
@@ -52,6 +53,10 @@ def test_fused_freivalds_on_cuda_agrees_with_the_torch_check(op, kernel, monkeyp
             monkeypatch.setattr(freivalds, "GEN_ROWWISE", True)
     elif kernel:
         monkeypatch.setenv("KERNELAUDIT_FREIVALDS_KERNEL", kernel)
+    flat_calls = []
+    if kernel == "flat":  # the contiguous layouts must really take the flat kernel
+        real = freivalds.freivalds_flat
+        monkeypatch.setattr(freivalds, "freivalds_flat", lambda *a, **k: flat_calls.append(1) or real(*a, **k))
 
     cases = grid(GridSpec(ops=(op,), dtypes=("float16", "bfloat16", "float32"), thresholds=("2^32",),
                           positions=("above",), directions=("fwd",), scale=16))
@@ -63,10 +68,12 @@ def test_fused_freivalds_on_cuda_agrees_with_the_torch_check(op, kernel, monkeyp
         got = execute(case, "cuda", fault_model="mps", tolerances=tol).verdict
         assert (got.status, got.bad_batches, got.first_bad_index) == (ref.status, ref.bad_batches,
                                                                       ref.first_bad_index), case.id
+    assert kernel != "flat" or flat_calls
 
 
 @pytest.mark.parametrize("op,kernel", [(op, "") for op in ("bmm", "baddbmm", "mm", "addmm", "linear", "matmul4d",
-                                                             "einsum")] + [(op, "split") for op in ("baddbmm", "linear")])
+                                                             "einsum")] + [(op, "split") for op in ("baddbmm", "linear")]
+                         + [(op, "flat") for op in ("bmm", "mm", "matmul4d")])
 def test_gradient_projections_on_cuda_agree_with_the_float64_autograd_reference(op, kernel, monkeypatch):
     from kernelaudit.cases import GridSpec, grid
     from kernelaudit.faults.predict import EITHER, predict

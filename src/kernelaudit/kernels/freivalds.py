@@ -315,11 +315,116 @@ def freivalds_split(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, A: Desc, 
     return part.sum(1).view(nb, H, 3)
 
 
+# ``flat``: one program per matrix that streams C (pipelined whole rows) and regenerates
+# A and B itself, tiles of whole contiguous rows hashed as 1-D runs of storage (as
+# :mod:`.gen`'s kernel does), nothing stored. ``y A`` is summed from A, then ``y A B x``
+# elementwise from B against ``(y A)_k x_n`` (so no per-row reduction of B), with
+# ``y A`` passed through a per-program scratch row. Programs in their C phase keep
+# memory busy while others hash: the check's two halves overlap on each SM. Only for
+# operands with contiguous rows, whole tiles and no bias (:func:`flat_eligible`);
+# anything else falls back to ``rowsum-cspec``.
+@triton.jit(do_not_specialize=["a_key", "b_key", "H"])
+def _flat_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, v_ptr, out_ptr,
+                 a_key, a_off, sa0, sa1, b_key, b_off, sb0, sb1, H, Mdim, alpha,
+                 DT: tl.constexpr, ACC: tl.constexpr, BK: tl.constexpr, BN: tl.constexpr,
+                 BRA: tl.constexpr, BRB: tl.constexpr, ROWS: tl.constexpr, STAGES: tl.constexpr):
+    pid = tl.program_id(0).to(tl.int64)
+    b = pid // H
+    h = pid % H
+    cols = tl.arange(0, BN)
+    xv = tl.load(x_ptr + cols)
+    # lhs = y C x
+    base = c_ptr + b * sc0 + h * sc1
+    accc = tl.zeros([ROWS, BN], dtype=ACC)
+    for r0 in tl.range(0, Mdim, ROWS, num_stages=STAGES):
+        rows = r0 + tl.arange(0, ROWS)
+        cv = tl.load(base + (rows.to(tl.int64) * sc2)[:, None] + (cols * sc3)[None, :])
+        accc += cv.to(ACC) * xv[None, :] * tl.load(y_ptr + rows)[:, None]
+    lhs = tl.sum(tl.sum(accc, axis=1), axis=0)
+    # v = y A, va = |y| |A| (A: Mdim x BK, rows contiguous)
+    abase = a_off + b * sa0 + h * sa1
+    acc = tl.zeros([BRA, BK], dtype=ACC)
+    acca = tl.zeros([BRA, BK], dtype=ACC)
+    for r0 in range(0, Mdim, BRA):
+        offs = r0 * BK + tl.arange(0, BRA * BK)
+        a = tl.reshape(unit_float(hash_u32_at(abase, offs, a_key), DT), [BRA, BK]).to(ACC)
+        w = tl.load(y_ptr + r0 + tl.arange(0, BRA))
+        acc += a * w[:, None]
+        acca += tl.abs(a) * tl.abs(w)[:, None]
+    ks = tl.arange(0, BK)
+    scratch = v_ptr + pid * (2 * BK)
+    tl.store(scratch + ks, tl.sum(acc, axis=0))
+    tl.store(scratch + BK + ks, tl.sum(acca, axis=0))
+    tl.debug_barrier()  # the row is read back below by other threads of this program
+    # rhs = sum_{k,n} v_k B[k, n] x_n (B: BK x BN, rows contiguous)
+    bbase = b_off + b * sb0 + h * sb1
+    accb = tl.zeros([BRB, BN], dtype=ACC)
+    accba = tl.zeros([BRB, BN], dtype=ACC)
+    for k0 in range(0, BK, BRB):
+        offs = k0 * BN + tl.arange(0, BRB * BN)
+        bv = tl.reshape(unit_float(hash_u32_at(bbase, offs, b_key), DT), [BRB, BN]).to(ACC)
+        kk = k0 + tl.arange(0, BRB)
+        vk = tl.load(scratch + kk)
+        vak = tl.load(scratch + BK + kk)
+        accb += bv * (vk[:, None] * xv[None, :])
+        accba += tl.abs(bv) * (vak[:, None] * tl.abs(xv)[None, :])
+    rhs = alpha * tl.sum(tl.sum(accb, axis=1), axis=0)
+    bound = tl.abs(alpha) * tl.sum(tl.sum(accba, axis=1), axis=0)
+    tl.store(out_ptr + pid * 3 + 0, lhs.to(tl.float64))
+    tl.store(out_ptr + pid * 3 + 1, rhs.to(tl.float64))
+    tl.store(out_ptr + pid * 3 + 2, bound.to(tl.float64))
+
+
+#: (ROWS, STAGES, num_warps, elements of one A or B tile) of ``_flat_kernel``.
+FLAT_TILE = (8, 3, 4, 1024)
+
+
+def _flat_tiles(Mdim: int, K: int, Ndim: int, tile=None) -> tuple[int, int, int]:
+    """(ROWS, BRA, BRB) of ``_flat_kernel``: rows of C and of A a tile (powers of two
+    dividing M, at most the tile's elements), rows of B a tile."""
+    rows, _, _, elements = tile or FLAT_TILE
+    low = Mdim & -Mdim  # the largest power of two dividing M
+    return min(rows, low), max(1, min(elements // K, low)), max(1, min(K, elements // Ndim))
+
+
+def flat_eligible(C: torch.Tensor, A: Desc, B: Desc, M: Desc | None, K: int, tile=None) -> bool:
+    """Whether :func:`freivalds_flat` applies: no bias; A (M x K) and B (K x N) with
+    contiguous rows (column stride 1, row stride the row length); K and N powers of two
+    up to the tile's elements (whole rows in a tile); each matrix below 2^31 elements."""
+    nb, H, Mdim, Ndim = C.shape
+    elements = (tile or FLAT_TILE)[3]
+    pow2 = lambda n: n > 0 and n & (n - 1) == 0  # noqa: E731
+    return (M is None and Mdim > 0 and A.strides[2:] == (K, 1) and B.strides[2:] == (Ndim, 1) and pow2(K)
+            and pow2(Ndim) and K <= elements and Ndim <= min(elements, 4096) and Mdim * max(K, Ndim) < 2**31)
+
+
+def freivalds_flat(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, A: Desc, B: Desc, K: int, alpha: float,
+                   dtype: torch.dtype, *, tile: tuple[int, int, int, int] | None = None) -> torch.Tensor:
+    """:func:`freivalds`'s (nb, H, 3) lhs, rhs, bound by ``_flat_kernel`` (callers check
+    :func:`flat_eligible` first): one program per matrix, C streamed and A, B regenerated
+    in the same program."""
+    nb, H, Mdim, Ndim = C.shape
+    acc = ACCUMULATE[dtype]
+    _, stages, warps, _ = tile or FLAT_TILE
+    rows, bra, brb = _flat_tiles(Mdim, K, Ndim, tile)
+    out = torch.empty((nb, H, 3), dtype=torch.float64, device=C.device)
+    scratch = torch.empty((nb * H, 2 * K), dtype=acc, device=C.device)
+    if nb * H:
+        _flat_kernel[(nb * H,)](C, *C.stride(), x.to(acc), y.to(acc), scratch, out,
+                                A.key, A.offset, A.strides[0], A.strides[1], B.key, B.offset, B.strides[0],
+                                B.strides[1], H, Mdim, float(alpha), DT=_DT[dtype], ACC=_TL[acc], BK=K, BN=Ndim,
+                                BRA=bra, BRB=brb, ROWS=rows, STAGES=stages, num_warps=warps)
+    return out
+
+
 #: Which projection kernel runs: ``rowsum`` (reduce every tile), ``rowsum-cspec`` (the
 #: same, C's strides specialised), ``acc2d`` (accumulate tiles, reduce once) or
-#: ``split`` (many programs per matrix: :func:`freivalds_split`).
+#: ``split`` (many programs per matrix: :func:`freivalds_split`) or ``flat`` (C and
+#: the regenerated A, B in one program per matrix, whole contiguous rows:
+#: :func:`freivalds_flat`; other layouts fall back to ``rowsum-cspec``).
 #: ``$KERNELAUDIT_FREIVALDS_KERNEL`` picks.
 KERNELS = {"rowsum": _freivalds_kernel, "rowsum-cspec": _freivalds_cspec_kernel, "acc2d": _freivalds_acc2d_kernel,
+           "flat": _flat_kernel,
            "split": _split_kernel}
 #: The kernels that can read projections made at generation (``PRE_*``).
 ROWSUM_KERNELS = ("rowsum", "rowsum-cspec")
@@ -377,6 +482,12 @@ def freivalds(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, A: Desc, B: Des
     if pre_a is not None and pre_b is not None and (M is None or pre_m is not None) and kernel in PROJECTED_OK:
         return freivalds_projected(C, x, y, pre_a, pre_b, pre_m if M is not None else None, alpha, beta, dtype,
                                    lhs=lhs)
+    if kernel == "flat":
+        if flat_eligible(C, A, B, M, K):
+            if blocks is not None:
+                raise ValueError("blocks= is for the rowsum and acc2d kernels; the flat kernel takes FLAT_TILE")
+            return freivalds_flat(C, x, y, A, B, K, alpha, dtype)
+        kernel = "rowsum-cspec"  # the layouts flat does not cover
     if kernel == "split":
         if blocks is not None:
             raise ValueError("blocks= is for the rowsum and acc2d kernels; the split kernel takes its tile "
