@@ -2,10 +2,9 @@
 # Time-boxed H200 steps: GPU tests and benchmarks of all three capabilities.
 # Every output lands in $OUT/h200 and is packed into $OUT/h200_results.tgz.
 # Usage (device tool): bash benchmarks/h200_session.sh STEP [STEP...]
-# Next (session 6): the 16-bit check at <= 1.0x the bmm. `EXPLORE=1 VERIFY_KERNELS=split
-# VERIFY_DTYPES=bfloat16,float32 ... kernels verify ncu` times the C stream (looped,
-# pipelined tiles), generation with projections (B walked by whole rows), the split
-# kernel, the check re-timed with the fastest pieces (tuned_*), and ncu's view of each.
+# Next (after session 6: bf16 check 1.14x the bmm with the `flat` kernel): re-time the
+# default --full sweep with the new defaults (`sweep` step), then the flat kernel's
+# overlap of its C phase and its hashing (ncu step; goal: a 16-bit check at <= 1.0x).
 # A sweep resumes runs/h200 when it exists (carry it between calls).
 #   steps: kernels verify ncu profile guard sweep workers_ab repro corpus oracle_cost demo
 #   (default: all but sweep, workers_ab, repro)

@@ -144,10 +144,12 @@ def main() -> None:
                 if kern == "flat":  # its tile (C rows, pipeline stages, warps, elements of an A/B tile)
                     import kernelaudit.kernels.freivalds as fr
                     old_tile = fr.FLAT_TILE
+                    tiles = dict(old_tile)
                     try:
                         for t in ((8, 3, 8, 2048), (16, 2, 4, 1024), (4, 3, 4, 512), (8, 1, 4, 1024),
-                                  (8, 3, 4, 2048)):
-                            fr.FLAT_TILE = t
+                                  (8, 3, 4, 2048), (8, 1, 8, 1024), (16, 1, 4, 1024), (8, 2, 4, 1024),
+                                  (32, 1, 8, 2048), (4, 1, 4, 1024), (16, 1, 8, 2048)):
+                            fr.FLAT_TILE = {**tiles, fr.ACCUMULATE[c.dtype]: t}
                             verify()
                             by_kernel["flat-" + "-".join(map(str, t))] = _time(verify, reps=5)
                     finally:
