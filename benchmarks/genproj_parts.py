@@ -20,6 +20,7 @@ import time
 import torch
 import triton
 import triton.language as tl
+from _common import cuda_median
 
 from kernelaudit.kernels.gen import fill_range, hash_u32_at, unit_float
 
@@ -66,18 +67,8 @@ def _variant(st_ptr, w_ptr, proj_ptr, key, s0, R, Cn, s2,
         tl.store(proj_ptr + pid * Cn + cs, out)
 
 
-def _time(fn, reps=7):
-    fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        torch.cuda.synchronize()
-        ts.append(s.elapsed_time(e) / 1e3)
-    return sorted(ts)[len(ts) // 2]
+def _time(fn, reps=5):
+    return cuda_median(fn, reps)
 
 
 def main() -> None:

@@ -24,6 +24,7 @@ import platform
 import time
 
 import torch
+from _common import cuda_median  # benchmarks/ is on sys.path when a script runs
 
 from kernelaudit.cases import Case, batch_for
 from kernelaudit.oracle import (Judgement, RefContext, _fused_freivalds_enabled, default_ref_chunk,
@@ -32,18 +33,7 @@ from kernelaudit.thresholds import REAL
 
 
 def _time(fn, reps=5):
-    fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        torch.cuda.synchronize()
-        ts.append(s.elapsed_time(e) / 1e3)
-    ts.sort()
-    return ts[len(ts) // 2]
+    return cuda_median(fn, reps)
 
 
 def main() -> None:

@@ -323,6 +323,14 @@ def freivalds_split(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, A: Desc, 
 # memory busy while others hash: the check's two halves overlap on each SM. Only for
 # operands with contiguous rows, whole tiles and no bias (:func:`flat_eligible`);
 # anything else falls back to ``rowsum-cspec``.
+@triton.jit
+def _gen_rows(base, r0, key, DT: tl.constexpr, ACC: tl.constexpr, ROWS: tl.constexpr, COLS: tl.constexpr):
+    """Rows [r0, r0 + ROWS) of a generated matrix at storage ``base`` whose rows of COLS
+    elements are contiguous: hashed as one 1-D run (int32 offsets), seen as 2-D, in ACC."""
+    offs = r0 * COLS + tl.arange(0, ROWS * COLS)
+    return tl.reshape(unit_float(hash_u32_at(base, offs, key), DT), [ROWS, COLS]).to(ACC)
+
+
 @triton.jit(do_not_specialize=["a_key", "b_key", "H"])
 def _flat_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, v_ptr, out_ptr,
                  a_key, a_off, sa0, sa1, b_key, b_off, sb0, sb1, H, Mdim, alpha,
@@ -346,8 +354,7 @@ def _flat_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, v_ptr, out_ptr,
     acc = tl.zeros([BRA, BK], dtype=ACC)
     acca = tl.zeros([BRA, BK], dtype=ACC)
     for r0 in range(0, Mdim, BRA):
-        offs = r0 * BK + tl.arange(0, BRA * BK)
-        a = tl.reshape(unit_float(hash_u32_at(abase, offs, a_key), DT), [BRA, BK]).to(ACC)
+        a = _gen_rows(abase, r0, a_key, DT, ACC, BRA, BK)
         w = tl.load(y_ptr + r0 + tl.arange(0, BRA))
         acc += a * w[:, None]
         acca += tl.abs(a) * tl.abs(w)[:, None]
@@ -361,8 +368,7 @@ def _flat_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, v_ptr, out_ptr,
     accb = tl.zeros([BRB, BN], dtype=ACC)
     accba = tl.zeros([BRB, BN], dtype=ACC)
     for k0 in range(0, BK, BRB):
-        offs = k0 * BN + tl.arange(0, BRB * BN)
-        bv = tl.reshape(unit_float(hash_u32_at(bbase, offs, b_key), DT), [BRB, BN]).to(ACC)
+        bv = _gen_rows(bbase, k0, b_key, DT, ACC, BRB, BN)
         kk = k0 + tl.arange(0, BRB)
         vk = tl.load(scratch + kk)
         vak = tl.load(scratch + BK + kk)
