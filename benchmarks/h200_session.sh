@@ -2,7 +2,8 @@
 # Time-boxed H200 steps: GPU tests and benchmarks of all three capabilities.
 # Every output lands in $OUT/h200 and is packed into $OUT/h200_results.tgz.
 # Usage (device tool): bash benchmarks/h200_session.sh STEP [STEP...]
-# Next (after session 6: bf16 check 1.14x the bmm with the `flat` kernel): re-time the
+# Next (after session 6: bf16 check 1.14x the bmm with the `flat` kernel): all of
+# tests/gpu (only the kernel tests ran after session 6's changes), re-time the
 # default --full sweep with the new defaults (`sweep` step), then the flat kernel's
 # overlap of its C phase and its hashing (ncu step; goal: a 16-bit check at <= 1.0x).
 # A sweep resumes runs/h200 when it exists (carry it between calls).
