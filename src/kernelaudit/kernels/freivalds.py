@@ -807,7 +807,8 @@ def generate_and_project(storage: torch.Tensor, d: Desc, shape: tuple[int, int, 
     the view are not written. With ``w2`` (a full-size bias M: ``w`` weights its rows,
     ``w2`` its columns) the projection is one number per matrix, (nb, H, 1, 2): the
     rows kept with ``w2``, then weighted by ``w`` (a small sum over R per matrix).
-    ``tile`` (elements of one generated tile, default :data:`_GEN_TILE`),
+    ``tile`` (elements of one generated tile, default :data:`_GEN_TILE_FLAT` for
+    contiguous rows, else :data:`_GEN_TILE`),
     ``num_warps`` and ``rowwise`` (default :data:`GEN_ROWWISE`) tune the kernel
     (``benchmarks/verify_cost.py --explore``)."""
     nb, H, R, Cn = shape
@@ -836,12 +837,8 @@ def generate_and_project(storage: torch.Tensor, d: Desc, shape: tuple[int, int, 
             (min(other, max(8, triton.next_power_of_2(R))), BK)
     # offsets within one matrix in int32 (the hash's 64-bit index as halves and a carry)
     off32 = min(s2, s3) >= 0 and (R - 1) * s2 + (Cn - 1) * s3 < _OFF32_LIMIT
-    if mode == 0:
-        even = Cn == BC and R % BR == 0
-    elif mode == 1:
-        even = R == BR and Cn % BC == 0
-    else:
-        even = Cn == BC and R % BR == 0
+    # whole tiles: no masks (mode 1 walks column strips, modes 0 and 2 blocks of rows)
+    even = (R == BR and Cn % BC == 0) if mode == 1 else (Cn == BC and R % BR == 0)
     flat = even and off32 and contiguous_rows and mode in (0, 2)
     _gen_project_kernel[(nb * H,)](storage, w.to(acc), proj, d.key, d.offset, *d.strides, H, R, Cn,
                                    DT=_DT[storage.dtype], ACC=_TL[acc], KEEP_ROWS=mode, BR=BR, BC=BC,
