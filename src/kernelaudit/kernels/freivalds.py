@@ -315,6 +315,22 @@ def freivalds_split(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, A: Desc, 
     return part.sum(1).view(nb, H, 3)
 
 
+@triton.jit
+def _gen_run(base, r0, key, DT: tl.constexpr, ROWS: tl.constexpr, COLS: tl.constexpr):
+    """(offsets, values): rows [r0, r0 + ROWS) of a generated matrix at storage ``base``
+    whose rows of COLS elements are contiguous, as one 1-D run (int32 offsets from
+    ``base``, float32 values rounded to DT), the access pattern of :mod:`.gen`'s kernel."""
+    offs = r0 * COLS + tl.arange(0, ROWS * COLS)
+    return offs, unit_float(hash_u32_at(base, offs, key), DT)
+
+
+@triton.jit
+def _gen_rows(base, r0, key, DT: tl.constexpr, ACC: tl.constexpr, ROWS: tl.constexpr, COLS: tl.constexpr):
+    """:func:`_gen_run`'s values seen as the (ROWS, COLS) tile, in ACC."""
+    _, v = _gen_run(base, r0, key, DT, ROWS, COLS)
+    return tl.reshape(v, [ROWS, COLS]).to(ACC)
+
+
 # ``flat``: one program per matrix that streams C (pipelined whole rows) and regenerates
 # A and B itself, tiles of whole contiguous rows hashed as 1-D runs of storage (as
 # :mod:`.gen`'s kernel does), nothing stored. ``y A`` is summed from A, then ``y A B x``
@@ -323,14 +339,6 @@ def freivalds_split(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, A: Desc, 
 # memory busy while others hash: the check's two halves overlap on each SM. Only for
 # operands with contiguous rows, whole tiles and no bias (:func:`flat_eligible`);
 # anything else falls back to ``rowsum-cspec``.
-@triton.jit
-def _gen_rows(base, r0, key, DT: tl.constexpr, ACC: tl.constexpr, ROWS: tl.constexpr, COLS: tl.constexpr):
-    """Rows [r0, r0 + ROWS) of a generated matrix at storage ``base`` whose rows of COLS
-    elements are contiguous: hashed as one 1-D run (int32 offsets), seen as 2-D, in ACC."""
-    offs = r0 * COLS + tl.arange(0, ROWS * COLS)
-    return tl.reshape(unit_float(hash_u32_at(base, offs, key), DT), [ROWS, COLS]).to(ACC)
-
-
 @triton.jit(do_not_specialize=["a_key", "b_key", "H"])
 def _flat_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, v_ptr, out_ptr,
                  a_key, a_off, sa0, sa1, b_key, b_off, sb0, sb1, H, Mdim, alpha,
@@ -685,13 +693,13 @@ def _gen_store_tile(st_ptr, base, r0, rs, cs, rmask, cmask, s2, s3, key, DT: tl.
     ``base``, write it into the storage, and return it in ``ACC`` (0 outside the masks).
     ``rs`` (rows from ``r0``) and ``cs`` are int32. OFF32: offsets within the matrix fit
     int32 (hashed by :func:`~kernelaudit.kernels.gen.hash_u32_at`); EVEN: the tile is
-    whole, no masks; FLAT (EVEN, whole contiguous rows): the tile is one run of storage,
-    generated and stored as a 1-D block like :mod:`.gen`'s kernel, then seen as 2-D.
-    On the H200 the 2-D store alone cost a 2^30-element bf16 operand 0.8 ms
-    (``benchmarks/genproj_parts.py``)."""
+    whole, no masks; FLAT (EVEN, whole contiguous rows, s2 == BC): the tile is one run
+    of storage, generated and stored as a 1-D block (:func:`_gen_run`), then seen as
+    2-D. On the H200 storing inside this per-matrix loop cost a 2^30-element bf16
+    operand 0.8 ms that the 1-D generation kernel does not pay, with or without FLAT
+    (``benchmarks/genproj_parts.py``, session 6); the cause is not known."""
     if FLAT:
-        offs = r0 * s2 + tl.arange(0, BR * BC)
-        v = unit_float(hash_u32_at(base, offs, key), DT)
+        offs, v = _gen_run(base, r0, key, DT, BR, BC)
         tl.store(st_ptr + base + offs, v.to(st_ptr.dtype.element_ty))
         return tl.reshape(v, [BR, BC]).to(ACC)
     if OFF32:
@@ -709,6 +717,14 @@ def _gen_store_tile(st_ptr, base, r0, rs, cs, rmask, cmask, s2, s3, key, DT: tl.
         m = rmask[:, None] & cmask[None, :]
         tl.store(ptr, v.to(st_ptr.dtype.element_ty), mask=m)
         return tl.where(m, v.to(ACC), 0.0)
+
+
+@triton.jit
+def _load_weights(w_ptr, idx, mask, EVEN: tl.constexpr):
+    """``w[idx]``, 0 outside ``mask``; unmasked in whole tiles (EVEN)."""
+    if EVEN:
+        return tl.load(w_ptr + idx)
+    return tl.load(w_ptr + idx, mask=mask, other=0.0)
 
 
 # The view's offset, strides and sizes specialise (as C's in ``_lhs_kernel``): stores
@@ -741,10 +757,7 @@ def _gen_project_kernel(st_ptr, w_ptr, proj_ptr, key, off, s0, s1, s2, s3, H, R,
             rmask = rs < R
             v = _gen_store_tile(st_ptr, base, r0, rs, cs, rmask, cmask, s2, s3, key, DT, ACC, OFF32, EVEN, FLAT,
                                 BR, BC)
-            if EVEN:
-                w = tl.load(w_ptr + rs)
-            else:
-                w = tl.load(w_ptr + rs, mask=rmask, other=0.0)
+            w = _load_weights(w_ptr, rs, rmask, EVEN)
             acc += v * w[:, None]
             acca += tl.abs(v) * tl.abs(w)[:, None]
         tl.store(proj_ptr + pid * Cn * 2 + cs * 2, tl.sum(acc, axis=0).to(tl.float64), mask=cmask)
@@ -769,10 +782,7 @@ def _gen_project_kernel(st_ptr, w_ptr, proj_ptr, key, off, s0, s1, s2, s3, H, R,
             cmask = cs < Cn
             v = _gen_store_tile(st_ptr, base, 0, rs, cs, rmask, cmask, s2, s3, key, DT, ACC, OFF32, EVEN, False,
                                 BR, BC)
-            if EVEN:
-                w = tl.load(w_ptr + cs)
-            else:
-                w = tl.load(w_ptr + cs, mask=cmask, other=0.0)
+            w = _load_weights(w_ptr, cs, cmask, EVEN)
             acc += v * w[None, :]
             acca += tl.abs(v) * tl.abs(w)[None, :]
         tl.store(proj_ptr + pid * R * 2 + rs * 2, tl.sum(acc, axis=1).to(tl.float64), mask=rmask)
