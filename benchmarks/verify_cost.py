@@ -194,16 +194,16 @@ def _explore(case, placed, c, dev, chunk, B, kernel_only) -> dict:
     for tile, w in ((256, 2), (512, 4), (1024, 4)):
         configs[f"genproj-T{tile}-W{w}"] = _time(lambda: gen_proj(tile, w), reps=3)
     # each operand alone, B walked both ways (column strips, or whole rows)
-    dA_, dB_ = _desc(ctx, Am), _desc(ctx, Bmm)
+    dA, dB = _desc(ctx, Am), _desc(ctx, Bmm)
     for tile, w in ((512, 4), (1024, 4), (2048, 8)):
         configs[f"genproj-A-T{tile}-W{w}"] = _time(
-            lambda: generate_and_project(sa, dA_, tuple(Am.shape), y, False, tile=tile, num_warps=w), reps=3)
+            lambda: generate_and_project(sa, dA, tuple(Am.shape), y, False, tile=tile, num_warps=w), reps=3)
         for rowwise in (False, True):
             configs[f"genproj-B-rowwise{int(rowwise)}-T{tile}-W{w}"] = _time(
-                lambda: generate_and_project(sb, dB_, tuple(Bmm.shape), x, True, tile=tile, num_warps=w,
+                lambda: generate_and_project(sb, dB, tuple(Bmm.shape), x, True, tile=tile, num_warps=w,
                                              rowwise=rowwise), reps=3)
-    configs["gen-A"] = _time(lambda: _gen_plain(sa, placed[0], dev), reps=3)
-    configs["gen-B"] = _time(lambda: _gen_plain(sb, placed[1], dev), reps=3)
+    configs["gen-A"] = _time(lambda: _gen_plain(sa, placed[0]), reps=3)
+    configs["gen-B"] = _time(lambda: _gen_plain(sb, placed[1]), reps=3)
     C = c.view(B, 1, 256, 256)
     # (rows, warps, iterations, pipeline stages) of the C stream
     for t in ((2, 1), (4, 2), (8, 2), (8, 4), (16, 4), (32, 8), (4, 2, 8, 1), (4, 2, 8, 3), (8, 4, 4, 2),
@@ -211,7 +211,6 @@ def _explore(case, placed, c, dev, chunk, B, kernel_only) -> dict:
         configs["lhs-" + "-".join(map(str, t))] = _time(
             lambda: freivalds_projected(C, x, y, pre["A"], pre["B"], None, alpha, beta, c.dtype, tile=t), reps=3)
     from kernelaudit.kernels.freivalds import freivalds_split
-    dA, dB = _desc(ctx, Am), _desc(ctx, Bmm)
     for rows, w in ((4, 1), (4, 2), (8, 2), (8, 4), (16, 2), (16, 4), (32, 4)):
         configs[f"split-R{rows}-W{w}"] = _time(
             lambda: freivalds_split(C, x, y, dA, dB, None, 64, alpha, beta, c.dtype, tile=(rows, w)), reps=3)
@@ -232,8 +231,8 @@ def _ncu_launches(case, placed, c, dev, chunk, B) -> None:
     y = _projection_vector(case.seed, "y", 256, dev)
     sa = torch.empty(placed[0].storage_numel, dtype=c.dtype, device=dev)
     sb = torch.empty(placed[1].storage_numel, dtype=c.dtype, device=dev)
-    _gen_plain(sa, placed[0], dev)
-    _gen_plain(sb, placed[1], dev)
+    _gen_plain(sa, placed[0])
+    _gen_plain(sb, placed[1])
     pa = generate_and_project(sa, dA, tuple(Am.shape), y, False)
     pb = generate_and_project(sb, dB, tuple(Bmm.shape), x, True, rowwise=False)
     generate_and_project(sb, dB, tuple(Bmm.shape), x, True, rowwise=True)
@@ -272,7 +271,7 @@ def _tuned_verify(configs: dict, case, placed, dev, verify, t_gen) -> dict:
             "tuned_verify_s": t_chk + max(0.0, t_gp - t_gen)}
 
 
-def _gen_plain(storage, p, dev):
+def _gen_plain(storage, p):
     """Plain generation of one operand's storage (what device_inputs does for it)."""
     from kernelaudit.kernels import gen as kgen
     kgen.fill_range(storage, 0, p.key)

@@ -525,7 +525,6 @@ def judge_matmul_chunk(case, ctx, b0, b1, got_chunk, jf: Judgement, js: Judgemen
     fused = _fused_freivalds_enabled(ctx.device)
     C = _canonical(got_chunk if fused else got_chunk.to(torch.float64), nb, out_rows)
     H, Mdim, Ndim = C.shape[1], C.shape[-2], C.shape[-1]
-    x, y = _projection_vector(case.seed, "x", Ndim, ctx.device), _projection_vector(case.seed, "y", Mdim, ctx.device)
     if fused:
         from .kernels.freivalds import ACCUMULATE, PROJECTED_OK, freivalds, lhs_partials, selected_kernel, spots
 
@@ -548,6 +547,8 @@ def judge_matmul_chunk(case, ctx, b0, b1, got_chunk, jf: Judgement, js: Judgemen
         def spot_values(bb, hh, ii, jj):
             return spots(C, dA, dB, dM, K, alpha, beta, DTYPES[case.dtype], bb, hh, ii, jj)
     else:
+        x = _projection_vector(case.seed, "x", Ndim, ctx.device)
+        y = _projection_vector(case.seed, "y", Mdim, ctx.device)
         A, Bm, M, alpha, beta = _matmul_operands(case, ctx, b0, b1, nb, meta=False)
         lhs = (C @ x) @ y
         rhs = alpha * ((A @ (Bm @ x).unsqueeze(-1)).squeeze(-1) @ y)
@@ -589,8 +590,7 @@ def _judge_projection(case, C, b0: int, lhs, rhs, bound, spot_values, jf: Judgem
     values of any elements. A batch the projection flags is searched element by element
     for its first bad index."""
     nb, H, Mdim, Ndim = C.shape
-    per = ((lhs - rhs).abs() / bound.clamp_min(_TINY))
-    per = torch.where(torch.isnan(lhs), torch.full_like(per, math.inf), per)
+    per = ((lhs - rhs).abs() / bound.clamp_min(_TINY))  # NaN (a NaN lhs) counts as inf in summarize
     # spot checks: exact float64 dot products at chosen elements. Everything up to the
     # one transfer below is queued without waiting, so on a GPU the host's work here
     # overlaps the projection kernel instead of following it.
