@@ -131,19 +131,22 @@ def main() -> None:
             try:
                 verify()  # compile
                 by_kernel[kern] = _time(verify, reps=5)
-                if kern == "flat":  # its tile (C rows, pipeline stages, warps, elements of an A/B tile)
+                if kern == "flat":  # its tile (C rows, pipeline stages, warps, elements of an A/B tile),
+                    # C streamed in step with the hashing or before it
                     import kernelaudit.kernels.freivalds as fr
-                    old_tile = fr.FLAT_TILE
+                    old_tile, old_inter = fr.FLAT_TILE, fr.FLAT_INTERLEAVE
                     tiles = dict(old_tile)
                     try:
-                        for t in ((8, 3, 8, 2048), (16, 2, 4, 1024), (4, 3, 4, 512), (8, 1, 4, 1024),
-                                  (8, 3, 4, 2048), (8, 1, 8, 1024), (16, 1, 4, 1024), (8, 2, 4, 1024),
-                                  (32, 1, 8, 2048), (4, 1, 4, 1024), (16, 1, 8, 2048)):
-                            fr.FLAT_TILE = {**tiles, fr.ACCUMULATE[c.dtype]: t}
-                            verify()
-                            by_kernel["flat-" + "-".join(map(str, t))] = _time(verify, reps=5)
+                        for inter in (True, False):
+                            for t in ((8, 1, 4, 1024), (8, 2, 4, 1024), (8, 3, 4, 1024), (16, 1, 4, 1024),
+                                      (4, 1, 4, 1024), (8, 1, 8, 1024), (8, 1, 4, 2048), (8, 1, 4, 512),
+                                      (16, 1, 8, 2048), (8, 3, 8, 2048)):
+                                fr.FLAT_TILE, fr.FLAT_INTERLEAVE = {**tiles, fr.ACCUMULATE[c.dtype]: t}, inter
+                                verify()
+                                name = "flat-" + ("" if inter else "seq-") + "-".join(map(str, t))
+                                by_kernel[name] = _time(verify, reps=5)
                     finally:
-                        fr.FLAT_TILE = old_tile
+                        fr.FLAT_TILE, fr.FLAT_INTERLEAVE = old_tile, old_inter
             finally:
                 if old_env is None:
                     os.environ.pop("KERNELAUDIT_FREIVALDS_KERNEL", None)

@@ -218,14 +218,16 @@ def _own_kernel_cases():
                 "part_ptr": "*fp64", "H": i64, "Mdim": i64, "Ndim": i64, "SPLIT": i64, "ACC": c, "ROWS": c, "BN": c,
                 "ITERS": c, "STAGES": c},
                {"ACC": getattr(triton.language, acc), "ROWS": 4, "BN": 256, "ITERS": 8, "STAGES": 3})
-    for dt, c_dt, acc in ((2, "*bf16", "float32"), (0, "*fp32", "float64")):
-        yield (f"flat {c_dt}", "freivalds", "_flat_kernel",
+    for (dt, c_dt, acc), (inter, maskc) in zip(((2, "*bf16", "float32"), (0, "*fp32", "float64")),
+                                               ((True, False), (False, True))):
+        yield (f"flat {c_dt} interleave={inter} maskc={maskc}", "freivalds", "_flat_kernel",
                {"c_ptr": c_dt, **{f"sc{d}": i64 for d in range(4)}, "x_ptr": f"*fp{acc[-2:]}",
                 "y_ptr": f"*fp{acc[-2:]}", "v_ptr": f"*fp{acc[-2:]}", "out_ptr": "*fp64", "a_key": i64, "a_off": i64,
                 "sa0": i64, "sa1": i64, "b_key": i64, "b_off": i64, "sb0": i64, "sb1": i64, "H": i64, "Mdim": "i32",
-                "alpha": "fp32", "DT": c, "ACC": c, "BK": c, "BN": c, "BRA": c, "BRB": c, "ROWS": c, "STAGES": c},
-               {"DT": dt, "ACC": getattr(triton.language, acc), "BK": 64, "BN": 256, "BRA": 16, "BRB": 4, "ROWS": 8,
-                "STAGES": 3})
+                "alpha": "fp32", "DT": c, "ACC": c, "BK": c, "BN": c, "BRA": c, "BRB": c, "CR": c, "MASKC": c,
+                "INTERLEAVE": c, "STAGES": c},
+               {"DT": dt, "ACC": getattr(triton.language, acc), "BK": 64, "BN": 256, "BRA": 16, "BRB": 4, "CR": 8,
+                "MASKC": maskc, "INTERLEAVE": inter, "STAGES": 3})
     for dt, c_dt, acc in ((2, "*bf16", "float32"), (0, "*fp32", "float64")):
         for has_m in (False, True):
             yield (f"split {c_dt} M={has_m}", "freivalds", "_split_kernel",

@@ -21,7 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .gen import hash_u32, hash_u32_at, unit_float
+from .gen import hash_u32, hash_u32_at, hash_u32_run, unit_float
 
 _DT = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 
@@ -321,7 +321,7 @@ def _gen_run(base, r0, key, DT: tl.constexpr, ROWS: tl.constexpr, COLS: tl.const
     whose rows of COLS elements are contiguous, as one 1-D run (int32 offsets from
     ``base``, float32 values rounded to DT), the access pattern of :mod:`.gen`'s kernel."""
     offs = r0 * COLS + tl.arange(0, ROWS * COLS)
-    return offs, unit_float(hash_u32_at(base, offs, key), DT)
+    return offs, unit_float(hash_u32_run(base + r0 * COLS, key, ROWS * COLS), DT)
 
 
 @triton.jit
@@ -331,78 +331,112 @@ def _gen_rows(base, r0, key, DT: tl.constexpr, ACC: tl.constexpr, ROWS: tl.const
     return tl.reshape(v, [ROWS, COLS]).to(ACC)
 
 
-# ``flat``: one program per matrix that streams C (pipelined whole rows) and regenerates
-# A and B itself, tiles of whole contiguous rows hashed as 1-D runs of storage (as
-# :mod:`.gen`'s kernel does), nothing stored. ``y A`` is summed from A, then ``y A B x``
-# elementwise from B against ``(y A)_k x_n`` (so no per-row reduction of B), with
-# ``y A`` passed through a per-program scratch row. Programs in their C phase keep
-# memory busy while others hash: the check's two halves overlap on each SM. Only for
-# operands with contiguous rows, whole tiles and no bias (:func:`flat_eligible`);
-# anything else falls back to ``rowsum-cspec``.
+# ``flat``: one program per matrix that streams C and regenerates A and B itself, tiles
+# of whole contiguous rows hashed as 1-D runs of storage (as :mod:`.gen`'s kernel does),
+# nothing stored. ``y A`` is summed from A, then ``y A B x`` from B against ``y A``
+# (through a per-program scratch row) with ``x`` applied once at the end, so B needs no
+# per-row reduction; ``y C x`` likewise applies ``x`` once at the end. Hashing is bound
+# by the integer (ALU) pipe and streaming C by memory: with INTERLEAVE every A or B tile
+# step also loads a chunk of C rows, issued before the hashing and added after it, so
+# each program keeps both busy at once (run one after the other, a 16-bit check cost
+# the sum of the two, 3.9 ms against 3.4 ms for the bmm, on the H200). C rows the steps
+# do not reach are streamed after them. Only for operands with contiguous rows, whole
+# tiles and no bias (:func:`flat_eligible`); anything else falls back to
+# ``rowsum-cspec``.
+@triton.jit
+def _c_rows(cbase, sc2, sc3, y_ptr, i, Mdim, cols, CR: tl.constexpr, MASKC: tl.constexpr):
+    """(C rows [i CR, (i+1) CR), their y weights): a chunk of one matrix of C, 0 (and
+    weight 0) past its Mdim rows under MASKC."""
+    rows = i * CR + tl.arange(0, CR)
+    ptrs = cbase + (rows.to(tl.int64) * sc2)[:, None] + (cols * sc3)[None, :]
+    if MASKC:
+        rmask = rows < Mdim
+        return tl.load(ptrs, mask=rmask[:, None], other=0.0), tl.load(y_ptr + rows, mask=rmask, other=0.0)
+    return tl.load(ptrs), tl.load(y_ptr + rows)
+
+
 @triton.jit(do_not_specialize=["a_key", "b_key", "H"])
 def _flat_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, v_ptr, out_ptr,
                  a_key, a_off, sa0, sa1, b_key, b_off, sb0, sb1, H, Mdim, alpha,
                  DT: tl.constexpr, ACC: tl.constexpr, BK: tl.constexpr, BN: tl.constexpr,
-                 BRA: tl.constexpr, BRB: tl.constexpr, ROWS: tl.constexpr, STAGES: tl.constexpr):
+                 BRA: tl.constexpr, BRB: tl.constexpr, CR: tl.constexpr, MASKC: tl.constexpr,
+                 INTERLEAVE: tl.constexpr, STAGES: tl.constexpr):
     pid = tl.program_id(0).to(tl.int64)
     b = pid // H
     h = pid % H
     cols = tl.arange(0, BN)
     xv = tl.load(x_ptr + cols)
-    # lhs = y C x
-    base = c_ptr + b * sc0 + h * sc1
-    accc = tl.zeros([ROWS, BN], dtype=ACC)
-    for r0 in tl.range(0, Mdim, ROWS, num_stages=STAGES):
-        rows = r0 + tl.arange(0, ROWS)
-        cv = tl.load(base + (rows.to(tl.int64) * sc2)[:, None] + (cols * sc3)[None, :])
-        accc += cv.to(ACC) * xv[None, :] * tl.load(y_ptr + rows)[:, None]
-    lhs = tl.sum(tl.sum(accc, axis=1), axis=0)
-    # v = y A, va = |y| |A| (A: Mdim x BK, rows contiguous)
+    cbase = c_ptr + b * sc0 + h * sc1
+    accc = tl.zeros([CR, BN], dtype=ACC)  # sum over chunks of y_r C[r, :]; x applied at the end
+    # v = y A, va = |y| |A| (A: Mdim x BK, rows contiguous), with the first C chunks
     abase = a_off + b * sa0 + h * sa1
     acc = tl.zeros([BRA, BK], dtype=ACC)
     acca = tl.zeros([BRA, BK], dtype=ACC)
-    for r0 in range(0, Mdim, BRA):
-        a = _gen_rows(abase, r0, a_key, DT, ACC, BRA, BK)
-        w = tl.load(y_ptr + r0 + tl.arange(0, BRA))
+    na = Mdim // BRA
+    for i in tl.range(0, na, num_stages=STAGES):
+        if INTERLEAVE:
+            cv, cy = _c_rows(cbase, sc2, sc3, y_ptr, i, Mdim, cols, CR, MASKC)
+        a = _gen_rows(abase, i * BRA, a_key, DT, ACC, BRA, BK)
+        w = tl.load(y_ptr + i * BRA + tl.arange(0, BRA))
         acc += a * w[:, None]
         acca += tl.abs(a) * tl.abs(w)[:, None]
+        if INTERLEAVE:
+            accc += cv.to(ACC) * cy[:, None]
     ks = tl.arange(0, BK)
     scratch = v_ptr + pid * (2 * BK)
     tl.store(scratch + ks, tl.sum(acc, axis=0))
     tl.store(scratch + BK + ks, tl.sum(acca, axis=0))
     tl.debug_barrier()  # the row is read back below by other threads of this program
-    # rhs = sum_{k,n} v_k B[k, n] x_n (B: BK x BN, rows contiguous)
+    # rhs = sum_n x_n sum_k v_k B[k, n] (B: BK x BN, rows contiguous), with the next C chunks
     bbase = b_off + b * sb0 + h * sb1
     accb = tl.zeros([BRB, BN], dtype=ACC)
     accba = tl.zeros([BRB, BN], dtype=ACC)
-    for k0 in range(0, BK, BRB):
-        bv = _gen_rows(bbase, k0, b_key, DT, ACC, BRB, BN)
-        kk = k0 + tl.arange(0, BRB)
-        vk = tl.load(scratch + kk)
-        vak = tl.load(scratch + BK + kk)
-        accb += bv * (vk[:, None] * xv[None, :])
-        accba += tl.abs(bv) * (vak[:, None] * tl.abs(xv)[None, :])
-    rhs = alpha * tl.sum(tl.sum(accb, axis=1), axis=0)
-    bound = tl.abs(alpha) * tl.sum(tl.sum(accba, axis=1), axis=0)
+    for j in tl.range(0, BK // BRB, num_stages=STAGES):
+        if INTERLEAVE:
+            cv, cy = _c_rows(cbase, sc2, sc3, y_ptr, na + j, Mdim, cols, CR, MASKC)
+        bv = _gen_rows(bbase, j * BRB, b_key, DT, ACC, BRB, BN)
+        kk = j * BRB + tl.arange(0, BRB)
+        accb += bv * tl.load(scratch + kk)[:, None]
+        accba += tl.abs(bv) * tl.load(scratch + BK + kk)[:, None]
+        if INTERLEAVE:
+            accc += cv.to(ACC) * cy[:, None]
+    # the C rows the A and B steps did not reach (all of them without INTERLEAVE)
+    first = na + BK // BRB if INTERLEAVE else 0
+    for i in tl.range(first, tl.cdiv(Mdim, CR), num_stages=STAGES):
+        cv, cy = _c_rows(cbase, sc2, sc3, y_ptr, i, Mdim, cols, CR, MASKC)
+        accc += cv.to(ACC) * cy[:, None]
+    lhs = tl.sum(tl.sum(accc, axis=0) * xv, axis=0)
+    rhs = alpha * tl.sum(tl.sum(accb, axis=0) * xv, axis=0)
+    bound = tl.abs(alpha) * tl.sum(tl.sum(accba, axis=0) * tl.abs(xv), axis=0)
     tl.store(out_ptr + pid * 3 + 0, lhs.to(tl.float64))
     tl.store(out_ptr + pid * 3 + 1, rhs.to(tl.float64))
     tl.store(out_ptr + pid * 3 + 2, bound.to(tl.float64))
 
 
-#: (ROWS, STAGES, num_warps, elements of one A or B tile) of ``_flat_kernel``, per
-#: accumulation dtype. On the H200 (2^32-element bmm, whole check, eleven tiles) 16-bit
-#: outputs (float32 sums) were fastest at (8, 1, 4, 1024): 3.89 and 3.96 ms in two
-#: runs, against 4.14 at (8, 3, 4, 1024); fp32 (float64 sums) at (8, 3, 4, 1024): 4.94
-#: ms, against 5.87 at (8, 1, 4, 1024) (``benchmarks/results/2026-12-03-h200-session6``).
+#: (rows of C a step at most, pipeline stages, num_warps, elements of one A or B tile)
+#: of ``_flat_kernel``, per accumulation dtype. On the H200 (2^32-element bmm, whole
+#: check, eleven tiles, C streamed before the hashing) 16-bit outputs (float32 sums)
+#: were fastest at (8, 1, 4, 1024): 3.89 and 3.96 ms in two runs, against 4.14 at (8,
+#: 3, 4, 1024); fp32 (float64 sums) at (8, 3, 4, 1024): 4.94 ms, against 5.87 at (8, 1,
+#: 4, 1024) (``benchmarks/results/2026-12-03-h200-session6``).
 FLAT_TILE = {torch.float32: (8, 1, 4, 1024), torch.float64: (8, 3, 4, 1024)}
+#: Whether ``_flat_kernel`` streams C in step with the hashing of A and B (see above)
+#: or before it.
+FLAT_INTERLEAVE = True
 
 
-def _flat_tiles(Mdim: int, K: int, Ndim: int, tile: tuple[int, int, int, int]) -> tuple[int, int, int]:
-    """(ROWS, BRA, BRB) of ``_flat_kernel``: rows of C and of A a tile (powers of two
-    dividing M, at most the tile's elements), rows of B a tile."""
+def _flat_tiles(Mdim: int, K: int, Ndim: int, tile: tuple[int, int, int, int]) -> tuple[int, int, int, bool]:
+    """(CR, BRA, BRB, MASKC) of ``_flat_kernel``: rows of C a step (a power of two: C's
+    rows spread over the A and B steps, at most the tile's ROWS), rows of A a tile
+    (powers of two dividing M, at most the tile's elements), rows of B a tile; whether
+    C's chunks need a row mask (the steps reach past M, or M is not a multiple)."""
     rows, _, _, elements = tile
     low = Mdim & -Mdim  # the largest power of two dividing M
-    return min(rows, low), max(1, min(elements // K, low)), max(1, min(K, elements // Ndim))
+    bra, brb = max(1, min(elements // K, low)), max(1, min(K, elements // Ndim))
+    steps = Mdim // bra + K // brb
+    cr = min(rows, triton.next_power_of_2(-(-Mdim // steps))) if FLAT_INTERLEAVE else rows
+    maskc = Mdim % cr != 0 or (FLAT_INTERLEAVE and steps * cr > Mdim)
+    return cr, bra, brb, maskc
 
 
 def flat_eligible(Mdim: int, Ndim: int, A: Desc, B: Desc, M: Desc | None, K: int, tile=None) -> bool:
@@ -425,14 +459,15 @@ def freivalds_flat(C: torch.Tensor, x: torch.Tensor, y: torch.Tensor, A: Desc, B
     acc = ACCUMULATE[dtype]
     tile = tile or FLAT_TILE[acc]
     _, stages, warps, _ = tile
-    rows, bra, brb = _flat_tiles(Mdim, K, Ndim, tile)
+    cr, bra, brb, maskc = _flat_tiles(Mdim, K, Ndim, tile)
     out = torch.empty((nb, H, 3), dtype=torch.float64, device=C.device)
     scratch = torch.empty((nb * H, 2 * K), dtype=acc, device=C.device)
     if nb * H:
         _flat_kernel[(nb * H,)](C, *C.stride(), x.to(acc), y.to(acc), scratch, out,
                                 A.key, A.offset, A.strides[0], A.strides[1], B.key, B.offset, B.strides[0],
                                 B.strides[1], H, Mdim, float(alpha), DT=_DT[dtype], ACC=_TL[acc], BK=K, BN=Ndim,
-                                BRA=bra, BRB=brb, ROWS=rows, STAGES=stages, num_warps=warps)
+                                BRA=bra, BRB=brb, CR=cr, MASKC=maskc, INTERLEAVE=FLAT_INTERLEAVE,
+                                STAGES=stages, num_warps=warps)
     return out
 
 

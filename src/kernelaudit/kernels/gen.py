@@ -49,9 +49,31 @@ def hash_u32_at(base, off, key):
 
 
 @triton.jit
+def hash_u32_run(start, key, N: tl.constexpr):
+    """``hash_u32(start + arange(N), key)`` for an int64 scalar ``start``: a run of N
+    consecutive storage indexes. Where the run does not cross a multiple of 2^32 (all
+    but one run in 2^32 / N) the high half is one scalar for the whole run, and an
+    element costs an add and an xor before the avalanche instead of a carry, a select
+    and a product (about a fifth of the instructions of generating a bf16 value)."""
+    slo = start & 0xFFFFFFFF
+    lo = slo.to(tl.uint32) + tl.arange(0, N).to(tl.uint32)
+    hi = (start >> 32).to(tl.uint32)
+    if slo + (N - 1) <= 0xFFFFFFFF:
+        x = lo ^ (hi * 0x9E3779B1)
+    else:
+        x = lo ^ ((hi + (lo < slo.to(tl.uint32)).to(tl.uint32)) * 0x9E3779B1)
+    return _avalanche(x, key)
+
+
+@triton.jit
 def _mix(lo, hi, key):
     """The hash of the uint32 halves of an int64 storage index (wrapping uint32 maths)."""
-    x = lo ^ (hi * 0x9E3779B1)
+    return _avalanche(lo ^ (hi * 0x9E3779B1), key)
+
+
+@triton.jit
+def _avalanche(x, key):
+    """:func:`_mix` after its first step (the index's halves folded into ``x``)."""
     x = x + key.to(tl.uint32)
     x = x ^ (x >> 16)
     x = x * 0x7FEB352D
