@@ -200,8 +200,14 @@ def test_the_split_kernel_flags_exactly_the_corrupted_matrices(dtype):
     assert (got > tol).nonzero().flatten().tolist() == [1, 3], (got.tolist(), tol)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_the_flat_kernel_gives_the_rowsum_sums_and_flags_exactly_the_corrupted_matrices(dtype):
+#: (dtype, how ``flat`` runs): its default tile, C in step with the hashing (8 C rows a
+#: step, the rows past the steps streamed after them); a 64-element tile (24 steps of 4 C
+#: rows reach past the 64 rows: masked chunks); C streamed before the hashing.
+FLAT_MODES = [("float32", "default"), ("bfloat16", "default"), ("bfloat16", "masked"), ("float32", "sequential")]
+
+
+@pytest.mark.parametrize("dtype, mode", FLAT_MODES)
+def test_the_flat_kernel_gives_the_rowsum_sums_and_flags_exactly_the_corrupted_matrices(dtype, mode, monkeypatch):
     """``flat`` (C streamed and A, B regenerated as 1-D runs of whole rows in one program
     per matrix) gives the rowsum kernel's lhs, rhs and bound over a transposed C, past a
     2^32 storage offset (the hash's carry) and with shared heads; one element of C off
@@ -210,6 +216,14 @@ def test_the_flat_kernel_gives_the_rowsum_sums_and_flags_exactly_the_corrupted_m
     import torch
 
     from kernelaudit import gen
+    from kernelaudit.kernels import freivalds as fr
+
+    if mode == "masked":
+        monkeypatch.setattr(fr, "FLAT_TILE", {acc: (8, 1, 4, 64) for acc in fr.FLAT_TILE})
+        cr, bra, brb, maskc = fr._flat_tiles(64, 16, 32, (8, 1, 4, 64))
+        assert maskc and (64 // bra + 16 // brb) * cr > 64
+    elif mode == "sequential":
+        monkeypatch.setattr(fr, "FLAT_INTERLEAVE", False)
     from kernelaudit.kernels.freivalds import Desc, flat_eligible, freivalds
     from kernelaudit.ops.spec import DTYPES
 
