@@ -7,7 +7,7 @@
 # default --full sweep with the new defaults (`sweep` step), then the flat kernel's
 # overlap of its C phase and its hashing (ncu step; goal: a 16-bit check at <= 1.0x).
 # A sweep resumes runs/h200 when it exists (carry it between calls).
-#   steps: gputests (all of tests/gpu) kernels verify ncu profile guard sweep workers_ab repro corpus oracle_cost demo
+#   steps: gputests (all of tests/gpu) flatab (flat orders and tiles, interleaved rounds) kernels verify ncu profile guard sweep workers_ab repro corpus oracle_cost demo
 #   (default: all but sweep, workers_ab, repro)
 # workers_ab: the same sub-grid swept once per AB_CONFIGS entry (workers:calibration
 # workers, default "1:4 2:8"), each with a fresh store and Triton cache; then
@@ -25,6 +25,9 @@ for s in $steps; do
   case $s in
   kernels) log kernels; timeout ${KERNELS_TIMEOUT_S:-240} python3 -m pytest -q -p no:cacheprovider tests/gpu/test_kernels_gpu.py ${KERNELS_K:+-k "$KERNELS_K"} > "$O/kernels_tests.log" 2>&1; tail -15 "$O/kernels_tests.log" ;;
   gputests) log gpu_tests; timeout ${GPUTESTS_TIMEOUT_S:-400} python3 -m pytest -q -p no:cacheprovider tests/gpu > "$O/gpu_tests.log" 2>&1; tail -15 "$O/gpu_tests.log" ;;
+  flatab) log flat_ab; timeout ${FLATAB_TIMEOUT_S:-200} python3 benchmarks/flat_ab.py --out "$O/flat_ab_${AB_DTYPE:-bfloat16}.json" \
+      --dtype ${AB_DTYPE:-bfloat16} --rounds ${AB_ROUNDS:-7} ${AB_FLAT_CONFIGS:+--configs $AB_FLAT_CONFIGS} > "$O/flat_ab.log" 2>&1
+    grep -v '^ \|^{\|^}' "$O/flat_ab.log" | tail -40 ;;
   verify) log verify_cost; timeout ${VERIFY_TIMEOUT_S:-240} python3 benchmarks/verify_cost.py ${EXPLORE:+--explore} ${VERIFY_KERNELS:+--kernels $VERIFY_KERNELS} --dtypes ${VERIFY_DTYPES:-bfloat16,float16,float32} --out "$O/verify_cost_h200.json" > "$O/verify_cost.log" 2>&1; tail -8 "$O/verify_cost.log" ;;
   ncu) log ncu; timeout ${NCU_TIMEOUT_S:-240} ncu --clock-control none --section SpeedOfLight --section Occupancy \
       --section LaunchStats --section WarpStateStats --section ComputeWorkloadAnalysis --section InstructionStats \

@@ -202,8 +202,10 @@ def test_the_split_kernel_flags_exactly_the_corrupted_matrices(dtype):
 
 #: (dtype, how ``flat`` runs): its default tile, C in step with the hashing (8 C rows a
 #: step, the rows past the steps streamed after them); a 64-element tile (24 steps of 4 C
-#: rows reach past the 64 rows: masked chunks); C streamed before the hashing.
-FLAT_MODES = [("float32", "default"), ("bfloat16", "default"), ("bfloat16", "masked"), ("float32", "sequential")]
+#: rows reach past the 64 rows: masked chunks); C streamed before the hashing; each C
+#: chunk loaded one step ahead.
+FLAT_MODES = [("float32", "default"), ("bfloat16", "default"), ("bfloat16", "masked"), ("float32", "sequential"),
+              ("bfloat16", "prefetch")]
 
 
 @pytest.mark.parametrize("dtype, mode", FLAT_MODES)
@@ -223,7 +225,9 @@ def test_the_flat_kernel_gives_the_rowsum_sums_and_flags_exactly_the_corrupted_m
         cr, bra, brb, maskc = fr._flat_tiles(64, 16, 32, (8, 1, 4, 64))
         assert maskc and (64 // bra + 16 // brb) * cr > 64
     elif mode == "sequential":
-        monkeypatch.setattr(fr, "FLAT_INTERLEAVE", False)
+        monkeypatch.setattr(fr, "FLAT_INTERLEAVE", 0)
+    elif mode == "prefetch":
+        monkeypatch.setattr(fr, "FLAT_INTERLEAVE", 2)
     from kernelaudit.kernels.freivalds import Desc, flat_eligible, freivalds
     from kernelaudit.ops.spec import DTYPES
 

@@ -373,14 +373,19 @@ def _flat_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, v_ptr, out_ptr,
     acc = tl.zeros([BRA, BK], dtype=ACC)
     acca = tl.zeros([BRA, BK], dtype=ACC)
     na = Mdim // BRA
+    if INTERLEAVE == 2:  # chunk i + 1 is loaded while tile i is hashed
+        cvn, cyn = _c_rows(cbase, sc2, sc3, y_ptr, 0, Mdim, cols, CR, True)
     for i in tl.range(0, na, num_stages=STAGES):
-        if INTERLEAVE:
+        if INTERLEAVE == 1:
             cv, cy = _c_rows(cbase, sc2, sc3, y_ptr, i, Mdim, cols, CR, MASKC)
+        if INTERLEAVE == 2:
+            cv, cy = cvn, cyn
+            cvn, cyn = _c_rows(cbase, sc2, sc3, y_ptr, i + 1, Mdim, cols, CR, True)
         a = _gen_rows(abase, i * BRA, a_key, DT, ACC, BRA, BK)
         w = tl.load(y_ptr + i * BRA + tl.arange(0, BRA))
         acc += a * w[:, None]
         acca += tl.abs(a) * tl.abs(w)[:, None]
-        if INTERLEAVE:
+        if INTERLEAVE > 0:
             accc += cv.to(ACC) * cy[:, None]
     ks = tl.arange(0, BK)
     scratch = v_ptr + pid * (2 * BK)
@@ -392,16 +397,19 @@ def _flat_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, v_ptr, out_ptr,
     accb = tl.zeros([BRB, BN], dtype=ACC)
     accba = tl.zeros([BRB, BN], dtype=ACC)
     for j in tl.range(0, BK // BRB, num_stages=STAGES):
-        if INTERLEAVE:
+        if INTERLEAVE == 1:
             cv, cy = _c_rows(cbase, sc2, sc3, y_ptr, na + j, Mdim, cols, CR, MASKC)
+        if INTERLEAVE == 2:
+            cv, cy = cvn, cyn
+            cvn, cyn = _c_rows(cbase, sc2, sc3, y_ptr, na + j + 1, Mdim, cols, CR, True)
         bv = _gen_rows(bbase, j * BRB, b_key, DT, ACC, BRB, BN)
         kk = j * BRB + tl.arange(0, BRB)
         accb += bv * tl.load(scratch + kk)[:, None]
         accba += tl.abs(bv) * tl.load(scratch + BK + kk)[:, None]
-        if INTERLEAVE:
+        if INTERLEAVE > 0:
             accc += cv.to(ACC) * cy[:, None]
     # the C rows the A and B steps did not reach (all of them without INTERLEAVE)
-    first = na + BK // BRB if INTERLEAVE else 0
+    first = na + BK // BRB if INTERLEAVE > 0 else 0
     for i in tl.range(first, tl.cdiv(Mdim, CR), num_stages=STAGES):
         cv, cy = _c_rows(cbase, sc2, sc3, y_ptr, i, Mdim, cols, CR, MASKC)
         accc += cv.to(ACC) * cy[:, None]
@@ -420,9 +428,9 @@ def _flat_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, v_ptr, out_ptr,
 #: 3, 4, 1024); fp32 (float64 sums) at (8, 3, 4, 1024): 4.94 ms, against 5.87 at (8, 1,
 #: 4, 1024) (``benchmarks/results/2026-12-03-h200-session6``).
 FLAT_TILE = {torch.float32: (8, 1, 4, 1024), torch.float64: (8, 3, 4, 1024)}
-#: Whether ``_flat_kernel`` streams C in step with the hashing of A and B (see above)
-#: or before it.
-FLAT_INTERLEAVE = True
+#: How ``_flat_kernel`` orders its C stream: 0 before the hashing of A and B, 1 a chunk
+#: with each A or B tile (see above), 2 the same with each chunk loaded one tile ahead.
+FLAT_INTERLEAVE = 1
 
 
 def _flat_tiles(Mdim: int, K: int, Ndim: int, tile: tuple[int, int, int, int]) -> tuple[int, int, int, bool]:
@@ -434,8 +442,8 @@ def _flat_tiles(Mdim: int, K: int, Ndim: int, tile: tuple[int, int, int, int]) -
     low = Mdim & -Mdim  # the largest power of two dividing M
     bra, brb = max(1, min(elements // K, low)), max(1, min(K, elements // Ndim))
     steps = Mdim // bra + K // brb
-    cr = min(rows, triton.next_power_of_2(-(-Mdim // steps))) if FLAT_INTERLEAVE else rows
-    maskc = Mdim % cr != 0 or (FLAT_INTERLEAVE and steps * cr > Mdim)
+    cr = min(rows, triton.next_power_of_2(-(-Mdim // steps))) if FLAT_INTERLEAVE > 0 else rows
+    maskc = Mdim % cr != 0 or (FLAT_INTERLEAVE > 0 and steps * cr > Mdim)
     return cr, bra, brb, maskc
 
 
