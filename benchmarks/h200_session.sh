@@ -7,7 +7,7 @@
 # default --full sweep with the new defaults (`sweep` step), then the flat kernel's
 # overlap of its C phase and its hashing (ncu step; goal: a 16-bit check at <= 1.0x).
 # A sweep resumes runs/h200 when it exists (carry it between calls).
-#   steps: gputests (all of tests/gpu) flatab (flat orders and tiles, interleaved rounds) kernels verify ncu profile guard sweep workers_ab repro corpus oracle_cost demo
+#   steps: gputests (all of tests/gpu) flatab (flat orders and tiles, interleaved rounds) flatncu kernels verify ncu profile guard sweep workers_ab repro corpus oracle_cost demo
 #   (default: all but sweep, workers_ab, repro)
 # workers_ab: the same sub-grid swept once per AB_CONFIGS entry (workers:calibration
 # workers, default "1:4 2:8"), each with a fresh store and Triton cache; then
@@ -28,6 +28,10 @@ for s in $steps; do
   flatab) log flat_ab; timeout ${FLATAB_TIMEOUT_S:-200} python3 benchmarks/flat_ab.py --out "$O/flat_ab_${AB_DTYPE:-bfloat16}.json" \
       --dtype ${AB_DTYPE:-bfloat16} --rounds ${AB_ROUNDS:-7} ${AB_FLAT_CONFIGS:+--configs $AB_FLAT_CONFIGS} > "$O/flat_ab.log" 2>&1
     grep -v '^ \|^{\|^}' "$O/flat_ab.log" | tail -40 ;;
+  flatncu) log flat_ncu; timeout ${NCU_TIMEOUT_S:-240} ncu --clock-control none --section SpeedOfLight --section Occupancy \
+      --section WarpStateStats --section InstructionStats --metrics smsp__inst_executed.sum,sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active \
+      -k regex:_flat_kernel python3 benchmarks/flat_ab.py --rounds 0 --out /tmp/x.json --configs ${NCU_FLAT_CONFIGS:-seq:4-1-4-1024,step:8-1-4-1024} > "$O/flat_ncu.txt" 2>&1
+    grep -E '^  _[a-z_]+|Duration|DRAM Throughput|Compute \(SM\) Throughput|Registers Per Thread|Achieved Occupancy|inst_executed|pipe_|Issue Slots Busy|Stall' "$O/flat_ncu.txt" | tail -60 ;;
   verify) log verify_cost; timeout ${VERIFY_TIMEOUT_S:-240} python3 benchmarks/verify_cost.py ${EXPLORE:+--explore} ${VERIFY_KERNELS:+--kernels $VERIFY_KERNELS} --dtypes ${VERIFY_DTYPES:-bfloat16,float16,float32} --out "$O/verify_cost_h200.json" > "$O/verify_cost.log" 2>&1; tail -8 "$O/verify_cost.log" ;;
   ncu) log ncu; timeout ${NCU_TIMEOUT_S:-240} ncu --clock-control none --section SpeedOfLight --section Occupancy \
       --section LaunchStats --section WarpStateStats --section ComputeWorkloadAnalysis --section InstructionStats \
