@@ -336,13 +336,13 @@ def _gen_rows(base, r0, key, DT: tl.constexpr, ACC: tl.constexpr, ROWS: tl.const
 # nothing stored. ``y A`` is summed from A, then ``y A B x`` from B against ``y A``
 # (through a per-program scratch row) with ``x`` applied once at the end, so B needs no
 # per-row reduction; ``y C x`` likewise applies ``x`` once at the end. Hashing is bound
-# by the integer (ALU) pipe and streaming C by memory: with INTERLEAVE every A or B tile
-# step also loads a chunk of C rows, issued before the hashing and added after it, so
-# each program keeps both busy at once (run one after the other, a 16-bit check cost
-# the sum of the two, 3.9 ms against 3.4 ms for the bmm, on the H200). C rows the steps
-# do not reach are streamed after them. Only for operands with contiguous rows, whole
-# tiles and no bias (:func:`flat_eligible`); anything else falls back to
-# ``rowsum-cspec``.
+# by the integer (ALU) pipe and streaming C by memory. By default (INTERLEAVE 0) a
+# program streams its C first and then hashes, and programs in either phase share each
+# SM. INTERLEAVE 1 has every A or B tile step also load a chunk of C rows, issued
+# before the hashing and added after it (2: loaded one step ahead), C rows the steps do
+# not reach streamed after them; on the H200 that was slower (FLAT_INTERLEAVE). Only
+# for operands with contiguous rows, whole tiles and no bias (:func:`flat_eligible`);
+# anything else falls back to ``rowsum-cspec``.
 @triton.jit
 def _c_rows(cbase, sc2, sc3, y_ptr, i, Mdim, cols, CR: tl.constexpr, MASKC: tl.constexpr):
     """(C rows [i CR, (i+1) CR), their y weights): a chunk of one matrix of C, 0 (and
@@ -421,16 +421,18 @@ def _flat_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, v_ptr, out_ptr,
     tl.store(out_ptr + pid * 3 + 2, bound.to(tl.float64))
 
 
-#: (rows of C a step at most, pipeline stages, num_warps, elements of one A or B tile)
-#: of ``_flat_kernel``, per accumulation dtype. On the H200 (2^32-element bmm, whole
-#: check, eleven tiles, C streamed before the hashing) 16-bit outputs (float32 sums)
-#: were fastest at (8, 1, 4, 1024): 3.89 and 3.96 ms in two runs, against 4.14 at (8,
-#: 3, 4, 1024); fp32 (float64 sums) at (8, 3, 4, 1024): 4.94 ms, against 5.87 at (8, 1,
-#: 4, 1024) (``benchmarks/results/2026-12-03-h200-session6``).
-FLAT_TILE = {torch.float32: (8, 1, 4, 1024), torch.float64: (8, 3, 4, 1024)}
+#: (rows of C a step, pipeline stages, num_warps, elements of one A or B tile) of
+#: ``_flat_kernel``, per accumulation dtype. On the H200 (2^32-element bmm, whole check,
+#: C streamed before the hashing, 2026-12-03 session 7) 16-bit outputs (float32 sums)
+#: were fastest at (4, 1, 4, 1024): 3.35 ms against 3.41 at (8, 1, 4, 512), 3.47 at (8,
+#: 1, 4, 1024) and 3.6-3.8 with C in step with the hashing; fp32 (float64 sums) at (8, 3,
+#: 4, 1024): 4.87 ms, against 5.07 at (8, 1, 4, 1024).
+FLAT_TILE = {torch.float32: (4, 1, 4, 1024), torch.float64: (8, 3, 4, 1024)}
 #: How ``_flat_kernel`` orders its C stream: 0 before the hashing of A and B, 1 a chunk
 #: with each A or B tile (see above), 2 the same with each chunk loaded one tile ahead.
-FLAT_INTERLEAVE = 1
+#: In step (1) measured 5-10% slower than before (0) for bf16 on the H200, within noise
+#: for fp32.
+FLAT_INTERLEAVE = 0
 
 
 def _flat_tiles(Mdim: int, K: int, Ndim: int, tile: tuple[int, int, int, int]) -> tuple[int, int, int, bool]:
