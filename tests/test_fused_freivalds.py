@@ -200,12 +200,12 @@ def test_the_split_kernel_flags_exactly_the_corrupted_matrices(dtype):
     assert (got > tol).nonzero().flatten().tolist() == [1, 3], (got.tolist(), tol)
 
 
-#: (dtype, how ``flat`` runs): its default tile, C in step with the hashing (8 C rows a
-#: step, the rows past the steps streamed after them); a 64-element tile (24 steps of 4 C
-#: rows reach past the 64 rows: masked chunks); C streamed before the hashing; each C
-#: chunk loaded one step ahead.
-FLAT_MODES = [("float32", "default"), ("bfloat16", "default"), ("bfloat16", "masked"), ("float32", "sequential"),
-              ("bfloat16", "prefetch")]
+#: (dtype, how ``flat`` runs): its defaults (C streamed before the hashing); C in step
+#: with the hashing (8 C rows a step, the rows past the steps streamed after them); the
+#: same at a 64-element tile (24 steps of 4 C rows reach past the 64 rows: masked
+#: chunks); each C chunk loaded one step ahead.
+FLAT_MODES = [("float32", "default"), ("bfloat16", "default"), ("float32", "step"), ("bfloat16", "masked"),
+              ("bfloat16", "ahead")]
 
 
 @pytest.mark.parametrize("dtype, mode", FLAT_MODES)
@@ -221,12 +221,13 @@ def test_the_flat_kernel_gives_the_rowsum_sums_and_flags_exactly_the_corrupted_m
     from kernelaudit.kernels import freivalds as fr
 
     if mode == "masked":
+        monkeypatch.setattr(fr, "FLAT_INTERLEAVE", 1)
         monkeypatch.setattr(fr, "FLAT_TILE", {acc: (8, 1, 4, 64) for acc in fr.FLAT_TILE})
         cr, bra, brb, maskc = fr._flat_tiles(64, 16, 32, (8, 1, 4, 64))
         assert maskc and (64 // bra + 16 // brb) * cr > 64
-    elif mode == "sequential":
-        monkeypatch.setattr(fr, "FLAT_INTERLEAVE", 0)
-    elif mode == "prefetch":
+    elif mode == "step":
+        monkeypatch.setattr(fr, "FLAT_INTERLEAVE", 1)
+    elif mode == "ahead":
         monkeypatch.setattr(fr, "FLAT_INTERLEAVE", 2)
     from kernelaudit.kernels.freivalds import Desc, flat_eligible, freivalds
     from kernelaudit.ops.spec import DTYPES
