@@ -29,3 +29,18 @@ def test_real_bmm_just_past_2p32_outputs_is_judged_ok_on_cuda(tmp_path):
                     thresholds=("2^32",), positions=("above",), scale=32)
     res = run_sweep(spec, tmp_path, device="cuda")
     assert res.counts.get("ok", 0) + res.counts.get("skipped", 0) == res.store.manifest()["plan"]["cases"]
+
+
+def test_real_mm_backward_with_transposed_gradients_past_2p32_is_judged_ok_on_cuda(tmp_path):
+    """The abT mm backward writes gradients laid out transposed: one column of a
+    2^32-element gradient is 2^24 elements from the next, so column offsets pass 2^31.
+    The projection kernels once multiplied them in int32 and read outside C (an illegal
+    address, then every later case of the worker failed; the full H200 sweep of
+    2026-12-03 found 5 wrong and 12 error cases there): now every case is ok."""
+    from kernelaudit import GridSpec, run_sweep
+
+    spec = GridSpec(ops=("mm",), dtypes=("bfloat16",), layouts=("abT",), directions=("bwd",),
+                    thresholds=("2^32",), positions=("below", "above"), scale=32)
+    res = run_sweep(spec, tmp_path, device="cuda")
+    assert res.counts.get("ok", 0) == res.store.manifest()["plan"]["cases"], res.counts
+    assert res.store.manifest()["segments"][-1]["workers_replaced"] == 0

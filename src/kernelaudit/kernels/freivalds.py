@@ -255,7 +255,7 @@ def _split_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, part_ptr,
         cmask = cols < Ndim
         xv = tl.load(x_ptr + cols, mask=cmask, other=0.0)
         w = yv[:, None] * xv[None, :]
-        cv = tl.load(base + (rows64 * sc2)[:, None] + (cols * sc3)[None, :],
+        cv = tl.load(base + (rows64 * sc2)[:, None] + (cols.to(tl.int64) * sc3)[None, :],
                      mask=rmask[:, None] & cmask[None, :], other=0.0)
         acc += cv.to(ACC) * w
         if HAS_M:
@@ -348,7 +348,7 @@ def _c_rows(cbase, sc2, sc3, y_ptr, i, Mdim, cols, CR: tl.constexpr, MASKC: tl.c
     """(C rows [i CR, (i+1) CR), their y weights): a chunk of one matrix of C, 0 (and
     weight 0) past its Mdim rows under MASKC."""
     rows = i * CR + tl.arange(0, CR)
-    ptrs = cbase + (rows.to(tl.int64) * sc2)[:, None] + (cols * sc3)[None, :]
+    ptrs = cbase + (rows.to(tl.int64) * sc2)[:, None] + (cols.to(tl.int64) * sc3)[None, :]
     if MASKC:
         rmask = rows < Mdim
         return tl.load(ptrs, mask=rmask[:, None], other=0.0), tl.load(y_ptr + rows, mask=rmask, other=0.0)
@@ -422,16 +422,18 @@ def _flat_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, v_ptr, out_ptr,
 
 
 #: (rows of C a step, pipeline stages, num_warps, elements of one A or B tile) of
-#: ``_flat_kernel``, per accumulation dtype. On the H200 (2^32-element bmm, whole check,
-#: C streamed before the hashing, 2026-12-03 session 7) 16-bit outputs (float32 sums)
-#: were fastest at (4, 1, 4, 1024): 3.35 ms against 3.41 at (8, 1, 4, 512), 3.47 at (8,
-#: 1, 4, 1024) and 3.6-3.8 with C in step with the hashing; fp32 (float64 sums) at (8, 3,
-#: 4, 1024): 4.87 ms, against 5.07 at (8, 1, 4, 1024).
-FLAT_TILE = {torch.float32: (4, 1, 4, 1024), torch.float64: (8, 3, 4, 1024)}
+#: ``_flat_kernel``, per accumulation dtype. On the H200 (2^32-element bf16 bmm, whole
+#: check over the bmm's time, median of 7 interleaved rounds, C streamed before the
+#: hashing; ``benchmarks/flat_ab.py``, 2026-12-03 session 7) 16-bit outputs (float32
+#: sums) were fastest at (2, 1, 4, 1024): 0.954x (3.28 ms, the kernel alone 2.70 ms),
+#: against 0.995x at (4, 1, 4, 1024), 1.03x at (8, 1, 4, 1024), 1.08x with C in step with
+#: the hashing and 1.19x one chunk ahead; fp32 (float64 sums) at (8, 3, 4, 1024): 4.87
+#: ms against 5.07 at (8, 1, 4, 1024) (single medians).
+FLAT_TILE = {torch.float32: (2, 1, 4, 1024), torch.float64: (8, 3, 4, 1024)}
 #: How ``_flat_kernel`` orders its C stream: 0 before the hashing of A and B, 1 a chunk
 #: with each A or B tile (see above), 2 the same with each chunk loaded one tile ahead.
-#: In step (1) measured 5-10% slower than before (0) for bf16 on the H200, within noise
-#: for fp32.
+#: In step (1) measured 8% slower than before (0) for bf16 on the H200, ahead (2) 24%;
+#: for fp32 in step and before were within noise of each other.
 FLAT_INTERLEAVE = 0
 
 
@@ -613,7 +615,7 @@ def _lhs_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, part_ptr, H, Mdim, Ndim
         cmask = cols < Ndim
         yv = tl.load(y_ptr + rows, mask=rmask, other=0.0)
         xv = tl.load(x_ptr + cols, mask=cmask, other=0.0)
-        cv = tl.load(base + (rows.to(tl.int64) * sc2)[:, None] + (cols * sc3)[None, :],
+        cv = tl.load(base + (rows.to(tl.int64) * sc2)[:, None] + (cols.to(tl.int64) * sc3)[None, :],
                      mask=rmask[:, None] & cmask[None, :], other=0.0)
         acc += cv.to(ACC) * xv[None, :] * yv[:, None]
     tl.store(part_ptr + pid * SPLIT + s, tl.sum(tl.sum(acc, axis=1), axis=0).to(tl.float64))
