@@ -2,10 +2,11 @@
 # Time-boxed H200 steps: GPU tests and benchmarks of all three capabilities.
 # Every output lands in $OUT/h200 and is packed into $OUT/h200_results.tgz.
 # Usage (device tool): bash benchmarks/h200_session.sh STEP [STEP...]
-# Next (after session 6: bf16 check 1.14x the bmm with the `flat` kernel): all of
-# tests/gpu (only the kernel tests ran after session 6's changes), re-time the
-# default --full sweep with the new defaults (`sweep` step), then the flat kernel's
-# overlap of its C phase and its hashing (ncu step; goal: a 16-bit check at <= 1.0x).
+# Next (after session 7: bf16 check 0.954x the bmm, median of 7 rounds, measured just
+# before the int64 column-offset fix): the whole --full sweep again with the fix (`sweep`
+# step; session 7's run was cut at 4953 of 5625 cases and found that bug), then
+# `flatab` again to re-measure the 16-bit ratio after it, then the check's host gaps
+# (CUDA-event time 3.28 ms against 2.80 ms of GPU time).
 # A sweep resumes runs/h200 when it exists (carry it between calls).
 #   steps: gputests (all of tests/gpu) flatab (flat orders and tiles, interleaved rounds) flatncu kernels verify ncu profile guard sweep workers_ab repro corpus oracle_cost demo
 #   (default: all but sweep, workers_ab, repro)
