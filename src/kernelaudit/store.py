@@ -67,11 +67,20 @@ def _version_of(name: str) -> str | None:
         return None
 
 
-def _git_sha() -> str | None:
+def _git_sha(cwd: Path | None = None) -> str | None:
+    """The checkout's HEAD commit, with ``+dirty`` when tracked files differ from it (a
+    copied or edited tree: the commit alone would name code that did not run). None
+    outside a git checkout or without git."""
+    cwd = cwd or Path(__file__).parent
     try:
         out = subprocess.run(["git", "rev-parse", "--verify", "-q", "HEAD"], capture_output=True, text=True, timeout=5,
-                             cwd=Path(__file__).parent)
-        return out.stdout.strip() or None
+                             cwd=cwd)
+        sha = out.stdout.strip()
+        if not sha:
+            return None
+        st = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True,
+                            timeout=10, cwd=cwd)
+        return sha + ("+dirty" if st.returncode == 0 and st.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):
         return None
 
