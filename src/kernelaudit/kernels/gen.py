@@ -54,9 +54,9 @@ def hash_u32_run(start, key, N: tl.constexpr):
     consecutive storage indexes. Where the run does not cross a multiple of 2^32 (all
     but one run in 2^32 / N) the high half is one scalar for the whole run, and an
     element costs an add and an xor before the avalanche instead of a carry, a select
-    and a product: the flat kernel's A loop went from 296 to 244 sm_90 instructions a
-    step (``benchmarks/sass_mix.py``), and its bf16 check from 1.14x to 0.95x the bmm
-    with the tile changes of the same session (H200)."""
+    and a product: the flat kernel's A loop (in step with 8-row C chunks) went from 296
+    to 244 sm_90 instructions a step (``benchmarks/sass_mix.py``), and its bf16 check
+    from 1.14x to 0.95x the bmm with the tile changes of the same session (H200)."""
     slo = start & 0xFFFFFFFF
     lo = slo.to(tl.uint32) + tl.arange(0, N).to(tl.uint32)
     hi = (start >> 32).to(tl.uint32)
