@@ -5,8 +5,10 @@
 # Next (after session 7: bf16 check 0.954x the bmm, median of 7 rounds, measured just
 # before the int64 column-offset fix): the whole --full sweep again with the fix (`sweep`
 # step; session 7's run was cut at 4953 of 5625 cases and found that bug), then
-# `flatab` again to re-measure the 16-bit ratio after it, then the check's host gaps
-# (CUDA-event time 3.28 ms against 2.80 ms of GPU time).
+# `flatab` again to re-measure the 16-bit ratio after it and after the one-launch
+# summary and cached spot coordinates (51 small ops after the projection down to 16:
+# benchmarks/judge_ops.py; session 7's check was 3.28 ms of CUDA-event time against
+# 2.80 ms of GPU time).
 # A sweep resumes runs/h200 when it exists (carry it between calls).
 #   steps: gputests (all of tests/gpu) flatab (flat orders and tiles, interleaved rounds) flatncu kernels verify ncu profile guard sweep workers_ab repro corpus oracle_cost demo
 #   (default: all but sweep, workers_ab, repro)

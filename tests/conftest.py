@@ -42,3 +42,19 @@ def clean_guard():
     guard.uninstall()
     yield
     guard.uninstall()
+
+
+@pytest.fixture
+def summary_cases():
+    """(per-batch metrics, tolerances) for the judgement summary: ties at the maximum,
+    NaN and inf, no tolerance, a zero tolerance on both rows, rows longer than one
+    block, float32 metrics, one batch."""
+    g = torch.Generator().manual_seed(3)
+    a = torch.rand(2, 2500, dtype=torch.float64, generator=g)
+    a[0, [7, 1800]] = 5.0  # a tie at the maximum: the first batch is reported
+    a[1, 2400] = float("nan")  # NaN counts as inf
+    a[1, 3] = float("inf")
+    return [(a, [0.9, 0.5]), (a, [None, 0.0]),
+            (torch.zeros(2, 1030, dtype=torch.float64), [0.0, 0.0]),  # nothing above a zero tolerance
+            (a[:1, :1029].float(), [0.95]),
+            (torch.tensor([[float("nan")]], dtype=torch.float64), [1.0])]

@@ -63,3 +63,34 @@ def test_backward_reference_chunks_count_the_upstream_gradient():
     chunk = 2**27
     step = chunk_batches(case, placed, [], chunk)
     assert per_batch == 4 * 4096 and step * per_batch <= chunk
+
+
+def test_the_one_launch_summary_gives_the_torch_summary_exactly(monkeypatch, summary_cases):
+    """The Triton summary (one launch for a judgement's 5 numbers a row, what CUDA runs)
+    equals the torch one bit for bit: worst metric and its first batch, the count of
+    batches over the tolerance and the first and last of them, NaN as inf."""
+    import pytest
+
+    pytest.importorskip("triton")
+    from kernelaudit.kernels.summary import summary_rows
+    from kernelaudit.oracle import summarize
+
+    monkeypatch.setenv("KERNELAUDIT_FUSED_SUMMARY", "0")
+    for pb, tols in summary_cases:
+        want = summarize(pb, tols)
+        got = summary_rows(pb, tols)
+        assert torch.equal(got, want), (tols, got.tolist(), want.tolist())
+    monkeypatch.setenv("KERNELAUDIT_FUSED_SUMMARY", "1")  # summarize itself takes the kernel
+    pb, tols = summary_cases[0]
+    assert torch.equal(summarize(pb, tols), summary_rows(pb, tols))
+    assert summarize(pb, tols)[0, 1].item() == 7.0 and summarize(pb, tols)[1, 1].item() == 3.0  # first maxima
+
+
+def test_the_one_launch_summary_refuses_more_rows_than_it_has_tolerances_for():
+    import pytest
+
+    pytest.importorskip("triton")
+    from kernelaudit.kernels.summary import summary_rows
+
+    with pytest.raises(ValueError, match="1..2 rows"):
+        summary_rows(torch.zeros(3, 4, dtype=torch.float64), [0.1, 0.1, 0.1])

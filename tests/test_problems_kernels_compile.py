@@ -212,6 +212,10 @@ def _own_kernel_cases():
                         "BLOCK": c},
                        {"KIND": kind, "SOURCE": source, "DT": 2 if kind == 0 else 0, "WIDE": wide, "EVEN": not wide,
                         "BLOCK": 1024})
+    for t0 in ("i64", "i32"):  # a zero tolerance's bits fit int32
+        yield (f"summary t0={t0}", "summary", "_summary_kernel",
+               {"pb_ptr": "*fp64", "out_ptr": "*fp64", "n": i64, "stride": i64, "t0_bits": t0, "t1_bits": i64,
+                "BLOCK": c}, {"BLOCK": 1024})
     for dt, acc in (("*bf16", "float32"), ("*fp32", "float64")):
         yield (f"C stream {dt}", "freivalds", "_lhs_kernel",
                {"c_ptr": dt, **{f"sc{d}": i64 for d in range(4)}, "x_ptr": f"*fp{acc[-2:]}", "y_ptr": f"*fp{acc[-2:]}",

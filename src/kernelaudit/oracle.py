@@ -355,7 +355,14 @@ def summarize(per_batch: torch.Tensor, tols: list[float | None]) -> torch.Tensor
     counts as inf) and a tolerance per row: the worst metric, its batch, how many
     batches exceed the tolerance (None: none do), the first and the last of them (0
     when none). Batch indexes stay far below 2^53, exact in float64. Computed where the
-    metrics are, so that a GPU check moves 5 numbers a row to the host, not a batch's."""
+    metrics are, so that a GPU check moves 5 numbers a row to the host, not a batch's.
+    On CUDA one Triton launch (:mod:`.kernels.summary`) does what takes about twenty
+    small torch kernels here."""
+    if _fused_summary_enabled(per_batch.device):
+        from .kernels.summary import MAX_ROWS, summary_rows
+
+        if 1 <= per_batch.shape[0] <= MAX_ROWS and per_batch.shape[1] >= 1:
+            return summary_rows(per_batch, tols)
     pb = per_batch.double()
     pb = torch.where(torch.isnan(pb), torch.full_like(pb, math.inf), pb)
     worst, arg = pb.max(1)
@@ -364,8 +371,9 @@ def summarize(per_batch: torch.Tensor, tols: list[float | None]) -> torch.Tensor
     bad = torch.stack([pb[i] > (math.inf if t is None else t) for i, t in enumerate(tols)]).to(torch.int32)
     n = pb.shape[1]
     first = bad.argmax(1)
-    last = n - 1 - bad.flip(1).argmax(1)
-    return torch.stack([worst, arg.double(), bad.sum(1).double(), first.double(), last.double()], 1)
+    count = bad.sum(1)
+    last = torch.where(count > 0, n - 1 - bad.flip(1).argmax(1), 0)  # as documented: 0 when none
+    return torch.stack([worst, arg.double(), count.double(), first.double(), last.double()], 1)
 
 
 def _batch_view(t: torch.Tensor, nb: int) -> torch.Tensor:
@@ -418,6 +426,11 @@ def compare_rows(j: Judgement, b0: int, got: torch.Tensor, ref: torch.Tensor, ex
     j.add(b0, per, local)
 
 
+def _fused_summary_enabled(device: torch.device) -> bool:
+    """The one-launch judgement summary (``KERNELAUDIT_FUSED_SUMMARY``)."""
+    return _fused_enabled(device, "KERNELAUDIT_FUSED_SUMMARY", "summary")
+
+
 def _fused_compare_enabled(device: torch.device) -> bool:
     """The fused per-batch comparison (``KERNELAUDIT_FUSED_COMPARE``)."""
     return _fused_enabled(device, "KERNELAUDIT_FUSED_COMPARE", "compare")
@@ -456,6 +469,20 @@ def _spot_indices(b0: int, b1: int, per: int, t31: int, device=None) -> torch.Te
                                        device=device)[None, :]).reshape(-1)
     near = near.clamp(lo, hi - 1)  # out-of-range neighbours become a batch end: a duplicate
     return torch.cat([firsts, near, firsts + per - 1])
+
+
+@functools.lru_cache(maxsize=4)
+def _spot_coords(b0: int, nb: int, H: int, Mdim: int, Ndim: int, t31: int, device) -> tuple[torch.Tensor, ...]:
+    """(flat, batch, head, row, col) of the spot checks of batches [b0, b0 + nb) of an
+    (nb, H, M, N) output, flat indexes counted from batch b0 (:func:`_spot_indices`).
+    Cached (callers must not modify them): the sweep judges the same shapes case after
+    case, and building them took about fifteen small kernels a judgement. At most a few
+    int64 vectors of 2 nb + a few elements each."""
+    per_batch = H * Mdim * Ndim
+    flat = _spot_indices(b0, b0 + nb, per_batch, t31, device) - b0 * per_batch
+    bb, rem = flat // per_batch, flat % per_batch
+    hh, rem = rem // (Mdim * Ndim), rem % (Mdim * Ndim)
+    return flat, bb, hh, rem // Ndim, rem % Ndim
 
 
 #: Operand tag stride for descriptor tracing (storage offsets stay far below it).
@@ -596,10 +623,7 @@ def _judge_projection(case, C, b0: int, lhs, rhs, bound, spot_values, jf: Judgem
     # overlaps the projection kernel instead of following it.
     per_batch = C[0].numel()
     device = C.device
-    flat = _spot_indices(b0, b0 + nb, per_batch, case.thresholds.t31, device) - b0 * per_batch
-    bb, rem = flat // (H * Mdim * Ndim), flat % (H * Mdim * Ndim)
-    hh, rem = rem // (Mdim * Ndim), rem % (Mdim * Ndim)
-    ii, jj = rem // Ndim, rem % Ndim
+    flat, bb, hh, ii, jj = _spot_coords(b0, nb, H, Mdim, Ndim, case.thresholds.t31, device)
     got, ref, scale = spot_values(bb, hh, ii, jj)
     err = (got - ref).abs() / scale.clamp_min(_TINY)
     err = torch.where(torch.isnan(got), torch.full_like(err, math.inf), err)

@@ -118,3 +118,16 @@ def test_fused_comparison_on_cuda_gives_the_torch_verdicts(op, fault, monkeypatc
         got = execute(case, "cuda", fault_model=fault, tolerances=tol).verdict
         assert (got.status, got.bad_batches, got.first_bad_index) == (ref.status, ref.bad_batches,
                                                                       ref.first_bad_index), case.id
+
+
+def test_the_one_launch_summary_on_cuda_equals_the_torch_summary(monkeypatch, summary_cases):
+    """What every judgement on CUDA reduces its per-batch metrics with: bit for bit the
+    torch version (ties, NaN, no tolerance, zero tolerances, rows past one block)."""
+    from kernelaudit.kernels.summary import summary_rows
+    from kernelaudit.oracle import summarize
+
+    monkeypatch.setenv("KERNELAUDIT_FUSED_SUMMARY", "0")
+    for pb, tols in summary_cases:
+        want = summarize(pb, tols)
+        got = summary_rows(pb.cuda(), tols).cpu()
+        assert torch.equal(got, want), (tols, got.tolist(), want.tolist())
