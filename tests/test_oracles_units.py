@@ -243,3 +243,25 @@ def _model_as_candidate(problem_path):
     p = d / problem_path.name
     p.write_text(problem_path.read_text() + "\nModelNew = Model\n")
     return p
+
+
+def test_spot_coordinates_are_cached_for_common_shapes_and_rebuilt_for_huge_batch_counts(monkeypatch):
+    """The spot checks' coordinates of a judgement are cached per shape (the sweep meets
+    the same shapes case after case) but only below a batch count, so that many tiny
+    batches do not keep large index vectors alive between cases; cached or not, they
+    are the same coordinates."""
+    import torch
+
+    from kernelaudit import oracle
+
+    oracle._spot_coords_cached.cache_clear()
+    args = (3, 40, 2, 4, 8, 2**10, torch.device("cpu"))
+    first = oracle._spot_coords(*args)
+    assert oracle._spot_coords(*args)[0] is first[0]  # the same tensors: cached
+    per = 2 * 4 * 8
+    flat, bb, hh, ii, jj = first
+    assert torch.equal(flat, bb * per + hh * 32 + ii * 8 + jj)
+    assert flat.min() >= 0 and flat.max() < 40 * per
+    monkeypatch.setattr(oracle, "SPOT_CACHE_MAX_BATCHES", 39)
+    rebuilt = oracle._spot_coords(*args)
+    assert rebuilt[0] is not first[0] and all(torch.equal(a, b) for a, b in zip(rebuilt, first))

@@ -471,18 +471,32 @@ def _spot_indices(b0: int, b1: int, per: int, t31: int, device=None) -> torch.Te
     return torch.cat([firsts, near, firsts + per - 1])
 
 
-@functools.lru_cache(maxsize=4)
+#: Judgements of at most this many batches keep their spot coordinates cached (two of
+#: them at a time): five int64 vectors of about 2 nb elements, at most 21 MB each, so
+#: at most 42 MB held between cases. Bigger ones (many tiny batches) rebuild theirs.
+SPOT_CACHE_MAX_BATCHES = 2**18
+
+
 def _spot_coords(b0: int, nb: int, H: int, Mdim: int, Ndim: int, t31: int, device) -> tuple[torch.Tensor, ...]:
     """(flat, batch, head, row, col) of the spot checks of batches [b0, b0 + nb) of an
     (nb, H, M, N) output, flat indexes counted from batch b0 (:func:`_spot_indices`).
-    Cached (callers must not modify them): the sweep judges the same shapes case after
-    case, and building them took about fifteen small kernels a judgement. At most a few
-    int64 vectors of 2 nb + a few elements each."""
+    Cached up to :data:`SPOT_CACHE_MAX_BATCHES` (callers must not modify them): the sweep
+    judges the same shapes case after case, and building them took about fifteen small
+    kernels a judgement."""
+    if nb <= SPOT_CACHE_MAX_BATCHES:
+        return _spot_coords_cached(b0, nb, H, Mdim, Ndim, t31, device)
+    return _build_spot_coords(b0, nb, H, Mdim, Ndim, t31, device)
+
+
+def _build_spot_coords(b0: int, nb: int, H: int, Mdim: int, Ndim: int, t31: int, device) -> tuple[torch.Tensor, ...]:
     per_batch = H * Mdim * Ndim
     flat = _spot_indices(b0, b0 + nb, per_batch, t31, device) - b0 * per_batch
     bb, rem = flat // per_batch, flat % per_batch
     hh, rem = rem // (Mdim * Ndim), rem % (Mdim * Ndim)
     return flat, bb, hh, rem // Ndim, rem % Ndim
+
+
+_spot_coords_cached = functools.lru_cache(maxsize=2)(_build_spot_coords)
 
 
 #: Operand tag stride for descriptor tracing (storage offsets stay far below it).
