@@ -472,7 +472,7 @@ def _spot_indices(b0: int, b1: int, per: int, t31: int, device=None) -> torch.Te
 
 
 #: Judgements of at most this many batches keep their spot coordinates cached (two of
-#: them at a time): five int64 vectors of about 2 nb elements, at most 21 MB each, so
+#: them at a time): five int64 vectors of about 2 nb elements, at most 21 MB a shape, so
 #: at most 42 MB held between cases. Bigger ones (many tiny batches) rebuild theirs.
 SPOT_CACHE_MAX_BATCHES = 2**18
 
