@@ -9,7 +9,7 @@ launch alone (its arguments prepared outside the timing), and one profiler table
 the whole check at the first configuration (which kernels it runs, for how long).
 
 Configurations: ``ORDER:ROWS-STAGES-WARPS-ELEMENTS``, ORDER one of seq (C streamed
-before the hashing), step (C in step with it) or ahead (in step, one chunk ahead).
+before the hashing) or step (C in step with it).
 
 Usage: python benchmarks/flat_ab.py --out R.json [--dtype bfloat16] [--rounds 7]
        [--configs seq:4-1-4-1024,step:8-1-4-1024,...]   (--rounds 0: launch each once, time nothing)
@@ -31,9 +31,9 @@ from kernelaudit.cases import Case, batch_for
 from kernelaudit.oracle import Judgement, RefContext, default_ref_chunk, judge_matmul_chunk, run_op
 from kernelaudit.thresholds import REAL
 
-ORDERS = {"seq": 0, "step": 1, "ahead": 2}
+ORDERS = {"seq": False, "step": True}
 DEFAULT_CONFIGS = ("seq:4-1-4-1024,seq:8-1-4-1024,seq:8-1-4-512,seq:4-1-4-512,seq:2-1-4-1024,"
-                   "step:8-1-4-1024,ahead:8-1-4-1024,ahead:8-1-4-512")
+                   "step:8-1-4-1024,step:4-1-4-1024")
 
 
 def _parse(spec: str) -> tuple[int, tuple[int, int, int, int]]:

@@ -9,7 +9,7 @@ the blocks with the avalanche's SHF / LOP3 / IMAD; the hashing is ALU-bound on t
 (ncu, ``benchmarks/results/2026-12-03-h200-session7/flat_ncu.txt``).
 
 Counts are of the compiler on this machine (Triton 3.9's), not necessarily the one on
-the device. Usage: python benchmarks/sass_mix.py [--interleave 0|1|2] [--rows 2]
+the device. Usage: python benchmarks/sass_mix.py [--interleave 0|1] [--rows 2]
 [--sass OUT.sass]
 """
 
@@ -46,7 +46,7 @@ def blocks(sass: str) -> dict[str, collections.Counter]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--interleave", type=int, default=0, choices=(0, 1, 2))
+    ap.add_argument("--interleave", type=int, default=0, choices=(0, 1), help="C in step with the hashing")
     ap.add_argument("--rows", type=int, default=2, help="rows of C a step (CR)")
     ap.add_argument("--sass", default=None, help="also write the disassembly here")
     args = ap.parse_args()
@@ -63,7 +63,7 @@ def main() -> None:
            "b_key": i64, "b_off": i64, "sb0": i64, "sb1": i64, "H": i64, "Mdim": "i32", "alpha": "fp32",
            **{k: "constexpr" for k in ("DT", "ACC", "BK", "BN", "BRA", "BRB", "CR", "MASKC", "INTERLEAVE", "STAGES")}}
     const = {"sc3": 1, "DT": 2, "ACC": tl.float32, "BK": 64, "BN": 256, "BRA": 16, "BRB": 4, "CR": args.rows,
-             "MASKC": False, "INTERLEAVE": args.interleave, "STAGES": 1}
+             "MASKC": False, "INTERLEAVE": bool(args.interleave), "STAGES": 1}
     # pointers and the strides Triton sees divisible by 16 at the real launch
     attrs = {(i,): [["tt.divisibility", 16]] for i in (0, 1, 2, 3, 5, 6, 7, 8)}
     src = ASTSource(fn=fr._flat_kernel, signature=sig, constexprs=const, attrs=attrs)

@@ -222,9 +222,8 @@ def _own_kernel_cases():
                 "part_ptr": "*fp64", "H": i64, "Mdim": i64, "Ndim": i64, "SPLIT": i64, "ACC": c, "ROWS": c, "BN": c,
                 "ITERS": c, "STAGES": c},
                {"ACC": getattr(triton.language, acc), "ROWS": 4, "BN": 256, "ITERS": 8, "STAGES": 3})
-    for (dt, c_dt, acc), (inter, maskc) in zip(((2, "*bf16", "float32"), (0, "*fp32", "float64"),
-                                                (2, "*bf16", "float32")),
-                                               ((1, False), (0, True), (2, True))):
+    for (dt, c_dt, acc), (inter, maskc) in zip(((2, "*bf16", "float32"), (0, "*fp32", "float64")),
+                                               ((True, False), (False, True))):
         yield (f"flat {c_dt} interleave={inter} maskc={maskc}", "freivalds", "_flat_kernel",
                {"c_ptr": c_dt, **{f"sc{d}": i64 for d in range(4)}, "x_ptr": f"*fp{acc[-2:]}",
                 "y_ptr": f"*fp{acc[-2:]}", "v_ptr": f"*fp{acc[-2:]}", "out_ptr": "*fp64", "a_key": i64, "a_off": i64,

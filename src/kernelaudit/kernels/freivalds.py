@@ -336,11 +336,11 @@ def _gen_rows(base, r0, key, DT: tl.constexpr, ACC: tl.constexpr, ROWS: tl.const
 # nothing stored. ``y A`` is summed from A, then ``y A B x`` from B against ``y A``
 # (through a per-program scratch row) with ``x`` applied once at the end, so B needs no
 # per-row reduction; ``y C x`` likewise applies ``x`` once at the end. Hashing is bound
-# by the integer (ALU) pipe and streaming C by memory. By default (INTERLEAVE 0) a
+# by the integer (ALU) pipe and streaming C by memory. By default (INTERLEAVE off) a
 # program streams its C first and then hashes, and programs in either phase share each
-# SM. INTERLEAVE 1 has every A or B tile step also load a chunk of C rows, issued
-# before the hashing and added after it (2: loaded one step ahead), C rows the steps do
-# not reach streamed after them; on the H200 that was slower (FLAT_INTERLEAVE). Only
+# SM. INTERLEAVE has every A or B tile step also load a chunk of C rows, issued
+# before the hashing and added after it, C rows the steps do not reach streamed after
+# them; on the H200 that was slower (FLAT_INTERLEAVE). Only
 # for operands with contiguous rows, whole tiles and no bias (:func:`flat_eligible`);
 # anything else falls back to ``rowsum-cspec``.
 @triton.jit
@@ -373,19 +373,14 @@ def _flat_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, v_ptr, out_ptr,
     acc = tl.zeros([BRA, BK], dtype=ACC)
     acca = tl.zeros([BRA, BK], dtype=ACC)
     na = Mdim // BRA
-    if INTERLEAVE == 2:  # chunk i + 1 is loaded while tile i is hashed
-        cvn, cyn = _c_rows(cbase, sc2, sc3, y_ptr, 0, Mdim, cols, CR, True)
     for i in tl.range(0, na, num_stages=STAGES):
-        if INTERLEAVE == 1:
+        if INTERLEAVE:
             cv, cy = _c_rows(cbase, sc2, sc3, y_ptr, i, Mdim, cols, CR, MASKC)
-        if INTERLEAVE == 2:
-            cv, cy = cvn, cyn
-            cvn, cyn = _c_rows(cbase, sc2, sc3, y_ptr, i + 1, Mdim, cols, CR, True)
         a = _gen_rows(abase, i * BRA, a_key, DT, ACC, BRA, BK)
         w = tl.load(y_ptr + i * BRA + tl.arange(0, BRA))
         acc += a * w[:, None]
         acca += tl.abs(a) * tl.abs(w)[:, None]
-        if INTERLEAVE > 0:
+        if INTERLEAVE:
             accc += cv.to(ACC) * cy[:, None]
     ks = tl.arange(0, BK)
     scratch = v_ptr + pid * (2 * BK)
@@ -397,19 +392,16 @@ def _flat_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, v_ptr, out_ptr,
     accb = tl.zeros([BRB, BN], dtype=ACC)
     accba = tl.zeros([BRB, BN], dtype=ACC)
     for j in tl.range(0, BK // BRB, num_stages=STAGES):
-        if INTERLEAVE == 1:
+        if INTERLEAVE:
             cv, cy = _c_rows(cbase, sc2, sc3, y_ptr, na + j, Mdim, cols, CR, MASKC)
-        if INTERLEAVE == 2:
-            cv, cy = cvn, cyn
-            cvn, cyn = _c_rows(cbase, sc2, sc3, y_ptr, na + j + 1, Mdim, cols, CR, True)
         bv = _gen_rows(bbase, j * BRB, b_key, DT, ACC, BRB, BN)
         kk = j * BRB + tl.arange(0, BRB)
         accb += bv * tl.load(scratch + kk)[:, None]
         accba += tl.abs(bv) * tl.load(scratch + BK + kk)[:, None]
-        if INTERLEAVE > 0:
+        if INTERLEAVE:
             accc += cv.to(ACC) * cy[:, None]
     # the C rows the A and B steps did not reach (all of them without INTERLEAVE)
-    first = na + BK // BRB if INTERLEAVE > 0 else 0
+    first = na + BK // BRB if INTERLEAVE else 0
     for i in tl.range(first, tl.cdiv(Mdim, CR), num_stages=STAGES):
         cv, cy = _c_rows(cbase, sc2, sc3, y_ptr, i, Mdim, cols, CR, MASKC)
         accc += cv.to(ACC) * cy[:, None]
@@ -430,11 +422,11 @@ def _flat_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, v_ptr, out_ptr,
 #: the hashing and 1.19x one chunk ahead; fp32 (float64 sums) at (8, 3, 4, 1024): 4.87
 #: ms against 5.07 at (8, 1, 4, 1024) (single medians).
 FLAT_TILE = {torch.float32: (2, 1, 4, 1024), torch.float64: (8, 3, 4, 1024)}
-#: How ``_flat_kernel`` orders its C stream: 0 before the hashing of A and B, 1 a chunk
-#: with each A or B tile (see above), 2 the same with each chunk loaded one tile ahead.
-#: In step (1) measured 8% slower than before (0) for bf16 on the H200, ahead (2) 24%;
-#: for fp32 in step and before were within noise of each other.
-FLAT_INTERLEAVE = 0
+#: Whether ``_flat_kernel`` streams C in step with the hashing of A and B, a chunk with
+#: each A or B tile (see above), or before it (the default). In step measured 8% slower
+#: for bf16 on the H200, and 24% with each chunk loaded one tile ahead (a third order,
+#: since removed); for fp32 in step and before were within noise of each other.
+FLAT_INTERLEAVE = False
 
 
 def _flat_tiles(Mdim: int, K: int, Ndim: int, tile: tuple[int, int, int, int]) -> tuple[int, int, int, bool]:
@@ -446,8 +438,8 @@ def _flat_tiles(Mdim: int, K: int, Ndim: int, tile: tuple[int, int, int, int]) -
     low = Mdim & -Mdim  # the largest power of two dividing M
     bra, brb = max(1, min(elements // K, low)), max(1, min(K, elements // Ndim))
     steps = Mdim // bra + K // brb
-    cr = min(rows, triton.next_power_of_2(-(-Mdim // steps))) if FLAT_INTERLEAVE > 0 else rows
-    maskc = Mdim % cr != 0 or (FLAT_INTERLEAVE > 0 and steps * cr > Mdim)
+    cr = min(rows, triton.next_power_of_2(-(-Mdim // steps))) if FLAT_INTERLEAVE else rows
+    maskc = Mdim % cr != 0 or (FLAT_INTERLEAVE and steps * cr > Mdim)
     return cr, bra, brb, maskc
 
 
