@@ -163,6 +163,51 @@ def test_case_that_cannot_fit_is_skipped_with_the_bytes_it_needs(tmp_path):
         assert v.details["needed_bytes"] > 2**20 and "GiB" in v.message
 
 
+def _oom_for(monkeypatch, failures: int) -> list[str]:
+    """Make the op run out of memory ``failures`` times; returns a log of what happened."""
+    from kernelaudit import oracle
+
+    log, real = [], oracle.run_op
+
+    def run_op(*a, **k):
+        if log.count("op") < failures:
+            log.append("op")
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 32.00 GiB.")
+        log.append("op")
+        return real(*a, **k)
+
+    monkeypatch.setattr(oracle, "run_op", run_op)
+    monkeypatch.setattr(oracle, "release_cached_memory", lambda device: log.append("release"))
+    return log
+
+
+def _small_case():
+    return Case("bmm", "float32", "contig", "out", "2^32", "above", 8, "fwd", 0, 12)
+
+
+def test_case_out_of_memory_once_runs_again_after_the_cache_is_released(monkeypatch):
+    log = _oom_for(monkeypatch, failures=1)
+    out = execute(_small_case(), tolerances=None)
+    assert log == ["op", "release", "op"]
+    assert out.verdict.message == "calibration" and out.worst
+    assert "out of memory" in out.verdict.details["oom_retry"]
+
+
+def test_case_still_out_of_memory_after_the_retry_is_skipped_and_says_why(monkeypatch):
+    log = _oom_for(monkeypatch, failures=5)
+    out = execute(_small_case(), tolerances=None)
+    assert log == ["op", "release", "op"]
+    v = out.verdict
+    assert v.status.value == "skipped" and v.message.startswith("out of memory despite the memory plan")
+    assert v.details["out_of_memory"] and "oom_retry" in v.details
+
+
+def test_case_that_fits_runs_once_without_releasing_the_cache(monkeypatch):
+    log = _oom_for(monkeypatch, failures=0)
+    out = execute(_small_case(), tolerances=None)
+    assert log == ["op"] and "oom_retry" not in out.verdict.details
+
+
 class _PlantOne(torch.utils._python_dispatch.TorchDispatchMode):
     """A fault model that nudges chosen flat elements of every bmm output."""
 

@@ -848,12 +848,49 @@ class Outcome:
     elapsed_s: float = 0.0
 
 
+OOM_RETRIES = 1
+"""Times a case whose op ran out of memory is run again after the allocator's cache is
+returned to the driver (see ``execute``)."""
+
+
 def execute(case: Case, device="cpu", *, fault_model: str = "none",
             tolerances: dict[str, float] | None = None, ref_device=None,
             mode: str = "auto", ref_chunk: int | None = None) -> Outcome:
     """Run ``case`` on ``device`` and judge it. ``tolerances=None`` calibrates (no verdict
     on correctness: returns the worst metrics). ``mode``: ``auto`` (Freivalds and spot
-    checks for matmul forward outputs, full chunked references elsewhere) or ``full``."""
+    checks for matmul forward outputs, full chunked references elsewhere) or ``full``.
+
+    If the op runs out of memory, the case runs again (``OOM_RETRIES`` times) after the
+    caching allocator's blocks are returned to the driver. The memory plan counts cached
+    blocks as free, and they are, but not always in one piece: on the H200 a float32
+    backward at 2*2^32 elements failed to find 32 GiB with 44 GiB cached and 15 GiB free.
+    A case still out of memory after that is skipped, as before; one that then runs says
+    so in its verdict's details (``oom_retry``)."""
+    device = torch.device(device)
+    out = _execute_once(case, device, fault_model, tolerances, ref_device, mode, ref_chunk)
+    first = out
+    for _ in range(OOM_RETRIES):
+        if not out.verdict.details.get("out_of_memory"):
+            break
+        release_cached_memory(device)
+        out = _execute_once(case, device, fault_model, tolerances, ref_device, mode, ref_chunk)
+        out.elapsed_s += first.elapsed_s
+    if out is not first:
+        out.verdict.details["oom_retry"] = first.verdict.message
+    return out
+
+
+def release_cached_memory(device: torch.device) -> None:
+    """Drop unreachable tensors and return the allocator's cached blocks to the driver."""
+    import gc
+
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def _execute_once(case: Case, device: torch.device, fault_model: str, tolerances, ref_device,
+                  mode: str, ref_chunk: int | None) -> Outcome:
     t0 = time.perf_counter()
     device = torch.device(device)
     ref_device = torch.device(ref_device) if ref_device is not None else device
@@ -865,8 +902,8 @@ def execute(case: Case, device="cpu", *, fault_model: str = "none",
         t_op = time.perf_counter()
         timing["op_s"] = t_op - t0 - timing.get("inputs_s", 0.0)
     except torch.OutOfMemoryError as e:  # the plan was too optimistic: not the op's fault
-        return Outcome(Verdict.skipped(f"out of memory despite the memory plan: {str(e).splitlines()[0]}"),
-                       {}, time.perf_counter() - t0)
+        return Outcome(Verdict.skipped(f"out of memory despite the memory plan: {str(e).splitlines()[0]}",
+                                       out_of_memory=True), {}, time.perf_counter() - t0)
     except Exception as e:  # the op raised: that is the 'error' class
         msg = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
         return Outcome(Verdict.error(msg, traceback=traceback.format_exc(limit=3)), {}, time.perf_counter() - t0)

@@ -121,8 +121,9 @@ def _worker_main(conn, cfg: WorkerConfig) -> None:
             res["healthy"] = device_healthy(device)
         # No empty_cache() between cases: the caching allocator reuses the last case's
         # blocks (returning tens of GiB to the driver and mapping them again cost more
-        # than many small cases), the plan counts cached blocks as available, and an
-        # allocation that does not fit makes the allocator release its cache and retry.
+        # than many small cases), the plan counts cached blocks as available, and an op
+        # that still runs out of memory (cached blocks too fragmented for one large
+        # tensor) runs again after execute() returns the cache (oracle.OOM_RETRIES).
         conn.send(res)
 
 
