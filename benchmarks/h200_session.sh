@@ -10,7 +10,7 @@
 # benchmarks/judge_ops.py; session 7's check was 3.28 ms of CUDA-event time against
 # 2.80 ms of GPU time).
 # A sweep resumes runs/h200 when it exists (carry it between calls).
-#   steps: gputests (all of tests/gpu) flatab (flat orders and tiles, interleaved rounds) flatncu kernels verify ncu profile guard sweep workers_ab repro corpus oracle_cost demo
+#   steps: gputests (all of tests/gpu) oomsweep (float32 backward at 2*2^32: OOM retries) flatab (flat orders and tiles, interleaved rounds) flatncu kernels verify ncu profile guard sweep workers_ab repro corpus oracle_cost demo
 #   (default: all but sweep, workers_ab, repro)
 # workers_ab: the same sub-grid swept once per AB_CONFIGS entry (workers:calibration
 # workers, default "1:4 2:8"), each with a fresh store and Triton cache; then
@@ -61,6 +61,19 @@ for l in sys.stdin:
       | sed 's|.*/||; s|\.json$||' | sort | uniq -c | sort -rn | head -20
     [ "${REPORT:-1}" = 1 ] && { timeout 100 python3 -m kernelaudit report runs/h200 > "$O/report.txt" 2>&1; tail -30 "$O/report.txt"; }
     cp -r runs/h200 "$O/sweep_store" ;;
+  oomsweep) log oom_sweep; rm -rf runs/oom  # the float32 backward cases that ran out of memory in session 8's full sweep
+    timeout -k 20 --signal=INT ${OOM_TIMEOUT_S:-240} python3 -m kernelaudit sweep --device cuda --ops ${OOM_OPS:-mm,addmm,bmm,linear,matmul3d} \
+      --dtypes float32 --thresholds 2*2^32 --positions at,above --directions bwd --out runs/oom --case-timeout 120 --no-report > "$O/oom_sweep.log" 2>&1
+    echo "oom sweep rc=$?"; tail -4 "$O/oom_sweep.log"
+    python3 - runs/oom/verdicts.jsonl <<'PY' | tee "$O/oom_sweep_summary.txt"
+import collections, json, sys
+c = collections.Counter()
+for line in open(sys.argv[1]):
+    v = json.loads(line)["verdict"]
+    c[(v["status"], "oom_retry" in v.get("details", {}))] += 1
+print({f"{s}{' after an OOM retry' if r else ''}": n for (s, r), n in sorted(c.items())})
+PY
+    ;;
   workers_ab) log workers_ab; mkdir -p runs  # one grid, fresh store and Triton cache per config
     for cfg in ${AB_CONFIGS:-1:4 2:8}; do w=${cfg%%:*}; cw=${cfg##*:}; d=runs/ab_w${w}_c${cw}; rm -rf "$d"
       TRITON_CACHE_DIR=/tmp/triton_ab_${w}_${cw} timeout -k 20 --signal=INT ${AB_TIMEOUT_S:-170} python3 -m kernelaudit sweep \
