@@ -163,6 +163,21 @@ def test_case_that_cannot_fit_is_skipped_with_the_bytes_it_needs(tmp_path):
         assert v.details["needed_bytes"] > 2**20 and "GiB" in v.message
 
 
+def test_memory_plan_counts_the_int64_indices_sort_holds_until_its_gather(monkeypatch):
+    """On the H200 float32 sort at 2*2^32 elements ran out of memory with 128 GiB
+    allocated asking for 16 more; the plan, counting only inputs and outputs, had
+    said 97.5 GiB. Counting the indices, it needs more than that peak."""
+    from kernelaudit.ops.catalog import SORT_INDEX_BYTES
+    from kernelaudit.plan import estimate_bytes
+
+    case = Case("sort", "float32", "contig", "out", "2*2^32", "at", 524288, "fwd", 0, 32)
+    n = 524288 * 16384
+    with_indices = estimate_bytes(case)
+    assert with_indices > (128 + 16) * 2**30
+    monkeypatch.setitem(case.spec.extra, "scratch_bytes", 0)
+    assert with_indices - estimate_bytes(case) == SORT_INDEX_BYTES * n
+
+
 def _oom_for(monkeypatch, failures: int) -> list[str]:
     """Make the op run out of memory ``failures`` times; returns a log of what happened."""
     from kernelaudit import oracle

@@ -2,8 +2,9 @@
 
 A case that cannot fit is ``skipped`` with the bytes it needed, never an
 out-of-memory crash. The estimate is deliberately pessimistic (inputs, outputs,
-gradients, autograd's saved tensors, the attention score matrix, fault-model copies
-and the reference's working set).
+gradients, autograd's saved tensors, the attention score matrix, intermediates an op
+declares (``extra["scratch_bytes"]``), fault-model copies and the reference's working
+set).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ def estimate_bytes(case: Case, fault_model: str = "none", ref_chunk: int = 2**24
     total = inputs + outputs
     if case.direction == "bwd":
         total = int(total * BWD_FACTOR)
+    total += spec.extra.get("scratch_bytes", 0) * sum(p.numel for p in placed)
     if spec.family == "attention":
         q = placed[0].shape
         total += ATTENTION_SCORE_COPIES[case.direction] * math.prod(q[:-1]) * q[-2] * itemsize

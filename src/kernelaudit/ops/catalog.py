@@ -147,6 +147,8 @@ def _sorted_pair(res, x):
 
 
 TOPK = 8
+#: Bytes per element of sort's intermediate indices (int64).
+SORT_INDEX_BYTES = 8
 
 ROW_OPS = [
     OpSpec("add", "elementwise", torch.add, _rows(2), _row_series("out"),
@@ -176,8 +178,10 @@ ROW_OPS = [
     OpSpec("softmax", "softmax", lambda x: torch.softmax(x, -1), _rows(1), _row_series("out"),
            layouts=("contig", "slice")),
     OpSpec("log_softmax", "softmax", lambda x: torch.log_softmax(x, -1), _rows(1), _row_series("out")),
+    # sort's int64 indices live until the gather: 8 bytes per element the plan must count
+    # (on the H200 float32 sort at 2*2^32 ran out of memory with 128 GiB allocated).
     OpSpec("sort", "sort", lambda x: _sorted_pair(torch.sort(x, -1), x), _rows(1), _row_series("out"),
-           exact=True, out_rows=lambda s, th: (1, 1)),
+           exact=True, out_rows=lambda s, th: (1, 1), extra={"scratch_bytes": SORT_INDEX_BYTES}),
     OpSpec("topk", "sort", lambda x: _sorted_pair(torch.topk(x, TOPK, -1), x), _rows(1), _row_series("in"),
            exact=True, out_rows=lambda s, th: (1, 1)),
     OpSpec("gather", "indexing", lambda x, i: x.gather(-1, i),

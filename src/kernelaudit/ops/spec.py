@@ -157,7 +157,9 @@ class OpSpec:
     reference: Callable | None = None        # custom reference (see oracle.py); None = generic
     notes: str = ""
     # ``extra``: "factory" (a length -> tensor function), "global" (a custom reference
-    # in global_refs.py), "dilutes" (reduces the whole crossing tensor to a scalar).
+    # in global_refs.py), "dilutes" (reduces the whole crossing tensor to a scalar),
+    # "scratch_bytes" (bytes per input element the op holds beyond its inputs and
+    # outputs, for the memory plan).
     extra: dict = field(default_factory=dict)
 
     def check(self, *, dtype: str | None = None, layout: str | None = None,
