@@ -2,13 +2,11 @@
 # Time-boxed H200 steps: GPU tests and benchmarks of all three capabilities.
 # Every output lands in $OUT/h200 and is packed into $OUT/h200_results.tgz.
 # Usage (device tool): bash benchmarks/h200_session.sh STEP [STEP...]
-# Next (after session 7: bf16 check 0.954x the bmm, median of 7 rounds, measured just
-# before the int64 column-offset fix): the whole --full sweep again with the fix (`sweep`
-# step; session 7's run was cut at 4953 of 5625 cases and found that bug), then
-# `flatab` again to re-measure the 16-bit ratio after it and after the one-launch
-# summary and cached spot coordinates (51 small ops after the projection down to 16:
-# benchmarks/judge_ops.py; session 7's check was 3.28 ms of CUDA-event time against
-# 2.80 ms of GPU time).
+# Session 8 ran the whole --full sweep after the int64 fix (515 s, the known 16 verdicts),
+# flatab (bf16 check 0.935x the bmm) and gputests (401 passed, 8 xfailed). Next: the
+# `oomsweep` step with OOM_OPS=sort OOM_DTYPES=float32,float16,bfloat16 OOM_DIRECTIONS=fwd
+# OOM_POSITIONS=below,at,above to see the plan skip float32 sort at 2*2^32,
+# and `verify` to re-measure fp16/fp32 after session 7's changes.
 # A sweep resumes runs/h200 when it exists (carry it between calls).
 #   steps: gputests (all of tests/gpu) oomsweep (float32 backward at 2*2^32: OOM retries) flatab (flat orders and tiles, interleaved rounds) flatncu kernels verify ncu profile guard sweep workers_ab repro corpus oracle_cost demo
 #   (default: all but sweep, workers_ab, repro)
@@ -63,7 +61,7 @@ for l in sys.stdin:
     cp -r runs/h200 "$O/sweep_store" ;;
   oomsweep) log oom_sweep; rm -rf runs/oom  # the float32 backward cases that ran out of memory in session 8's full sweep
     timeout -k 20 --signal=INT ${OOM_TIMEOUT_S:-240} python3 -m kernelaudit sweep --device cuda --ops ${OOM_OPS:-mm,addmm,bmm,linear,matmul3d} \
-      --dtypes float32 --thresholds 2*2^32 --positions at,above --directions bwd --out runs/oom --case-timeout 120 --no-report > "$O/oom_sweep.log" 2>&1
+      --dtypes ${OOM_DTYPES:-float32} --thresholds 2*2^32 --positions ${OOM_POSITIONS:-at,above} --directions ${OOM_DIRECTIONS:-bwd} --out runs/oom --case-timeout 120 --no-report > "$O/oom_sweep.log" 2>&1
     echo "oom sweep rc=$?"; tail -4 "$O/oom_sweep.log"
     python3 - runs/oom/verdicts.jsonl <<'PY' | tee "$O/oom_sweep_summary.txt"
 import collections, json, sys
