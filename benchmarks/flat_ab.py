@@ -24,12 +24,10 @@ import statistics
 import time
 
 import torch
-from _common import cuda_median, emit
+from _common import crossing_bmm, cuda_median, emit, whole_check
 
 import kernelaudit.kernels.freivalds as fr
-from kernelaudit.cases import Case, batch_for
-from kernelaudit.oracle import Judgement, RefContext, default_ref_chunk, judge_matmul_chunk, run_op
-from kernelaudit.thresholds import REAL
+from kernelaudit.oracle import RefContext, default_ref_chunk
 
 ORDERS = {"seq": False, "step": True}
 DEFAULT_CONFIGS = ("seq:4-1-4-1024,seq:8-1-4-1024,seq:8-1-4-512,seq:4-1-4-512,seq:2-1-4-1024,"
@@ -55,20 +53,14 @@ def main() -> None:
     args = ap.parse_args()
     dev = torch.device("cuda")
     configs = {spec: _parse(spec) for spec in args.configs.split(",") if spec}
-    B = batch_for(REAL.t32, 256 * 256, "above")
-    case = Case("bmm", args.dtype, "contig", "out", "2^32", "above", B, "fwd", 0, 32)
-    placed, outs, _, _ = run_op(case, dev, "none")
-    from kernelaudit.oracle import _desc, _matmul_operands, _projection_vector, device_inputs
-    _, (a, b) = device_inputs(placed, dev, grad=False)
-    c = outs[0]
+    case, placed, a, b, c = crossing_bmm(args.dtype, dev)
+    B = case.batch
+    from kernelaudit.oracle import _desc, _matmul_operands, _projection_vector
     chunk = default_ref_chunk(dev)
     acc = fr.ACCUMULATE[c.dtype]
 
     def verify():  # the whole check, as the sweep runs it
-        ctx = RefContext(case, placed, dev, chunk)
-        jf = Judgement("out0", "freivalds", 1.0, 256 * 256)
-        js = Judgement("out0", "spot", 1.0, 256 * 256)
-        judge_matmul_chunk(case, ctx, 0, B, c, jf, js, 1, None)
+        whole_check(case, placed, c, dev)
 
     ctx = RefContext(case, placed, dev, chunk)
     Am, Bmm, _, alpha, _ = _matmul_operands(case, ctx, 0, B, B, meta=True)

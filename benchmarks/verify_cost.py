@@ -24,11 +24,9 @@ import platform
 import time
 
 import torch
-from _common import cuda_median  # benchmarks/ is on sys.path when a script runs
+from _common import crossing_bmm, cuda_median, whole_check  # benchmarks/ is on sys.path when a script runs
 
-from kernelaudit.cases import Case, batch_for
-from kernelaudit.oracle import (Judgement, RefContext, _fused_freivalds_enabled, default_ref_chunk,
-                                judge_matmul_chunk, run_op)
+from kernelaudit.oracle import RefContext, _fused_freivalds_enabled, default_ref_chunk
 from kernelaudit.thresholds import REAL
 
 
@@ -48,13 +46,10 @@ def main() -> None:
                          "regenerating check with, side by side, besides the default")
     args = ap.parse_args()
     dev = torch.device("cuda")
-    B = batch_for(REAL.t32, 256 * 256, "above")
     rows = []
     for dtype in args.dtypes.split(","):
-        case = Case("bmm", dtype, "contig", "out", "2^32", "above", B, "fwd", 0, 32)
-        placed, outs, out_rows, _ = run_op(case, dev, "none")
-        a, b = (t for t in _views(placed, dev))
-        c = outs[0]
+        case, placed, a, b, c = crossing_bmm(dtype, dev)
+        B = case.batch
         t_bmm = _time(lambda: torch.bmm(a, b, out=c))
         # The floor of any check: one read of C (a float32-accumulated sum, memory-bound).
         t_read = _time(lambda: c.sum(dtype=torch.float32))
@@ -64,14 +59,7 @@ def main() -> None:
             continue
 
         def verify(projections=None):
-            ctx = RefContext(case, placed, dev, chunk)
-            jf = Judgement("out0", "freivalds", 1.0, 256 * 256)
-            js = Judgement("out0", "spot", 1.0, 256 * 256)
-            # as the sweep does: one launch for all batches with the fused check
-            step = B if _fused_freivalds_enabled(dev) else max(1, chunk // (256 * 256))
-            for b0 in range(0, B, step):
-                b1 = min(B, b0 + step)
-                judge_matmul_chunk(case, ctx, b0, b1, c[b0:b1], jf, js, 1, projections)
+            whole_check(case, placed, c, dev, projections)
 
         # Inputs generated with their projections (what the sweep does on CUDA): the
         # check then reads only C; what that costs on top of plain generation counts.
@@ -278,12 +266,6 @@ def _gen_plain(storage, p):
     """Plain generation of one operand's storage (what device_inputs does for it)."""
     from kernelaudit.kernels import gen as kgen
     kgen.fill_range(storage, 0, p.key)
-
-
-def _views(placed, dev):
-    from kernelaudit.oracle import device_inputs
-    _, views = device_inputs(placed, dev, grad=False)
-    return views
 
 
 def _triton():
