@@ -443,12 +443,12 @@ def _flat_tiles(Mdim: int, K: int, Ndim: int, tile: tuple[int, int, int, int]) -
     return cr, bra, brb, maskc
 
 
-def flat_eligible(Mdim: int, Ndim: int, A: Desc, B: Desc, M: Desc | None, K: int, tile=None) -> bool:
+def flat_eligible(Mdim: int, Ndim: int, A: Desc, B: Desc, M: Desc | None, K: int) -> bool:
     """Whether :func:`freivalds_flat` applies to C = A B (M x N): no bias; A (M x K) and
     B (K x N) with contiguous rows (column stride 1, row stride the row length); K and N
-    powers of two up to the tile's elements (whole rows in a tile); each matrix below
+    powers of two up to every tile's elements (whole rows in a tile); each matrix below
     2^31 elements."""
-    elements = (tile or min(FLAT_TILE.values(), key=lambda t: t[3]))[3]
+    elements = min(t[3] for t in FLAT_TILE.values())  # the smallest tile of any accumulator
     pow2 = lambda n: n > 0 and n & (n - 1) == 0  # noqa: E731
     return (M is None and Mdim > 0 and A.strides[2:] == (K, 1) and B.strides[2:] == (Ndim, 1) and pow2(K)
             and pow2(Ndim) and K <= elements and Ndim <= min(elements, 4096) and Mdim * max(K, Ndim) < 2**31)
