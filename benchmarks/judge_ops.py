@@ -1,6 +1,6 @@
 """How many torch ops one fused matmul judgement launches, counted on the CPU.
 
-Runs the sweep's matmul judgement (``judge_matmul_chunk``, the fused path a GPU takes,
+Runs the sweep's matmul judgement (``_common.whole_check``, the fused path a GPU takes,
 here under the Triton interpreter) once on a small bf16 bmm case and counts the aten
 ops it dispatches with a ``TorchDispatchMode``. On a GPU every compute op is one small
 kernel launch after the projection kernel; the interpreter's own tensor traffic
@@ -16,7 +16,7 @@ import collections
 import os
 
 #: ops that are views, allocations or the interpreter's copies, not kernels on a GPU
-NOT_KERNELS = {"set_", "empty", "select", "new_empty", "copy_", "unsqueeze", "as_strided", "view",
+NOT_KERNELS = {"set_", "empty", "select", "slice", "new_empty", "copy_", "unsqueeze", "as_strided", "view",
                "_local_scalar_dense"}
 
 
@@ -30,8 +30,10 @@ def main() -> None:
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
+    from _common import whole_check  # benchmarks/ is on sys.path when a script runs
+
     from kernelaudit.cases import Case, batch_for
-    from kernelaudit.oracle import Judgement, RefContext, default_ref_chunk, judge_matmul_chunk, run_op
+    from kernelaudit.oracle import run_op
     from kernelaudit.thresholds import Thresholds
 
     class Count(TorchDispatchMode):
@@ -47,15 +49,9 @@ def main() -> None:
     B = batch_for(Thresholds(16).t32, 16 * 16, "above")
     case = Case("bmm", "bfloat16", "contig", "out", "2^32", "above", B, "fwd", 0, 16)
     placed, outs, _, _ = run_op(case, dev, "none")
-    ctx = RefContext(case, placed, dev, default_ref_chunk(dev))
-
-    def judge():
-        jf, js = Judgement("out0", "freivalds", 1.0, 256), Judgement("out0", "spot", 1.0, 256)
-        judge_matmul_chunk(case, ctx, 0, B, outs[0], jf, js, 1, None)
-
-    judge()  # caches and compiles
+    whole_check(case, placed, outs[0], dev)  # caches and compiles
     with Count() as m:
-        judge()
+        whole_check(case, placed, outs[0], dev)
     kernels = {k: v for k, v in m.ops.items() if k not in NOT_KERNELS}
     print(f"fused summary {args.fused_summary}: {sum(kernels.values())} compute ops in one judgement "
           f"(projection and spot kernels are Triton, not counted): {dict(sorted(kernels.items()))}")

@@ -892,7 +892,6 @@ def release_cached_memory(device: torch.device) -> None:
 def _execute_once(case: Case, device: torch.device, fault_model: str, tolerances, ref_device,
                   mode: str, ref_chunk: int | None) -> Outcome:
     t0 = time.perf_counter()
-    device = torch.device(device)
     ref_device = torch.device(ref_device) if ref_device is not None else device
     timing: dict[str, float] = {}
     aux = {"project": project_at_generation(case, device, ref_device, mode)}
