@@ -40,8 +40,9 @@ def crossing_bmm(dtype: str, device):
     (B,256,64) x (B,64,256), B = 65537 (2^32 + 65536 output elements).
     Returns ``(case, placed, a, b, c)``: the case, its placed operands, the device
     inputs and the output."""
-    from kernelaudit.cases import Case, batch_for
-    from kernelaudit.oracle import device_inputs, run_op
+    from kernelaudit.sweep.cases import Case, batch_for
+    from kernelaudit.sweep.judge.operands import device_inputs
+    from kernelaudit.sweep.judge.execute import run_op
     from kernelaudit.thresholds import REAL
 
     B = batch_for(REAL.t32, 256 * 256, "above")
@@ -51,19 +52,11 @@ def crossing_bmm(dtype: str, device):
     return case, placed, a, b, outs[0]
 
 
-def whole_check(case, placed, c, device, projections=None) -> None:
+def whole_check(case, placed, c, device, projections=None, **tuning) -> None:
     """kernelaudit's whole check of ``c`` as the sweep runs it (Freivalds projections and
-    spot checks; tolerances of 1, verdicts unused): one launch for every batch with the
-    fused kernels on CUDA, reference-sized chunks otherwise."""
-    from kernelaudit.oracle import (Judgement, RefContext, _fused_freivalds_enabled, default_ref_chunk,
-                                    judge_matmul_chunk)
+    spot checks; tolerances of 1, verdicts unused): the public
+    :func:`kernelaudit.sweep.judge.check_matmul_output`. ``tuning``: ``flat_tile``,
+    ``flat_interleave``."""
+    from kernelaudit.sweep.judge import check_matmul_output
 
-    B, per = case.batch, c[0].numel()
-    chunk = default_ref_chunk(device)
-    ctx = RefContext(case, placed, device, chunk)
-    jf = Judgement("out0", "freivalds", 1.0, per)
-    js = Judgement("out0", "spot", 1.0, per)
-    step = B if _fused_freivalds_enabled(device) else max(1, chunk // per)
-    for b0 in range(0, B, step):
-        b1 = min(B, b0 + step)
-        judge_matmul_chunk(case, ctx, b0, b1, c[b0:b1], jf, js, 1, projections)
+    check_matmul_output(case, placed, c, device, projections=projections, **tuning)

@@ -26,8 +26,8 @@ import time
 import torch
 from _common import crossing_bmm, cuda_median, emit, whole_check
 
-import kernelaudit.kernels.freivalds as fr
-from kernelaudit.oracle import RefContext, default_ref_chunk
+import kernelaudit.sweep.kernels.freivalds as fr
+from kernelaudit.sweep.judge.reference import RefContext, default_ref_chunk
 
 ORDERS = {"seq": False, "step": True}
 DEFAULT_CONFIGS = ("seq:4-1-4-1024,seq:8-1-4-1024,seq:8-1-4-512,seq:4-1-4-512,seq:2-1-4-1024,"
@@ -55,12 +55,14 @@ def main() -> None:
     configs = {spec: _parse(spec) for spec in args.configs.split(",") if spec}
     case, placed, a, b, c = crossing_bmm(args.dtype, dev)
     B = case.batch
-    from kernelaudit.oracle import _desc, _matmul_operands, _projection_vector
+    from kernelaudit.sweep.judge.matmul import _desc, _matmul_operands, _projection_vector
     chunk = default_ref_chunk(dev)
     acc = fr.ACCUMULATE[c.dtype]
 
+    config = {}
+
     def verify():  # the whole check, as the sweep runs it
-        whole_check(case, placed, c, dev)
+        whole_check(case, placed, c, dev, flat_tile=config["tile"], flat_interleave=config["order"])
 
     ctx = RefContext(case, placed, dev, chunk)
     Am, Bmm, _, alpha, _ = _matmul_operands(case, ctx, 0, B, B, meta=True)
@@ -69,14 +71,13 @@ def main() -> None:
     C4 = c.view(B, 1, 256, 256)
 
     def set_config(order, tile):
-        fr.FLAT_INTERLEAVE, fr.FLAT_TILE = order, {**fr.FLAT_TILE, acc: tile}
+        config.update(order=order, tile=tile)
 
-    old = fr.FLAT_INTERLEAVE, fr.FLAT_TILE
     t0 = time.time()
     for order, tile in configs.values():  # compile each once
         set_config(order, tile)
         verify()
-        fr.freivalds_flat(C4, x, y, dA, dB, 64, alpha, c.dtype)
+        fr.freivalds_flat(C4, x, y, dA, dB, 64, alpha, c.dtype, tile=tile, interleave=order)
     torch.cuda.synchronize()
     print(f"compiled {len(configs)} configurations in {time.time() - t0:.0f} s", flush=True)
     if args.rounds == 0:  # each configuration launched once (for a profiler: ncu -k _flat_kernel)
@@ -92,7 +93,8 @@ def main() -> None:
         for spec, (order, tile) in order_now:
             set_config(order, tile)
             t_chk = cuda_median(verify, 3)
-            t_k = cuda_median(lambda: fr.freivalds_flat(C4, x, y, dA, dB, 64, alpha, c.dtype), 3)
+            t_k = cuda_median(lambda: fr.freivalds_flat(C4, x, y, dA, dB, 64, alpha, c.dtype, tile=tile,
+                                                        interleave=order), 3)
             per[spec]["check_s"].append(t_chk)
             per[spec]["kernel_s"].append(t_k)
             per[spec]["ratio"].append(t_chk / t_bmm)
@@ -112,7 +114,6 @@ def main() -> None:
         torch.cuda.synchronize()
     table = prof.key_averages().table(sort_by="cuda_time_total", row_limit=16)
     print(f"profile of the whole check at {best}:\n{table}", flush=True)
-    fr.FLAT_INTERLEAVE, fr.FLAT_TILE = old
     import triton
     emit({"date": time.strftime("%Y-%m-%d"), "device": torch.cuda.get_device_name(), "torch": torch.__version__,
           "triton": triton.__version__, "python": platform.python_version(), "dtype": args.dtype, "batch": B,

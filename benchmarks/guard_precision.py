@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from kernelaudit.cases import GridSpec, grid
+from kernelaudit.sweep.cases import GridSpec, grid
 from kernelaudit.guard.proof import precision
 
 from _common import emit  # benchmarks/ is on sys.path when a script runs

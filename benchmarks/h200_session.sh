@@ -33,12 +33,12 @@ for s in $steps; do
       --section WarpStateStats --section InstructionStats --metrics smsp__inst_executed.sum,sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active \
       -k regex:_flat_kernel python3 benchmarks/flat_ab.py --rounds 0 --out /tmp/x.json --configs ${NCU_FLAT_CONFIGS:-seq:4-1-4-1024,step:8-1-4-1024} > "$O/flat_ncu.txt" 2>&1
     grep -E '^  _[a-z_]+|Duration|DRAM Throughput|Compute \(SM\) Throughput|Registers Per Thread|Achieved Occupancy|inst_executed|pipe_|Issue Slots Busy|Stall' "$O/flat_ncu.txt" | tail -60 ;;
-  verify) log verify_cost; timeout ${VERIFY_TIMEOUT_S:-240} python3 benchmarks/verify_cost.py ${EXPLORE:+--explore} ${VERIFY_KERNELS:+--kernels $VERIFY_KERNELS} --dtypes ${VERIFY_DTYPES:-bfloat16,float16,float32} --out "$O/verify_cost_h200.json" > "$O/verify_cost.log" 2>&1; tail -8 "$O/verify_cost.log" ;;
+  verify) log verify_cost; timeout ${VERIFY_TIMEOUT_S:-240} python3 benchmarks/experimental/verify_cost.py ${EXPLORE:+--explore} ${FLAT_TILES:+--flat-tiles} --dtypes ${VERIFY_DTYPES:-bfloat16,float16,float32} --out "$O/verify_cost_h200.json" > "$O/verify_cost.log" 2>&1; tail -8 "$O/verify_cost.log" ;;
   ncu) log ncu; timeout ${NCU_TIMEOUT_S:-240} ncu --clock-control none --section SpeedOfLight --section Occupancy \
       --section LaunchStats --section WarpStateStats --section ComputeWorkloadAnalysis --section InstructionStats \
       --metrics smsp__inst_executed.sum,sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active \
       -k 'regex:_hash_kernel|_gen_project_kernel|_lhs_kernel|_split_kernel|_freivalds_body' \
-      python3 benchmarks/verify_cost.py --ncu --dtypes ${NCU_DTYPES:-bfloat16} --out /tmp/ncu.json > "$O/ncu.txt" 2>&1
+      python3 benchmarks/experimental/verify_cost.py --ncu --dtypes ${NCU_DTYPES:-bfloat16} --out /tmp/ncu.json > "$O/ncu.txt" 2>&1
     grep -E '^  _[a-z_]+|Duration|DRAM Throughput|Compute \(SM\) Throughput|Registers Per Thread|Achieved Occupancy|inst_executed|pipe_' "$O/ncu.txt" | tail -150 ;;
   profile) log profile; timeout 200 python3 benchmarks/sweep_profile.py --out "$O/sweep_profile_h200.json" > "$O/sweep_profile.log" 2>&1
     grep '^{' "$O/sweep_profile.log" | python3 -c "

@@ -32,8 +32,8 @@ def main() -> None:
 
     from _common import whole_check  # benchmarks/ is on sys.path when a script runs
 
-    from kernelaudit.cases import Case, batch_for
-    from kernelaudit.oracle import run_op
+    from kernelaudit.sweep.cases import Case, batch_for
+    from kernelaudit.sweep.judge.execute import run_op
     from kernelaudit.thresholds import Thresholds
 
     class Count(TorchDispatchMode):

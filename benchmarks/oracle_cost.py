@@ -61,8 +61,8 @@ def _git_sha() -> str | None:
 
 def measure(name: str, device: str, small: bool, repeats: int) -> dict:
     """Median seconds of both oracles on one problem, and their verdicts."""
-    from kernelaudit.oracles import Subject, make_oracle
-    from kernelaudit.problems import CORPUS_DIR, ProblemCase, load_candidate, load_problem, solution_path
+    from kernelaudit.zoo.oracles import Subject, make_oracle
+    from kernelaudit.zoo.problems import CORPUS_DIR, ProblemCase, load_candidate, load_problem, solution_path
 
     problem = load_problem(CORPUS_DIR / f"{name}.py")
     subject = Subject(load_candidate(solution_path(name)))
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     if device == "cpu" and not args.small:
         print("note: on the CPU the Triton interpreter is slow; consider --small", file=sys.stderr)
-    from kernelaudit.problems import CORPUS_DIR
+    from kernelaudit.zoo.problems import CORPUS_DIR
 
     names = [n for n in args.problems.split(",") if n] or sorted(p.stem for p in CORPUS_DIR.glob("*.py"))
     rows = []

@@ -6,7 +6,7 @@ ptxas, disassembled by its nvdisasm) as the 2^32-element bf16 bmm check launches
 per basic block of 30 or more instructions, the count and the instructions that issue
 to the integer (ALU) and the fused-multiply-add (FMA) pipes. The loops over A and B are
 the blocks with the avalanche's SHF / LOP3 / IMAD; the hashing is ALU-bound on the H200
-(ncu, ``benchmarks/results/2026-12-03-h200-session7/flat_ncu.txt``).
+(ncu, ``benchmarks/results/2026-12-03-h200-flat-check-int64-fix/flat_ncu.txt``).
 
 Counts are of the compiler on this machine (Triton 3.9's), not necessarily the one on
 the device. Usage: python benchmarks/sass_mix.py [--interleave 0|1] [--rows 2]
@@ -55,7 +55,7 @@ def main() -> None:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from kernelaudit.kernels import freivalds as fr
+    from kernelaudit.sweep.kernels import freivalds as fr
 
     i64 = "i64"
     sig = {"c_ptr": "*bf16", "sc0": i64, "sc1": i64, "sc2": i64, "sc3": "constexpr", "x_ptr": "*fp32",

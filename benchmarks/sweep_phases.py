@@ -16,7 +16,7 @@ import datetime as dt
 import json
 from collections import defaultdict
 
-from kernelaudit.store import RunStore
+from kernelaudit.sweep.store import RunStore
 
 
 def phases(path: str) -> dict:

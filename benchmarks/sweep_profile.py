@@ -19,8 +19,8 @@ import time
 
 import torch
 
-from kernelaudit.cases import GridSpec, grid
-from kernelaudit.oracle import execute
+from kernelaudit.sweep.cases import GridSpec, grid
+from kernelaudit.sweep.judge.execute import execute
 
 #: (op, dtype, direction) triples profiled by default: the grid's most expensive ops and
 #: one of each other family.

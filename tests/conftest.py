@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
-
 import torch
 
-if not torch.cuda.is_available():  # Triton kernels run on the CPU (in CI) through the interpreter
-    os.environ.setdefault("TRITON_INTERPRET", "1")
+from kernelaudit.config import use_interpreter_without_cuda
+
+use_interpreter_without_cuda()  # Triton kernels run on the CPU (in CI) through the interpreter
 
 
 @pytest.fixture(scope="session")
@@ -17,7 +15,7 @@ def mps_run(tmp_path_factory):
     """The whole --full grid (every op, dtype, layout, size, direction) under the mps
     fault model at scale 14 (thresholds 2^13 / 2^14 / 2^15)."""
     from kernelaudit import GridSpec, run_sweep
-    from kernelaudit.cli import PRESETS
+    from kernelaudit.sweep.cli import PRESETS
 
     spec = GridSpec(**PRESETS["full"], scale=14)
     return run_sweep(spec, tmp_path_factory.mktemp("mps"), device="cpu", fault_model="mps")
@@ -27,7 +25,7 @@ def mps_run(tmp_path_factory):
 def triton_interpreter():
     """Run the corpus's Triton kernels on CPU tensors (interpreter mode) for a test
     module, whatever the machine; modules opt in with ``usefixtures``."""
-    from kernelaudit.problems import kernels
+    from kernelaudit.zoo.problems import solution_kernels as kernels
 
     before = kernels.set_interpret(True)
     yield

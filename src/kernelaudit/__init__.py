@@ -1,24 +1,48 @@
 """kernelaudit: find and stop silent wrong answers from GPU tensor kernels.
 
-The public API is small; everything else is private to the package.
+The public API is small and loaded lazily: importing ``kernelaudit`` (or one product,
+``kernelaudit.guard``) loads no other product.
 
-* :func:`run_sweep`, :class:`GridSpec`, :class:`Case` - the boundary sweep;
-* :class:`Verdict`, :class:`Status` - what an oracle says;
-* :class:`Thresholds` - 2^31 / 2^32 / 2*2^32, scalable;
+* :func:`run_sweep`, :class:`GridSpec`, :class:`Case`, :func:`grid` - the boundary sweep;
+* :func:`deterministic` - batch-invariant, fixed-order kernels (:mod:`kernelaudit.repro`);
+* :class:`Verdict`, :class:`Status` - what every judge says;
+* :class:`Thresholds`, ``T31``, ``T32``, ``T33`` - 2^31 / 2^32 / 2*2^32, scalable;
 * :func:`make_fault_model` - deliberately wrong backends for tests and what-ifs;
-* :class:`InvalidArgument`, :class:`UnsafeCallError` - errors.
+* :class:`InvalidArgument`, :class:`KernelAuditError`, :class:`UnsafeCallError` - errors.
+
+The guard is :mod:`kernelaudit.guard`; the oracle zoo :mod:`kernelaudit.zoo`; INT8
+conformance and ULP tools :mod:`kernelaudit.conform`.
 """
+
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
 
-from .cases import Case, GridSpec, grid
-from .errors import InvalidArgument, KernelAuditError, UnsafeCallError
-from .faults import make_fault_model
-from .sweep import run_sweep
-from .thresholds import T31, T32, T33, Thresholds
-from .verdict import Status, Verdict
+#: Public name -> the module that defines it.
+_EXPORTS = {
+    "Case": "kernelaudit.sweep.cases", "GridSpec": "kernelaudit.sweep.cases", "grid": "kernelaudit.sweep.cases",
+    "run_sweep": "kernelaudit.sweep.schedule",
+    "deterministic": "kernelaudit.repro",
+    "Verdict": "kernelaudit.verdict", "Status": "kernelaudit.verdict",
+    "Thresholds": "kernelaudit.thresholds", "T31": "kernelaudit.thresholds", "T32": "kernelaudit.thresholds",
+    "T33": "kernelaudit.thresholds",
+    "make_fault_model": "kernelaudit.faults",
+    "InvalidArgument": "kernelaudit.errors", "KernelAuditError": "kernelaudit.errors",
+    "UnsafeCallError": "kernelaudit.errors",
+}
+__all__ = ["__version__", *_EXPORTS]
 
-__all__ = [
-    "__version__", "Case", "GridSpec", "grid", "run_sweep", "Verdict", "Status", "Thresholds",
-    "T31", "T32", "T33", "make_fault_model", "InvalidArgument", "KernelAuditError", "UnsafeCallError",
-]
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kernelaudit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

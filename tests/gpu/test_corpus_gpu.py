@@ -14,6 +14,8 @@ import json
 import os
 
 import pytest
+
+from kernelaudit.config import GPU_PROBLEMS, GPU_RESULTS
 import torch
 
 pytestmark = [
@@ -32,7 +34,7 @@ RESULTS: dict[str, dict] = {}
 @pytest.fixture(scope="module", autouse=True)
 def compiled_triton():
     """Compile the Triton kernels for the GPU for this module only."""
-    from kernelaudit.problems import kernels
+    from kernelaudit.zoo.problems import solution_kernels as kernels
 
     saved = os.environ.get("TRITON_INTERPRET")
     before = kernels.set_interpret(False)
@@ -42,7 +44,7 @@ def compiled_triton():
         os.environ.pop("TRITON_INTERPRET", None)
     else:
         os.environ["TRITON_INTERPRET"] = saved
-    path = os.environ.get("KERNELAUDIT_GPU_RESULTS")
+    path = (GPU_RESULTS.get() or None)
     if path:
         with open(path, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "results": RESULTS}, f, indent=1)
@@ -50,15 +52,15 @@ def compiled_triton():
 
 def _problems() -> list[str]:
     """The whole corpus, or the comma-separated names in ``KERNELAUDIT_GPU_PROBLEMS``."""
-    from kernelaudit.problems import CORPUS_DIR
+    from kernelaudit.zoo.problems import CORPUS_DIR
 
-    chosen = [n for n in os.environ.get("KERNELAUDIT_GPU_PROBLEMS", "").split(",") if n]
+    chosen = [n for n in GPU_PROBLEMS.get().split(",") if n]
     return chosen or sorted(p.stem for p in CORPUS_DIR.glob("*.py"))
 
 
 def _judge(name: str, oracle: str, candidate=None):
-    from kernelaudit.oracles import Subject, make_oracle
-    from kernelaudit.problems import CORPUS_DIR, ProblemCase, load_candidate, load_problem, solution_path
+    from kernelaudit.zoo.oracles import Subject, make_oracle
+    from kernelaudit.zoo.problems import CORPUS_DIR, ProblemCase, load_candidate, load_problem, solution_path
 
     problem = load_problem(CORPUS_DIR / f"{name}.py")
     case = ProblemCase.make(problem, device="cuda")
@@ -77,7 +79,7 @@ def test_solution_passes_at_the_problems_own_shape(name, oracle):
 
 @pytest.mark.parametrize("name", _problems())
 def test_solution_passes_assert_close_unless_its_sums_are_too_long_for_the_fp32_rtol(name):
-    from kernelaudit.oracles.bound import accumulation_length
+    from kernelaudit.zoo.oracles.bound import accumulation_length
 
     case, v = _judge(name, "assert-close")
     model = case.problem.error_model or {}
@@ -90,10 +92,10 @@ def test_solution_passes_assert_close_unless_its_sums_are_too_long_for_the_fp32_
 
 @pytest.fixture(scope="module")
 def cuda_table():
-    from kernelaudit.check import detection_table
+    from kernelaudit.zoo.check import detection_table
 
     table = detection_table(device="cuda", small=False)
-    path = os.environ.get("KERNELAUDIT_GPU_RESULTS")
+    path = (GPU_RESULTS.get() or None)
     if path:
         with open(path.replace(".json", "") + ".table.md", "w") as f:
             f.write(table.to_markdown() + "\n")

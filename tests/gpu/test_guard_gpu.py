@@ -17,10 +17,10 @@ import torch
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
 
-from kernelaudit import guard  # noqa: E402
-from kernelaudit.cases import GridSpec, grid  # noqa: E402
-from kernelaudit.errors import UnsafeCallError  # noqa: E402
-from kernelaudit.thresholds import REAL, Thresholds  # noqa: E402
+from kernelaudit import guard
+from kernelaudit.sweep.cases import GridSpec, grid
+from kernelaudit.errors import UnsafeCallError
+from kernelaudit.thresholds import REAL, Thresholds
 
 GPU_SCALE = 20
 #: bf16 comparison tolerance when a piece's cuBLAS algorithm differs from the whole call's.

@@ -11,8 +11,8 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 @pytest.mark.parametrize("dtype,high", [(torch.float32, None), (torch.float16, None), (torch.bfloat16, None),
                                         (torch.int32, None), (torch.int64, 1000)])
 def test_triton_generation_on_cuda_equals_the_torch_hash(dtype, high):
-    from kernelaudit import gen
-    from kernelaudit.kernels import gen as fast
+    from kernelaudit.sweep import gen
+    from kernelaudit.sweep.kernels import gen as fast
 
     key = gen.stream_key(5, "gpu")
     start = 2**32 - 5000
@@ -33,27 +33,22 @@ def test_triton_generation_on_cuda_equals_the_torch_hash(dtype, high):
                                                     dtype, high=high))
 
 
-@pytest.mark.parametrize("op,kernel", [(op, "") for op in ("bmm", "baddbmm", "mm", "linear", "matmul4d")]
-                         + [(op, "split") for op in ("bmm", "baddbmm", "linear")]
-                         + [(op, "flat") for op in ("bmm", "matmul4d", "mm")]
-                         + [(op, "projected") for op in ("bmm", "baddbmm", "linear")]
-                         + [(op, "projected-looped-rowwise") for op in ("bmm", "baddbmm")])
+@pytest.mark.parametrize("op,kernel", [(op, "") for op in ("bmm", "baddbmm", "mm", "addmm", "linear", "matmul4d",
+                                                             "einsum")]
+                         + [(op, "flat") for op in ("bmm", "mm", "matmul4d")]
+                         + [(op, "regenerate") for op in ("bmm", "baddbmm")])
 def test_fused_freivalds_on_cuda_agrees_with_the_torch_check(op, kernel, monkeypatch):
-    """Each fused check (default, split, projections made at generation with either C
-    stream and either walk of B) gives the float64 torch check's verdicts."""
-    from kernelaudit.cases import GridSpec, grid
-    from kernelaudit.kernels import freivalds
-    from kernelaudit.oracle import execute
-    from kernelaudit.tolerance import calibrated
+    """Each fused check (``flat`` where the layout allows, the row-sum kernel with
+    projections made at generation elsewhere, or regenerating every operand with
+    ``$KERNELAUDIT_PROJECT_AT_GENERATION=0``) gives the float64 torch check's verdicts."""
+    from kernelaudit.config import PROJECT_AT_GENERATION
+    from kernelaudit.sweep.cases import GridSpec, grid
+    from kernelaudit.sweep.kernels import freivalds
+    from kernelaudit.sweep.judge.execute import execute
+    from kernelaudit.sweep.tolerance import calibrated
 
-    if kernel.startswith("projected"):
-        monkeypatch.setenv("KERNELAUDIT_PROJECT_AT_GENERATION", "1")
-        monkeypatch.setenv("KERNELAUDIT_FREIVALDS_KERNEL", "rowsum-cspec")  # flat would regenerate instead
-        if kernel == "projected-looped-rowwise":
-            monkeypatch.setattr(freivalds, "LHS_TILE", (8, 4, 8, 3))
-            monkeypatch.setattr(freivalds, "GEN_ROWWISE", True)
-    elif kernel:
-        monkeypatch.setenv("KERNELAUDIT_FREIVALDS_KERNEL", kernel)
+    if kernel == "regenerate":
+        monkeypatch.setenv(PROJECT_AT_GENERATION.name, "0")
     flat_calls = []
     if kernel == "flat":  # the contiguous layouts must really take the flat kernel
         real = freivalds.freivalds_flat
@@ -72,17 +67,12 @@ def test_fused_freivalds_on_cuda_agrees_with_the_torch_check(op, kernel, monkeyp
     assert kernel != "flat" or flat_calls
 
 
-@pytest.mark.parametrize("op,kernel", [(op, "") for op in ("bmm", "baddbmm", "mm", "addmm", "linear", "matmul4d",
-                                                             "einsum")] + [(op, "split") for op in ("baddbmm", "linear")]
-                         + [(op, "flat") for op in ("bmm", "mm", "matmul4d")])
-def test_gradient_projections_on_cuda_agree_with_the_float64_autograd_reference(op, kernel, monkeypatch):
-    from kernelaudit.cases import GridSpec, grid
-    from kernelaudit.faults.predict import EITHER, predict
-    from kernelaudit.oracle import execute
-    from kernelaudit.tolerance import calibrated
-
-    if kernel:
-        monkeypatch.setenv("KERNELAUDIT_FREIVALDS_KERNEL", kernel)
+@pytest.mark.parametrize("op", ["bmm", "baddbmm", "mm", "addmm", "linear", "matmul4d", "einsum"])
+def test_gradient_projections_on_cuda_agree_with_the_float64_autograd_reference(op, monkeypatch):
+    from kernelaudit.sweep.cases import GridSpec, grid
+    from kernelaudit.sweep.predict import EITHER, predict
+    from kernelaudit.sweep.judge.execute import execute
+    from kernelaudit.sweep.tolerance import calibrated
 
     cases = grid(GridSpec(ops=(op,), dtypes=("float16", "bfloat16", "float32"), thresholds=("2^32",),
                           positions=("above",), directions=("bwd",), scale=16))
@@ -104,9 +94,9 @@ def test_gradient_projections_on_cuda_agree_with_the_float64_autograd_reference(
 @pytest.mark.parametrize("op,fault", [("add", "wrap32"), ("softmax", "wrap32"), ("cumsum", "wrap32"),
                                       ("gather", "wrap32"), ("sum", "wrap32")])
 def test_fused_comparison_on_cuda_gives_the_torch_verdicts(op, fault, monkeypatch):
-    from kernelaudit.cases import GridSpec, grid
-    from kernelaudit.oracle import execute
-    from kernelaudit.tolerance import calibrated
+    from kernelaudit.sweep.cases import GridSpec, grid
+    from kernelaudit.sweep.judge.execute import execute
+    from kernelaudit.sweep.tolerance import calibrated
 
     cases = grid(GridSpec(ops=(op,), dtypes=("float32", "bfloat16"), thresholds=("2^32",), positions=("above",),
                           scale=16))
@@ -123,8 +113,8 @@ def test_fused_comparison_on_cuda_gives_the_torch_verdicts(op, fault, monkeypatc
 def test_the_one_launch_summary_on_cuda_equals_the_torch_summary(monkeypatch, summary_cases):
     """What every judgement on CUDA reduces its per-batch metrics with: bit for bit the
     torch version (ties, NaN, no tolerance, zero tolerances, rows past one block)."""
-    from kernelaudit.kernels.summary import summary_rows
-    from kernelaudit.oracle import summarize
+    from kernelaudit.sweep.kernels.summary import summary_rows
+    from kernelaudit.sweep.judge.metrics import summarize
 
     monkeypatch.setenv("KERNELAUDIT_FUSED_SUMMARY", "0")
     for pb, tols in summary_cases:

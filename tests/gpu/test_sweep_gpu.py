@@ -10,7 +10,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 
 def test_mps_fault_model_on_cuda_is_classified_as_the_rules_predict(tmp_path):
     from kernelaudit import GridSpec, run_sweep
-    from kernelaudit.sweep import check_against_rules
+    from kernelaudit.sweep.schedule import check_against_rules
 
     spec = GridSpec(ops=("bmm", "linear", "attention", "addmm"), dtypes=("float32", "bfloat16"),
                     thresholds=("2^31", "2^32"), positions=("below", "above"), scale=20)

@@ -6,7 +6,7 @@ from ..errors import check_choice
 from ..thresholds import Thresholds
 from .base import FaultModel, NoFault
 from .mps import MpsAbortFaultModel, MpsFaultModel
-from .rules import Decision, Effect, TensorMeta, attention_scores_decision, mps_matmul_decision
+from .predicates import Decision, Effect, TensorMeta, attention_scores_decision, mps_matmul_decision
 from .wrap32 import Wrap32FaultModel
 
 FAULT_MODELS = {"none": NoFault, "mps": MpsFaultModel, "mps-abort": MpsAbortFaultModel,

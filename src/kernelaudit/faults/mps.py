@@ -1,7 +1,7 @@
 """The ``mps`` fault model: Apple MPS's silent wrong matmuls (rules A, B, C).
 
 Wraps the real mm/bmm/addmm/baddbmm kernels (and addmm_/baddbmm_) of whatever device it runs on and
-corrupts their results exactly as :mod:`kernelaudit.faults.rules` says, forward and
+corrupts their results exactly as :mod:`kernelaudit.faults.predicates` says, forward and
 backward. Attention is forced through PyTorch's math path (as MPS's attention is), so
 its score product meets the same rules.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from .base import FaultModel, packed_reading, wrapped_reading
-from .rules import MPS_INT_MAX_MESSAGE, Effect, TensorMeta, mps_matmul_decision
+from .predicates import MPS_INT_MAX_MESSAGE, Effect, TensorMeta, mps_matmul_decision
 
 aten = torch.ops.aten
 

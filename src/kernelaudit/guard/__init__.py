@@ -14,16 +14,34 @@ Freivalds check) or logged; every other call runs exactly as without the guard.
 See ``docs/guard.md``.
 """
 
-from .engine import Engine, GuardStats
-from .install import (ENV_ACTION, GuardMode, current, guarding, install, install_from_env, is_installed,
-                      reset_stats, stats, uninstall)
-from .rules import (ACTIONS, Call, Hit, Policy, Rule, blanket_policy, make_policy, mps_policy, policy_for,
-                    wrap32_policy)
-from .split import Plan, make_plan
-from ..errors import UnsafeCallError
+from __future__ import annotations
 
-__all__ = [
-    "install", "uninstall", "guarding", "install_from_env", "is_installed", "current", "stats", "reset_stats",
-    "Rule", "Policy", "Call", "Hit", "mps_policy", "wrap32_policy", "blanket_policy", "policy_for", "make_policy",
-    "Engine", "GuardStats", "GuardMode", "Plan", "make_plan", "UnsafeCallError", "ACTIONS", "ENV_ACTION",
-]
+import importlib
+
+#: Public name -> the submodule that defines it (loaded on first use).
+_EXPORTS = {
+    **dict.fromkeys(["install", "uninstall", "guarding", "install_from_env", "is_installed", "current", "stats",
+                     "reset_stats", "GuardMode", "ENV_ACTION"], "install"),
+    **dict.fromkeys(["Rule", "Policy", "Call", "Hit", "mps_policy", "wrap32_policy", "blanket_policy", "policy_for",
+                     "make_policy", "ACTIONS"], "policy"),
+    **dict.fromkeys(["Engine", "GuardStats"], "engine"),
+    **dict.fromkeys(["Plan", "make_plan"], "split"),
+}
+__all__ = [*_EXPORTS, "UnsafeCallError"]
+
+
+def __getattr__(name: str):
+    if name == "UnsafeCallError":
+        from ..errors import UnsafeCallError
+
+        return UnsafeCallError
+    sub = _EXPORTS.get(name)
+    if sub is None:
+        raise AttributeError(f"module 'kernelaudit.guard' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{sub}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -11,25 +11,26 @@ import atexit
 import importlib.abc
 import importlib.util
 import json
-import os
 import sys
 
+from kernelaudit.config import GUARD_QUIET, GUARD_STATS
+
 #: Path where the child writes its counters as JSON at exit (set by ``--stats-json``).
-ENV_STATS = "KERNELAUDIT_GUARD_STATS"
+ENV_STATS = GUARD_STATS.name
 #: Set to 1 to suppress the one-line summary at exit.
-ENV_QUIET = "KERNELAUDIT_GUARD_QUIET"
+ENV_QUIET = GUARD_QUIET.name
 
 
 def _install() -> None:
-    from kernelaudit.guard import install_from_env, stats
+    from . import install_from_env, stats
 
     engine = install_from_env()
 
     def report() -> None:
         s = stats()
-        if os.environ.get(ENV_QUIET) != "1":
+        if GUARD_QUIET.raw() != "1":
             sys.stderr.write(s.summary() + "\n")
-        path = os.environ.get(ENV_STATS)
+        path = GUARD_STATS.raw()
         if path:
             with open(path, "w") as f:
                 json.dump(s.to_json(), f)

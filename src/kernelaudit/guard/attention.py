@@ -20,8 +20,8 @@ import math
 
 import torch
 
-from ..faults.rules import TensorMeta
-from .rules import SDPA_MPS, Call, Policy
+from ..faults.predicates import TensorMeta
+from .policy import SDPA_MPS, Call, Policy
 from .verify import VERIFY_RTOL
 
 #: Query rows recomputed by ``verify``.

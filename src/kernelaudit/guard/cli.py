@@ -23,13 +23,12 @@ from pathlib import Path
 
 import click
 
-from ..errors import InvalidArgument, check_choice
+from ..errors import EXIT_USAGE, InvalidArgument, check_choice
 from ..thresholds import REAL_SCALE_BITS, Thresholds
 from ._boot import ENV_STATS, SITECUSTOMIZE
 from .install import ENV_ACTION, ENV_FAULT_MODEL, ENV_SCALE
-from .rules import ACTIONS
+from .policy import ACTIONS
 
-EXIT_USAGE = 2
 
 
 def write_bootstrap(folder: Path) -> Path:
@@ -81,3 +80,6 @@ def run_command(action, fault_model, scale, stats_json, command):
             click.echo(f"error: cannot run {command[0]!r}: {e}", err=True)
             rc = 127
     sys.exit(rc)
+
+
+COMMANDS = {"run": run_command}

@@ -8,7 +8,7 @@ the pieces of a fix cannot re-enter the guard.
 
 The fast path (a call whose every tensor is below the policy's floor, i.e. no rule
 can fire) costs a few ``numel()`` reads and one counter increment; only calls past
-the floor build a :class:`~kernelaudit.guard.rules.Call` and ask the rules.
+the floor build a :class:`~kernelaudit.guard.policy.Call` and ask the rules.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 import torch
 
 from ..errors import UnsafeCallError, check_choice
-from ..faults.rules import TensorMeta
-from .rules import ACTIONS, SDPA_MPS, Call, Hit, Policy, strongest
+from ..faults.predicates import TensorMeta
+from .policy import ACTIONS, SDPA_MPS, Call, Hit, Policy, strongest
 from .split import Plan, Planner, piece_views
-from .verify import freivalds
+from .verify import check_pieces
 
 log = logging.getLogger("kernelaudit.guard")
 
@@ -314,7 +314,7 @@ class Engine:
             self.counters.add("verified", hits)
             if plan is None:
                 raise UnsafeCallError(refusal_message(call, hits, None, "cannot be verified in safe pieces"))
-            bad = freivalds(plan, mm, run)
+            bad = check_pieces(plan, mm, run)
             if bad is not None:
                 self.counters.add("mismatches")
                 raise UnsafeCallError(f"kernelaudit guard: verification failed for {call.describe()}: "

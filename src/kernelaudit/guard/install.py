@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import threading
 import warnings
 from dataclasses import dataclass
@@ -34,18 +33,19 @@ from dataclasses import dataclass
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ..config import GUARD, GUARD_FAULT_MODEL, GUARD_SCALE
 from ..errors import InvalidArgument, check_choice
 from ..thresholds import REAL, Thresholds
 from .engine import WITH_BIAS, Engine, GuardStats
-from .rules import ACTIONS, SDPA_MPS, Policy, mps_policy, policy_for
+from .policy import ACTIONS, SDPA_MPS, Policy, mps_policy, policy_for
 
 aten = torch.ops.aten
 
 #: Environment variable read by :func:`install` when no action is given.
-ENV_ACTION = "KERNELAUDIT_GUARD"
+ENV_ACTION = GUARD.name
 #: Fault model and scale for a what-if run (set by ``kernelaudit run``).
-ENV_FAULT_MODEL = "KERNELAUDIT_FAULT_MODEL"
-ENV_SCALE = "KERNELAUDIT_SCALE"
+ENV_FAULT_MODEL = GUARD_FAULT_MODEL.name
+ENV_SCALE = GUARD_SCALE.name
 DEFAULT_ACTION = "fix"
 
 #: Overloads overridden per op. The ``out`` overloads are what ``torch.compile``'s
@@ -301,7 +301,7 @@ _LAST: Engine | None = None
 
 
 def _env_action() -> str:
-    a = os.environ.get(ENV_ACTION, "").strip().lower() or DEFAULT_ACTION
+    a = GUARD.raw().strip().lower() or DEFAULT_ACTION
     check_choice(ENV_ACTION, a, ACTIONS)
     return a
 
@@ -412,7 +412,7 @@ def guarding(action: str | None = None, **kwargs):
 def install_from_env() -> Engine | None:
     """Install as ``$KERNELAUDIT_GUARD``, ``$KERNELAUDIT_FAULT_MODEL`` and
     ``$KERNELAUDIT_SCALE`` say (what ``kernelaudit run`` sets up in the child)."""
-    fm = os.environ.get(ENV_FAULT_MODEL) or None
-    scale = os.environ.get(ENV_SCALE)
+    fm = GUARD_FAULT_MODEL.raw() or None
+    scale = GUARD_SCALE.raw()
     return install(_env_action(), fault_model=fm if fm != "none" else None,
                    scale=int(scale) if (scale and fm and fm != "none") else None)

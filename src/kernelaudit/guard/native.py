@@ -20,14 +20,15 @@ overrides), ``0`` (never), ``1`` (require it).
 from __future__ import annotations
 
 import logging
-import os
 import threading
 
 import torch
 
+from ..config import GUARD_NATIVE
+
 log = logging.getLogger("kernelaudit.guard")
 
-ENV_NATIVE = "KERNELAUDIT_GUARD_NATIVE"
+ENV_NATIVE = GUARD_NATIVE.name
 #: Namespace of the slow-path custom ops.
 SLOW_NS = "kernelaudit_guard"
 #: Positions of the two matrix operands in each op's arguments.
@@ -99,7 +100,7 @@ _DEF_LIB = None
 
 
 def _mode() -> str:
-    m = os.environ.get(ENV_NATIVE, "auto").strip().lower() or "auto"
+    m = GUARD_NATIVE.raw().strip().lower() or "auto"
     return {"0": "0", "off": "0", "false": "0", "1": "1", "on": "1", "true": "1"}.get(m, "auto")
 
 

@@ -1,6 +1,6 @@
 """Running the sweep's cases under a fault model with the guard on: the CPU proof.
 
-:func:`run_guarded` runs one :class:`~kernelaudit.cases.Case` (forward, or backward
+:func:`run_guarded` runs one :class:`~kernelaudit.sweep.cases.Case` (forward, or backward
 for ``bwd`` cases) exactly as the sweep does, with the fault model active and, when
 an action is given, the guard above it. :func:`prove` compares the three runs the
 guard's promise is about: honest backend, faulty backend, faulty backend + guard.
@@ -14,15 +14,15 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .. import gen
-from ..cases import Case
+from ..sweep import gen
+from ..sweep.cases import Case
 from ..errors import UnsafeCallError
 from ..faults import make_fault_model
 from ..faults.mps import _math_attention_only
-from ..ops.spec import DTYPES
+from ..sweep.ops.spec import DTYPES
 from .engine import Engine, GuardStats
 from .install import GuardMode
-from .rules import policy_for
+from .policy import policy_for
 
 #: Tolerance per dtype when a fix is not bitwise equal (the study's calibrated
 #: tolerances: about 1.2e-5 for fp32 and 4e-3 for fp16; bf16 by the same 10x rule).
@@ -40,7 +40,7 @@ class Run:
 
 
 def _call_case(case: Case, device) -> tuple:
-    from ..oracle import _as_tuple, device_inputs, placed_operands
+    from ..sweep.judge.operands import _as_tuple, device_inputs, placed_operands
 
     spec = case.spec
     placed = placed_operands(case)
@@ -132,7 +132,7 @@ class _Recorder(torch.utils._python_dispatch.TorchDispatchMode):
 
     def __init__(self, th) -> None:
         super().__init__()
-        from .rules import blanket_policy, mps_policy
+        from .policy import blanket_policy, mps_policy
 
         self.th = th
         self.ours = mps_policy(th, device_types=None)
@@ -144,8 +144,8 @@ class _Recorder(torch.utils._python_dispatch.TorchDispatchMode):
         from torch.utils._pytree import tree_flatten
 
         from ..faults.mps import MATMUL_OPERANDS, _out_shape
-        from ..faults.rules import Effect, TensorMeta, mps_matmul_decision
-        from .rules import Call
+        from ..faults.predicates import Effect, TensorMeta, mps_matmul_decision
+        from .policy import Call
 
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
@@ -188,7 +188,7 @@ class Precision:
 
 def precision(cases) -> Precision:
     """Our ``mps`` policy against the blanket rule on ``cases`` (metadata only: meta tensors)."""
-    from ..oracle import _as_tuple, placed_operands
+    from ..sweep.judge.operands import _as_tuple, placed_operands
 
     p = Precision()
     for case in cases:

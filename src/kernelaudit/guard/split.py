@@ -24,8 +24,8 @@ from typing import Iterator
 
 import torch
 
-from ..faults.rules import TensorMeta
-from .rules import Call, Policy
+from ..faults.predicates import TensorMeta
+from .policy import Call, Policy
 
 #: Plans are cached per call signature: a training loop repeats the same shapes.
 PLAN_CACHE_SIZE = 1024

@@ -22,7 +22,8 @@ from .split import Plan, piece_views
 VERIFY_RTOL = {torch.float64: 1e-9, torch.float32: 1e-3, torch.float16: 2e-2, torch.bfloat16: 8e-2}
 #: Dtypes not in the table (ints) are compared exactly.
 _EXACT = 0.0
-_TINY = 1e-30
+#: Least denominator of the relative error (an all-zero reference).
+_SCALE_FLOOR = 1e-30
 
 _GENERATORS: dict = {}
 _GEN_LOCK = threading.Lock()
@@ -57,7 +58,7 @@ class Mismatch:
         return f"{self.where}: relative error {self.err:.3g} > tolerance {self.tol:.3g}"
 
 
-def freivalds(plan: Plan, mm, run) -> Mismatch | None:
+def check_pieces(plan: Plan, mm, run) -> Mismatch | None:
     """Check ``mm.out`` (the op's result, already computed) against its inputs.
 
     ``mm`` is a normalised call (:class:`kernelaudit.guard.engine.Normalised`); ``run``
@@ -78,7 +79,7 @@ def freivalds(plan: Plan, mm, run) -> Mismatch | None:
             want = want + mm.beta * run(op, "default", bias, x)
         err_t = (got.double() - want.double()).abs()
         nan_mismatch = (got.isnan() != want.isnan()).any()
-        scale = want.double().abs().nan_to_num(0.0).max().clamp_min(_TINY)
+        scale = want.double().abs().nan_to_num(0.0).max().clamp_min(_SCALE_FLOOR)
         rel = (err_t.nan_to_num(0.0).max() / scale).item()
         if rel > tol or bool(nan_mismatch):
             return Mismatch(_locate(piece, err_t, scale, tol, batched), rel, tol)

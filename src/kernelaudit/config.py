@@ -1,0 +1,137 @@
+"""Every knob kernelaudit reads from the environment, declared once.
+
+Each :class:`Knob` names its variable, its default, the values it allows and one line
+of doc; code reads a knob through its object (``FUSED_SUMMARY.flag()``), never through
+``os.environ``, and tests set one with ``monkeypatch.setenv(FUSED_SUMMARY.name, ...)``.
+``kernelaudit`` documents them all from :data:`KNOBS` (``docs/architecture.md``).
+
+Tuning that is not a user's switch (tile shapes, block sizes) is not a knob: it is
+an argument with a default, passed down to the kernel that uses it.
+
+Dependency rule: this module imports nothing from kernelaudit but :mod:`.errors`, and
+nothing heavy (no torch), so the guard's child boot can read it for free.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from .errors import check_choice
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One environment variable: ``name``, ``default`` (a string, as the environment
+    holds it), ``choices`` (allowed values; empty means free text) and ``doc``."""
+
+    name: str
+    default: str
+    doc: str
+    choices: tuple[str, ...] = ()
+
+    def get(self) -> str:
+        """The variable's value, else the default; checked against ``choices``."""
+        value = os.environ.get(self.name, self.default)
+        if self.choices:
+            check_choice(self.name, value, self.choices)
+        return value
+
+    def raw(self) -> str:
+        """The variable's value, else the default, unchecked (for knobs whose reader
+        accepts spellings beyond ``choices``)."""
+        return os.environ.get(self.name, self.default)
+
+    def flag(self) -> bool:
+        """A 0/1 knob as a bool."""
+        return self.get() == "1"
+
+    def is_set(self) -> bool:
+        return self.name in os.environ
+
+
+_FLAG = ("0", "1")
+KNOBS: dict[str, Knob] = {}
+
+
+def _knob(name: str, default: str, doc: str, choices: tuple[str, ...] = ()) -> Knob:
+    knob = Knob(name, default, doc, choices)
+    KNOBS[name] = knob
+    return knob
+
+
+# --- Triton -----------------------------------------------------------------------
+TRITON_INTERPRET = _knob(
+    "TRITON_INTERPRET", "0",
+    "Triton's own switch: run @triton.jit kernels on CPU tensors (set by use_interpreter before triton loads).",
+    ("0", "1", "true", "false", "on", "off"))
+
+# --- sweep: how matmul outputs are judged ------------------------------------------
+FUSED_FREIVALDS = _knob(
+    "KERNELAUDIT_FUSED_FREIVALDS", "auto",
+    "Matmul outputs checked by the fused Triton projection kernel: auto (on CUDA), 1 (also on CPU, "
+    "interpreted), 0 (the float64 torch projection).", ("auto", "0", "1"))
+FUSED_COMPARE = _knob(
+    "KERNELAUDIT_FUSED_COMPARE", "auto",
+    "Per-batch comparison of outputs with their reference in one Triton kernel: auto, 1 or 0.",
+    ("auto", "0", "1"))
+FUSED_SUMMARY = _knob(
+    "KERNELAUDIT_FUSED_SUMMARY", "auto",
+    "A judgement's per-batch metrics summarised in one Triton launch: auto, 1 or 0.", ("auto", "0", "1"))
+PROJECT_AT_GENERATION = _knob(
+    "KERNELAUDIT_PROJECT_AT_GENERATION", "1",
+    "Bilinear forwards get their projections y A, B x while their inputs are generated (CUDA).", _FLAG)
+
+# --- guard ---------------------------------------------------------------------------
+GUARD = _knob(
+    "KERNELAUDIT_GUARD", "",
+    "Set by `kernelaudit run`: the guard's action in the child (fix, raise, verify, warn).")
+GUARD_FAULT_MODEL = _knob(
+    "KERNELAUDIT_FAULT_MODEL", "none",
+    "Set by `kernelaudit run --fault-model`: the what-if backend the child's guard assumes.")
+GUARD_SCALE = _knob(
+    "KERNELAUDIT_SCALE", "",
+    "Set by `kernelaudit run --scale`: threshold scale bits for the child's guard (empty: real sizes).")
+GUARD_NATIVE = _knob(
+    "KERNELAUDIT_GUARD_NATIVE", "auto",
+    "The guard's C++ size screen: auto (use it when it builds), 0/off (never), 1/on (required).")
+GUARD_STATS = _knob(
+    "KERNELAUDIT_GUARD_STATS", "",
+    "Path where a `kernelaudit run` child writes the guard's counters as JSON at exit.")
+GUARD_QUIET = _knob(
+    "KERNELAUDIT_GUARD_QUIET", "0", "1: no one-line guard summary on stderr at exit.", _FLAG)
+
+# --- conform (product 4) ------------------------------------------------------------
+
+# --- repro (product 5) --------------------------------------------------------------
+
+# --- tests ----------------------------------------------------------------------------
+GPU_RESULTS = _knob(
+    "KERNELAUDIT_GPU_RESULTS", "",
+    "tests/gpu: path of a JSON file where the corpus GPU test keeps every verdict.")
+GPU_PROBLEMS = _knob(
+    "KERNELAUDIT_GPU_PROBLEMS", "",
+    "tests/gpu: comma list of corpus problems to run (empty: all).")
+
+
+def fused_enabled(knob: Knob, device) -> bool:
+    """An ``auto``/``0``/``1`` kernel switch resolved for ``device`` (a torch device or
+    its type string): ``auto`` means on CUDA only."""
+    value = knob.get()
+    if value == "auto":
+        return str(getattr(device, "type", device)) == "cuda"
+    return value == "1"
+
+
+def interpreter_requested() -> bool:
+    """Is ``TRITON_INTERPRET`` on (Triton reads it when a kernel is decorated)?"""
+    return TRITON_INTERPRET.get().lower() in ("1", "true", "on")
+
+
+def use_interpreter_without_cuda() -> None:
+    """Before triton is first imported: run kernels in the interpreter when torch sees
+    no GPU (the one place kernelaudit sets ``TRITON_INTERPRET``; an explicit value wins)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        os.environ.setdefault(TRITON_INTERPRET.name, "1")

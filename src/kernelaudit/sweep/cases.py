@@ -1,0 +1,176 @@
+"""Cases and the grids of cases around the thresholds.
+
+A :class:`Case` is one concrete configuration: op, dtype, layout, size series,
+threshold and position (just below, at, just above), batch count, direction, seed and
+scale. It is plain data (JSON round-trips it); its inputs are regenerated from it on
+any device (:mod:`kernelaudit.sweep.gen`), never read back from the device under test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Iterable, Sequence
+
+from ..errors import InvalidArgument, check_choices
+from .ops.catalog import ALL_OPS, QUICK_OPS, per_batch_max
+from .ops.spec import DIRECTIONS, DTYPES, LAYOUTS
+from ..thresholds import Thresholds
+
+POSITIONS = ("below", "at", "above")
+_POS_MARK = {"below": "-", "at": "", "above": "+"}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One configuration under test. ``batch`` is the leading size B."""
+
+    op: str
+    dtype: str
+    layout: str
+    series: str
+    threshold: str
+    position: str
+    batch: int
+    direction: str
+    seed: int = 0
+    scale: int = 32
+
+    @property
+    def size(self) -> str:
+        """Size label such as ``2^32-`` (below), ``2^32`` (at), ``2^32+`` (above)."""
+        return f"{self.threshold}{_POS_MARK[self.position]}"
+
+    @property
+    def id(self) -> str:
+        return f"{self.op}/{self.dtype}/{self.layout}/{self.series}/{self.size}/{self.direction}"
+
+    @property
+    def key(self) -> str:
+        """Unique within a run store (the id plus seed and scale)."""
+        return f"{self.id}/s{self.seed}/b{self.scale}"
+
+    @property
+    def tolerance_key(self) -> str:
+        """Cases sharing a key share one calibrated tolerance."""
+        return f"{self.op}/{self.dtype}/{self.layout}/{self.direction}"
+
+    @property
+    def thresholds(self) -> Thresholds:
+        return Thresholds(self.scale)
+
+    @property
+    def spec(self):
+        return ALL_OPS[self.op]
+
+    def with_batch(self, batch: int, **changes) -> "Case":
+        d = asdict(self)
+        d.update(batch=batch, **changes)
+        return Case(**d)
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d.update(id=self.id, size=self.size, family=self.spec.family)
+        if self.threshold in self.thresholds.named():
+            ops = self.spec.operands(self.series, self.batch, self.thresholds)
+            d["shapes"] = [list(o.shape) for o in ops]
+            d["crossing_numel"] = self.batch * per_batch_max(self.spec, self.series, self.thresholds)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Case":
+        fields = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in d.items() if k in fields})
+
+
+def batch_for(threshold: int, per_batch: int, position: str) -> int:
+    """The batch count placing ``B * per_batch`` just below, at, or just above ``threshold``."""
+    if position == "below":
+        return (threshold - 1) // per_batch
+    if position == "at":
+        return -(-threshold // per_batch)
+    return threshold // per_batch + 1
+
+
+@dataclass(frozen=True)
+class GridSpec:
+    """What to sweep. Every field is validated against what the ops admit."""
+
+    ops: tuple[str, ...] = QUICK_OPS
+    dtypes: tuple[str, ...] = ("float32", "float16", "bfloat16")
+    layouts: tuple[str, ...] = LAYOUTS
+    directions: tuple[str, ...] = DIRECTIONS
+    thresholds: tuple[str, ...] = ("2^31", "2^32", "2*2^32")
+    positions: tuple[str, ...] = POSITIONS
+    seed: int = 0
+    scale: int = 32
+
+    def validate(self) -> "GridSpec":
+        th = Thresholds(self.scale)
+        check_choices("ops", self.ops, ALL_OPS)
+        check_choices("dtypes", self.dtypes, DTYPES)
+        check_choices("layouts", self.layouts, LAYOUTS)
+        check_choices("directions", self.directions, DIRECTIONS)
+        check_choices("thresholds", self.thresholds, th.named())
+        check_choices("positions", self.positions, POSITIONS)
+        if self.seed < 0:
+            raise InvalidArgument(f"Cannot have seed={self.seed}: allowed values are integers >= 0")
+        return self
+
+
+def grid(spec: GridSpec) -> list[Case]:
+    """Every case of the grid an op admits, in a stable order (small sizes first per op)."""
+    spec.validate()
+    th = Thresholds(spec.scale)
+    named = th.named()
+    cases: list[Case] = []
+    for op in spec.ops:
+        o = ALL_OPS[op]
+        for series in o.series:
+            per = per_batch_max(o, series, th)
+            for tname in spec.thresholds:
+                for pos in spec.positions:
+                    B = batch_for(named[tname], per, pos)
+                    if B < 1:
+                        continue
+                    for dtype in spec.dtypes:
+                        if dtype not in o.dtypes:
+                            continue
+                        for layout in spec.layouts:
+                            if layout not in o.layouts:
+                                continue
+                            for direction in spec.directions:
+                                if direction not in o.directions:
+                                    continue
+                                if direction == "bwd" and not DTYPES[dtype].is_floating_point:
+                                    continue
+                                cases.append(Case(op, dtype, layout, series, tname, pos, B, direction,
+                                                  spec.seed, spec.scale))
+    return cases
+
+
+#: Calibration runs at most this many batches: enough samples of the per-batch error.
+CALIBRATION_MAX_BATCHES = 64
+
+
+def calibration_batch(case: Case) -> int:
+    """A batch count far below every threshold, for tolerance calibration."""
+    th = case.thresholds
+    per = per_batch_max(case.spec, case.series, th)
+    return max(1, min(CALIBRATION_MAX_BATCHES, th.t31 // (8 * per)))
+
+
+
+def parse_list(value: str | Iterable[str] | None, default: Sequence[str],
+               everything: Sequence[str] | None = None) -> tuple[str, ...]:
+    """A comma list from the CLI: None gives ``default``, ``all`` gives ``everything``."""
+    if value is None:
+        return tuple(default)
+    if isinstance(value, str):
+        items = [v.strip() for v in value.split(",") if v.strip()]
+    else:
+        items = list(value)
+    if items == ["all"]:
+        return tuple(everything if everything is not None else default)
+    return tuple(items)
+
+

@@ -1,0 +1,191 @@
+"""The sweep's commands: ``kernelaudit sweep`` and ``kernelaudit report``.
+
+Exit status (:mod:`kernelaudit.errors`): 0 nothing wrong or error, 1 something is, 2 bad
+arguments (the message names the argument and the allowed values), 3 a run store that
+cannot be read.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ..errors import EXIT_FOUND, EXIT_OK, EXIT_UNJUDGED, EXIT_USAGE, InvalidArgument
+from ..thresholds import REAL_SCALE_BITS, Thresholds
+from .cases import POSITIONS, GridSpec, parse_list
+from .ops.catalog import ALL_OPS, QUICK_OPS
+from .ops.spec import DIRECTIONS, DTYPES, FLOAT_DTYPES, LAYOUTS
+from .report.run import RunStoreError
+
+#: Presets. ``quick``: the matmul family plus one op per other family, fp32/fp16,
+#: around 2^31 and 2^32. ``full``: every op, dtype, layout, threshold and position.
+PRESETS = {
+    "quick": dict(ops=QUICK_OPS, dtypes=("float32", "float16"), thresholds=("2^31", "2^32"),
+                  positions=("below", "above")),
+    "full": dict(ops=tuple(ALL_OPS), dtypes=(*FLOAT_DTYPES, "int32", "int64"),
+                 thresholds=("2^31", "2^32", "2*2^32"), positions=POSITIONS),
+}
+
+SWEEP_EXAMPLES = """
+\b
+Examples:
+  # the README's demo: the MPS bug, reproduced on a CPU with small tensors
+  kernelaudit sweep --device cpu --fault-model mps --scale 16 --quick --out runs/mps16
+\b
+  # the real thing on a GPU: every op at 2^31, 2^32 and 2*2^32 elements
+  kernelaudit sweep --device cuda --full --out runs/h200
+\b
+  # just bmm in fp16, transposed operands, forward only; continue after a crash
+  kernelaudit sweep --ops bmm --dtypes float16 --layouts aT,bT --directions fwd --out runs/x --resume
+"""
+
+
+def _fail_usage(e: Exception) -> None:
+    click.echo(f"error: {e}", err=True)
+    sys.exit(EXIT_USAGE)
+
+
+@click.command(epilog=SWEEP_EXAMPLES)
+@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or mps.")
+@click.option("--ops", default=None,
+              help=f"Comma list of ops, or all (default: the preset's). Known: {', '.join(ALL_OPS)}.")
+@click.option("--dtypes", default=None, help=f"Comma list of dtypes. Known: {', '.join(DTYPES)}.")
+@click.option("--layouts", default=None, help=f"Comma list of layouts. Known: {', '.join(LAYOUTS)}.")
+@click.option("--directions", default=None, help="fwd, bwd or fwd,bwd (default).")
+@click.option("--thresholds", default=None, help="Comma list of 2^31, 2^32, 2*2^32.")
+@click.option("--positions", default=None, help="Comma list of below, at, above.")
+@click.option("--fault-model", default="none", show_default=True,
+              help="none, mps, mps-abort or wrap32: a deliberately wrong backend wrapping the real kernels.")
+@click.option("--scale", type=int, default=REAL_SCALE_BITS, show_default=True,
+              help="Move every threshold down: 2^32 becomes 2^SCALE, 2^31 becomes 2^(SCALE-1).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="Run store directory (default: runs/<device>-<fault model>-s<scale>).")
+@click.option("--resume", is_flag=True, help="Continue the run in --out, skipping recorded cases.")
+@click.option("--quick", "preset", flag_value="quick", help="Small grid (default).")
+@click.option("--full", "preset", flag_value="full", help="Every op, dtype, layout, threshold, position.")
+@click.option("--mode", default="auto", show_default=True,
+              help="auto (Freivalds + spot checks for matmuls) or full (float64 reference everywhere).")
+@click.option("--reference", "reference", default="device", show_default=True,
+              help="Where the float64 reference runs: device (the one under test, in chunks far below "
+                   "2^31 elements) or cpu (fully independent of the device's kernels, slower).")
+@click.option("--case-timeout", type=float, default=600.0, show_default=True, help="Seconds per case.")
+@click.option("--memory-limit-gib", type=float, default=None, help="Cap on device memory a case may plan for.")
+@click.option("--no-report", is_flag=True, help="Do not write the PNG/HTML reports at the end.")
+@click.option("--calibration-workers", type=int, default=None,
+              help="Worker processes that calibrate tolerances side by side (default: 4 on CUDA, else 1).")
+@click.option("--workers", "case_workers", type=int, default=None,
+              help="Worker processes that run cases side by side, each in 1/N of the device's memory "
+                   "(default: 1); bigger cases, and any skipped or error side by side, "
+                   "then run alone.")
+@click.option("--expect-rules", is_flag=True,
+              help="With a fault model: exit 0 only if every case is classified exactly as the model's "
+                   "rules predict (wrong where they corrupt, error where they raise, ok elsewhere).")
+def sweep(device, ops, dtypes, layouts, directions, thresholds, positions, fault_model, scale, seed, out,
+          resume, preset, mode, reference, case_timeout, memory_limit_gib, no_report, calibration_workers,
+          case_workers, expect_rules):
+    """Run ops around 2^31 / 2^32 / 2*2^32 elements and map where they go wrong."""
+    from .schedule import run_sweep
+
+    preset = PRESETS[preset or "quick"]
+    try:
+        Thresholds(scale)
+        spec = GridSpec(
+            ops=parse_list(ops, preset["ops"], tuple(ALL_OPS)),
+            dtypes=parse_list(dtypes, preset["dtypes"], tuple(DTYPES)),
+            layouts=parse_list(layouts, LAYOUTS),
+            directions=parse_list(directions, DIRECTIONS),
+            thresholds=parse_list(thresholds, preset["thresholds"], ("2^31", "2^32", "2*2^32")),
+            positions=parse_list(positions, preset["positions"], POSITIONS),
+            seed=seed, scale=scale,
+        ).validate()
+        out = out or Path("runs") / f"{device}-{fault_model}-s{scale}"
+        limit = int(memory_limit_gib * 2**30) if memory_limit_gib else None
+        with _Progress() as prog:
+            res = run_sweep(spec, out, device=device, fault_model=fault_model, resume=resume,
+                            case_timeout_s=case_timeout, memory_limit=limit, mode=mode, reference=reference,
+                            progress=prog.tick, calibration_workers=calibration_workers,
+                            case_workers=case_workers)
+    except InvalidArgument as e:
+        _fail_usage(e)
+    except KeyboardInterrupt:
+        click.echo(f"\ninterrupted: every verdict so far is in {out}; continue with --resume", err=True)
+        sys.exit(130)
+    _summarise(res.store.path, write=not no_report)
+    click.echo(f"run store: {res.store.path} ({res.ran} cases run, {res.resumed} resumed)")
+    if expect_rules:
+        if fault_model == "none":
+            _fail_usage(InvalidArgument("Cannot have --expect-rules with fault_model='none': "
+                                        "allowed fault models are mps, mps-abort, wrap32"))
+        from .schedule import check_against_rules
+
+        checked, bad = check_against_rules(res.store, fault_model)
+        for line in bad:
+            click.echo(f"MISMATCH {line}")
+        click.echo(f"{checked - len(bad)} of {checked} cases classified exactly as the {fault_model} rules predict")
+        sys.exit(EXIT_FOUND if bad else EXIT_OK)
+    sys.exit(EXIT_FOUND if res.failed else EXIT_OK)
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--no-files", is_flag=True, help="Only print the summary; write no PNG/HTML.")
+def report(run_dir, no_files):
+    """Rebuild the summary, boundary map and HTML report from a run store."""
+    from .store import RunStore
+
+    try:
+        RunStore.open(run_dir)
+    except InvalidArgument as e:
+        _fail_usage(e)
+    try:
+        failed = _summarise(run_dir, write=not no_files)
+    except RunStoreError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(EXIT_UNJUDGED)
+    sys.exit(EXIT_FOUND if failed else EXIT_OK)
+
+
+def _summarise(run_dir: Path, write: bool) -> bool:
+    """Print the summary (and write the reports); True when something is wrong or error."""
+    from .report import load_run, print_summary, write_reports
+
+    run = load_run(run_dir)
+    print_summary(run)
+    if write:
+        paths = write_reports(run_dir)
+        for name, p in paths.items():
+            click.echo(f"{name}: {p}")
+    return any(r.verdict.status.value in ("wrong", "error") for r in run.records)
+
+
+class _Progress:
+    """A rich progress bar with ETA, fed by the sweep's ``tick`` callback."""
+
+    def __enter__(self):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
+            TimeRemainingColumn
+
+        self.p = Progress(TextColumn("{task.description:<48.48}"), BarColumn(), MofNCompleteColumn(),
+                          TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
+                          TextColumn("{task.fields[found]}"), transient=False)
+        self.p.__enter__()
+        self.task = None
+        self.found = {"wrong": 0, "error": 0, "skipped": 0}
+        return self
+
+    def tick(self, total=None, advance=0, description="", status=None):
+        if self.task is None:
+            self.task = self.p.add_task(description, total=total, found="")
+        if status in self.found:
+            self.found[status] += 1
+        found = " ".join(f"{k}={v}" for k, v in self.found.items() if v)
+        self.p.update(self.task, advance=advance, description=description, found=found)
+
+    def __exit__(self, *exc):
+        self.p.__exit__(*exc)
+
+
+COMMANDS = {"sweep": sweep, "report": report}

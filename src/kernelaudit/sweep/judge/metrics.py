@@ -1,0 +1,173 @@
+"""Per-batch metrics and their accumulation into a verdict (:class:`Judgement`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from ...config import FUSED_COMPARE, FUSED_SUMMARY, Knob, fused_enabled
+from ...errors import CheckerBug
+from ...verdict import BadBatches, Status, Verdict
+
+_TINY = 1e-300
+
+
+def rel_floor(dtype: torch.dtype) -> float:
+    """The least denominator of the ``rel`` metric for outputs of ``dtype``: its smallest
+    normal number. Below it a float has only absolute precision (subnormals, or flushed
+    to zero), so a batch whose every true value lies there is judged on that scale: a
+    float16 mean gradient ``g / 16384`` that correctly rounds to 0 is not a wrong batch."""
+    return float(torch.finfo(dtype).tiny) if dtype.is_floating_point else _TINY
+
+
+@dataclass
+class Judgement:
+    """Accumulates per-batch metrics of one output over the chunks."""
+
+    name: str
+    metric: str
+    tol: float | None
+    numel_per_batch: int
+    worst: float = 0.0
+    bad_first: int | None = None
+    bad_last: int | None = None
+    bad_count: int = 0
+    first_bad_index: int | None = None
+    worst_batch: int | None = None
+    located: bool = False  # the first bad element of a Freivalds-localised batch was found
+
+    def add(self, b0: int, per_batch: torch.Tensor, first_bad_local=None) -> None:
+        """Record metrics of batches b0.. (``first_bad_local(b) -> flat index within batch``)."""
+        if per_batch.numel():
+            self.add_summary(b0, summarize(per_batch.detach().reshape(1, -1), [self.tol]).cpu()[0], first_bad_local)
+
+    def add_summary(self, b0: int, summary: torch.Tensor, first_bad_local=None) -> None:
+        """Record batches b0.. from their :func:`summarize` row (worst, its batch, bad
+        count, first and last bad batch; batches counted from 0 at b0)."""
+        worst, arg, count, first, last = summary.tolist()
+        if worst > self.worst or self.worst_batch is None:
+            self.worst, self.worst_batch = worst, b0 + int(arg)
+        if self.tol is None or not count:
+            return
+        if self.bad_first is None:
+            self.bad_first = b0 + int(first)
+            local = first_bad_local(int(first)) if first_bad_local else 0
+            self.first_bad_index = self.bad_first * self.numel_per_batch + int(local)
+        self.bad_last = b0 + int(last)
+        self.bad_count += int(count)
+
+    def verdict(self) -> Verdict:
+        if self.bad_count:
+            return Verdict(Status.WRONG, f"{self.name}:{self.metric}", self.worst, self.tol,
+                           BadBatches(self.bad_first, self.bad_last, self.bad_count), self.first_bad_index)
+        return Verdict(Status.OK, f"{self.name}:{self.metric}", self.worst, self.tol)
+
+
+def summarize(per_batch: torch.Tensor, tols: list[float | None]) -> torch.Tensor:
+    """(k, 5) float64 on ``per_batch``'s device, for k rows of per-batch metrics (NaN
+    counts as inf) and a tolerance per row: the worst metric, its batch, how many
+    batches exceed the tolerance (None: none do), the first and the last of them (0
+    when none). Batch indexes stay far below 2^53, exact in float64. Computed where the
+    metrics are, so that a GPU check moves 5 numbers a row to the host, not a batch's.
+    On CUDA one Triton launch (:mod:`.kernels.summary`) does what takes about twenty
+    small torch kernels here."""
+    if _fused_summary_enabled(per_batch.device):
+        from ..kernels.summary import MAX_ROWS, summary_rows
+
+        if 1 <= per_batch.shape[0] <= MAX_ROWS and per_batch.shape[1] >= 1:
+            return summary_rows(per_batch, tols)
+    pb = per_batch.double()
+    pb = torch.where(torch.isnan(pb), torch.full_like(pb, math.inf), pb)
+    worst, arg = pb.max(1)
+    # row by row against Python floats: a tensor of tolerances would be a host-to-device
+    # copy, which can wait for the GPU's queued work
+    bad = torch.stack([pb[i] > (math.inf if t is None else t) for i, t in enumerate(tols)]).to(torch.int32)
+    n = pb.shape[1]
+    first = bad.argmax(1)
+    count = bad.sum(1)
+    last = torch.where(count > 0, n - 1 - bad.flip(1).argmax(1), 0)  # as documented: 0 when none
+    return torch.stack([worst, arg.double(), count.double(), first.double(), last.double()], 1)
+
+
+def _batch_view(t: torch.Tensor, nb: int) -> torch.Tensor:
+    return t.reshape(nb, -1)
+
+
+def compare_rows(j: Judgement, b0: int, got: torch.Tensor, ref: torch.Tensor, exact: bool,
+                 scale: torch.Tensor | None = None) -> None:
+    """Per-batch rel (or exact) metric of a chunk; both tensors hold whole batches.
+
+    ``scale`` (per element, optional) replaces the batch's ``max|ref|`` as the error's
+    denominator: reductions pass ``sum|x|`` so a sum near zero is not a false alarm.
+    On CUDA the per-batch maxima come from one fused pass (:mod:`.kernels.compare`)."""
+    nb = _nb_of(j, got)
+    g = _batch_view(got.detach(), nb)
+    r = _batch_view(ref.detach(), nb)  # float64, or the case's dtype for exact ops
+    if g.shape != r.shape:
+        raise CheckerBug(f"{j.name}: got chunk {tuple(g.shape)} vs reference {tuple(r.shape)}")
+    sc = _batch_view(scale.detach().to(torch.float64), nb) if scale is not None and not exact else None
+    if _fused_compare_enabled(r.device):
+        from ..kernels.compare import row_max
+
+        err_max, ref_max = row_max(g, r, sc, _TINY)
+    else:
+        g64, r = g.to(torch.float64), r.to(torch.float64)
+        err = (g64 - r).abs()
+        if sc is not None:
+            err = err / sc.clamp_min(_TINY)
+        err = torch.where(torch.isnan(g64) | torch.isnan(r), torch.full_like(err, math.inf), err)
+        err_max, ref_max = err.amax(1), r.abs().amax(1)
+    floor = rel_floor(got.dtype)
+    per = err_max if (exact or sc is not None) else err_max / ref_max.clamp_min(floor)
+
+    def local(bi: int) -> int:
+        """First element of batch ``bi`` over the tolerance (one row, in torch)."""
+        gi, ri = g[bi].to(torch.float64), r[bi].to(torch.float64)
+        e = (gi - ri).abs()
+        tol = j.tol if j.tol is not None else 0.0
+        if exact:
+            thresh = torch.zeros_like(e)
+        elif sc is not None:
+            e = e / sc[bi].clamp_min(_TINY)
+            thresh = torch.full_like(e, tol)
+        else:
+            thresh = torch.full_like(e, tol * float(ri.abs().amax().clamp_min(floor)))
+        e = torch.where(torch.isnan(gi) | torch.isnan(ri), torch.full_like(e, math.inf), e)
+        over = torch.nonzero(e > thresh).flatten()
+        return int(over[0]) if over.numel() else 0
+
+    j.add(b0, per, local)
+
+
+def _fused_summary_enabled(device: torch.device) -> bool:
+    """The one-launch judgement summary (``KERNELAUDIT_FUSED_SUMMARY``)."""
+    return _fused_enabled(device, FUSED_SUMMARY, "summary")
+
+
+def _fused_compare_enabled(device: torch.device) -> bool:
+    """The fused per-batch comparison (``KERNELAUDIT_FUSED_COMPARE``)."""
+    return _fused_enabled(device, FUSED_COMPARE, "compare")
+
+
+def _nb_of(j: Judgement, got: torch.Tensor) -> int:
+    return max(1, got.numel() // max(1, j.numel_per_batch))
+
+
+def _fused_enabled(device: torch.device, knob: Knob, module: str) -> bool:
+    """A fused Triton kernel of :mod:`kernelaudit.sweep.kernels` runs where ``knob``
+    says (:func:`kernelaudit.config.fused_enabled`: ``auto`` on CUDA only), and not
+    at all without Triton installed (the torch path then judges)."""
+    import importlib
+
+    if not fused_enabled(knob, device):
+        return False
+    try:
+        importlib.import_module(f"kernelaudit.sweep.kernels.{module}")
+    except ModuleNotFoundError as e:
+        if e.name != "triton":
+            raise
+        return False
+    return True

@@ -1,0 +1,105 @@
+"""Memory planning: estimate a case's peak bytes before allocating anything.
+
+A case that cannot fit is ``skipped`` with the bytes it needed, never an
+out-of-memory crash. The estimate is deliberately pessimistic (inputs, outputs,
+gradients, autograd's saved tensors, the attention score matrix, intermediates an op
+declares (``extra["scratch_bytes"]``), fault-model copies and the reference's working
+set).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .cases import Case
+from .ops.spec import DTYPES
+
+#: Use at most this fraction of the memory the device reports free.
+MEMORY_HEADROOM = 0.85
+#: Backward keeps inputs, outputs, their gradients and saved intermediates alive.
+BWD_FACTOR = 2.5
+#: Float64 chunk-sized tensors the reference holds at once (inputs, outputs, scratch).
+REF_WORKING_COPIES = 12
+#: Attention holds scores, their softmax (and in backward their gradients).
+ATTENTION_SCORE_COPIES = {"fwd": 3, "bwd": 5}
+
+
+def estimate_bytes(case: Case, fault_model: str = "none", ref_chunk: int = 2**24) -> int:
+    """Pessimistic peak device bytes of running and judging ``case``."""
+    from .judge.operands import placed_operands
+
+    spec = case.spec
+    placed = placed_operands(case)
+    itemsize = torch.empty((), dtype=DTYPES[case.dtype]).element_size()
+    inputs = sum(p.storage_numel * p.dtype.itemsize for p in placed)
+    outputs = _output_bytes(case, placed, itemsize)
+    total = inputs + outputs
+    if case.direction == "bwd":
+        total = int(total * BWD_FACTOR)
+    total += spec.extra.get("scratch_bytes", 0) * sum(p.numel for p in placed)
+    if spec.family == "attention":
+        q = placed[0].shape
+        total += ATTENTION_SCORE_COPIES[case.direction] * math.prod(q[:-1]) * q[-2] * itemsize
+    if fault_model != "none":
+        total += 2 * max([inputs, outputs])
+    biggest = max([p.numel for p in placed] + [outputs // itemsize, 1])
+    # float64 reference chunks, regenerated inputs, index scratch
+    total += REF_WORKING_COPIES * min(ref_chunk, biggest) * 8
+    return int(total)
+
+
+def _output_bytes(case: Case, placed, itemsize: int) -> int:
+    from .judge.reference import forward_outputs
+
+    if case.spec.call is None:
+        return case.batch * case.spec.out_rows(case.series, case.thresholds)[0] * itemsize
+    outs = forward_outputs(case, placed)
+    if outs is None:  # data-dependent shapes (nonzero): assume int64 per input element
+        return sum(p.numel for p in placed) * 8
+    return sum(o.numel() * o.element_size() for o in outs)
+
+
+def available_bytes(device: torch.device) -> int:
+    """Bytes this process may still allocate on ``device``."""
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return int(free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device))
+    if device.type == "mps":
+        return int(torch.mps.recommended_max_memory() - torch.mps.driver_allocated_memory())
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import os
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def device_memory(device: torch.device) -> dict[str, int]:
+    """``available``: :func:`available_bytes` (what this process may still allocate,
+    its allocator's cache included); ``total``: the device's total memory (CUDA:
+    ``mem_get_info``'s total; CPU: physical memory; MPS: the recommended maximum).
+    On CUDA this creates the calling process's context, so the sweep asks a worker."""
+    avail = available_bytes(device)
+    if device.type == "cuda":
+        total = int(torch.cuda.mem_get_info(device)[1])
+    elif device.type == "mps":
+        total = int(torch.mps.recommended_max_memory())
+    else:
+        import os
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return {"available": int(avail), "total": int(total)}
+
+
+def fits(case: Case, device: torch.device, fault_model: str, ref_chunk: int,
+         limit: int | None = None) -> tuple[bool, int, int]:
+    """(fits, needed, available) for ``case`` on ``device`` (``limit`` caps available)."""
+    need = estimate_bytes(case, fault_model, ref_chunk)
+    avail = int(available_bytes(device) * MEMORY_HEADROOM)
+    if limit is not None:
+        avail = min(avail, limit)
+    return need <= avail, need, avail

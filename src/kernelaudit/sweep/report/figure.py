@@ -1,0 +1,202 @@
+"""The boundary-map figure: the grids of :mod:`.grid` drawn with matplotlib (Agg).
+
+Panels are laid out as a grid of their own: one row per (op, series), one column per
+(dtype, direction), so a column of panels compares one dtype and direction across ops.
+Every size is in inches per cell, so the figure grows with the number of cells and
+small maps stay small. The figure title names the device, torch version, fault model,
+scale and date, as every recorded GPU figure must.
+
+Uses :class:`matplotlib.figure.Figure` directly (no pyplot): no global state, no
+display needed, the Agg canvas renders it.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+from matplotlib import transforms
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from .counts import progress_text
+from .grid import (STATUS_COLOURS, STATUS_LABELS, STATUS_MARKS, Panel, PanelGrid, boundary_grid, panel_sort_key,
+    status_rgb)
+from .run import Run
+
+# Sizes in inches.
+CELL_W, CELL_H = 0.5, 0.3
+ROW_LABELS_W = 0.7  # room for layout names left of each panel
+PANEL_TITLE_H = 0.3
+COL_LABELS_H = 0.55  # rotated size labels under each panel
+GAP_W, GAP_H = 0.3, 0.15
+LEGEND_H = 0.4
+MIN_WIDTH = 8.0
+MARGIN = 0.2
+#: Largest side of a saved image in pixels; dpi drops to keep big maps under it.
+MAX_PIXELS = 12000
+DPI = 110
+#: More panels than this also get one file per op family, easier to read than one big one.
+MAX_PANELS_PER_FILE = 24
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where each panel goes: panel-grid rows are (op, series), columns (dtype, direction).
+
+    All panels of one (op, series) share their layouts, so each panel-grid row is as
+    tall as its own layouts need; every column is as wide as the widest panel.
+    """
+
+    rows: list[tuple[str, str, str]]
+    cols: list[tuple[str, str]]
+    cells_per_row: list[int]  # layouts in each panel-grid row
+    n_cols_cells: int
+    header_h: float = 1.0  # title lines and legend
+
+    @property
+    def panel_w(self) -> float:
+        return ROW_LABELS_W + CELL_W * self.n_cols_cells
+
+    def panel_h(self, i: int) -> float:
+        return PANEL_TITLE_H + CELL_H * self.cells_per_row[i] + COL_LABELS_H
+
+    def top(self, i: int) -> float:
+        """Inches from the figure's top edge to the top of panel-grid row ``i``."""
+        return MARGIN + self.header_h + sum(self.panel_h(k) + GAP_H for k in range(i))
+
+    @property
+    def size(self) -> tuple[float, float]:
+        w = 2 * MARGIN + len(self.cols) * self.panel_w + (len(self.cols) - 1) * GAP_W
+        h = self.top(len(self.rows)) - GAP_H + MARGIN
+        return max(w, MIN_WIDTH), h
+
+
+def _layout(grids: dict[Panel, PanelGrid]) -> _Layout:
+    rows: list[tuple[str, str, str]] = []
+    cols: list[tuple[str, str]] = []
+    height: dict[tuple[str, str, str], int] = {}
+    for p, g in grids.items():  # grids are already in display order
+        row = (p.family, p.op, p.series)
+        if row not in rows:
+            rows.append(row)
+        height[row] = max(height.get(row, 0), len(g.rows))
+        if (p.dtype, p.direction) not in cols:
+            cols.append((p.dtype, p.direction))
+    cols.sort(key=lambda c: panel_sort_key(Panel("", "", "", *c)))
+    return _Layout(rows, cols, [height[r] for r in rows], max(len(g.cols) for g in grids.values()))
+
+
+def title_text(run: Run) -> str:
+    """Device, torch, fault model, scale and date: what every recorded figure states."""
+    m = run.manifest
+    scale = f"2^{m.scale_bits}" if m.scale_bits is not None else "?"
+    return (
+        f"Boundary map - {m.device.name} ({m.device.type}), torch {m.torch}, "
+        f"fault model {m.fault_model}, scale 2^32 -> {scale}, {m.date}"
+    )
+
+
+def _header_lines(run: Run, width_in: float) -> list[tuple[str, float, dict]]:
+    """(text, height in inches, text style) per header line, wrapped to the figure width."""
+    # About 0.09 in per character at 10 pt bold and 0.065 in at 8 pt: wrap before the edge.
+    title = textwrap.wrap(title_text(run), int((width_in - 2 * MARGIN) / 0.09))
+    info = textwrap.wrap(
+        f"{progress_text(run)}; rows: layout, columns: size (crossing tensor's elements, increasing); "
+        "several seeds in a cell show the worst", int((width_in - 2 * MARGIN) / 0.065))
+    return ([(t, 0.22, {"fontsize": 10, "weight": "bold"}) for t in title]
+            + [(t, 0.17, {"fontsize": 8}) for t in info])
+
+
+def grid_rgb(grid: PanelGrid) -> np.ndarray:
+    """The panel's cells as an RGB image, ``[rows, cols, 3]`` floats: what is drawn."""
+    return np.array([[status_rgb(s) for s in row] for row in grid.cells], dtype=float).reshape(
+        len(grid.rows), len(grid.cols), 3
+    )
+
+
+def render_boundary_map(run: Run, grids: dict[Panel, PanelGrid] | None = None) -> Figure:
+    """The boundary-map figure of ``run`` (or of the given subset of its ``grids``)."""
+    grids = boundary_grid(run) if grids is None else grids
+    if not grids:
+        fig = Figure(figsize=(8, 2))
+        fig.suptitle(title_text(run), fontsize=9)
+        fig.text(0.5, 0.4, "No cases recorded yet.", ha="center", fontsize=12)
+        return fig
+    lay = _layout(grids)
+    lines = _header_lines(run, lay.size[0])
+    lay = replace(lay, header_h=sum(h for _, h, _ in lines) + LEGEND_H)
+    fw, fh = lay.size
+    fig = Figure(figsize=(fw, fh))
+    y = MARGIN
+    for text, h, style in lines:
+        fig.text(0.5, 1 - y / fh, text, ha="center", va="top", **style)
+        y += h
+    handles = [Patch(facecolor=c, edgecolor="0.5", label=STATUS_LABELS[s]) for s, c in STATUS_COLOURS.items()]
+    fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=8, frameon=False,
+               bbox_to_anchor=(0.5, 1 - y / fh))
+    for panel, grid in grids.items():
+        i = lay.rows.index((panel.family, panel.op, panel.series))
+        j = lay.cols.index((panel.dtype, panel.direction))
+        # Panel box in inches from the figure's bottom-left corner.
+        x0 = MARGIN + j * (lay.panel_w + GAP_W) + ROW_LABELS_W
+        top = fh - lay.top(i) - PANEL_TITLE_H
+        w, h = CELL_W * len(grid.cols), CELL_H * len(grid.rows)
+        ax = fig.add_axes((x0 / fw, (top - h) / fh, w / fw, h / fh))
+        _draw_panel(ax, panel, grid)
+    return fig
+
+
+def _draw_panel(ax, panel: Panel, grid: PanelGrid) -> None:
+    nr, nc = len(grid.rows), len(grid.cols)
+    ax.imshow(grid_rgb(grid), aspect="auto", interpolation="nearest")
+    ax.set_title(panel.title, fontsize=8, loc="left", pad=3)
+    # Labels and cell lines are plain artists, not ticks: ticks cost ~1 ms each and a
+    # full sweep has thousands of them.
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.vlines(np.arange(0.5, nc - 1), -0.5, nr - 0.5, colors="0.6", linewidth=0.5)
+    ax.hlines(np.arange(0.5, nr - 1), -0.5, nc - 0.5, colors="0.6", linewidth=0.5)
+    below = transforms.offset_copy(ax.transData, fig=ax.figure, y=-3, units="points")
+    left = transforms.offset_copy(ax.transData, fig=ax.figure, x=-3, units="points")
+    for j, label in enumerate(grid.cols):
+        ax.text(j, nr - 0.5, label, rotation=45, rotation_mode="anchor", ha="right", va="top", fontsize=7,
+                transform=below, clip_on=False)
+    for i, label in enumerate(grid.rows):
+        ax.text(-0.5, i, label, ha="right", va="center", fontsize=7, transform=left, clip_on=False)
+    for i, row in enumerate(grid.cells):
+        for j, status in enumerate(row):
+            if STATUS_MARKS[status]:
+                ax.text(j, i, STATUS_MARKS[status], ha="center", va="center", fontsize=7, color="white",
+                        weight="bold")
+
+
+def save_figure(fig: Figure, path: Path) -> Path:
+    """Write ``fig`` as PNG, lowering dpi so no side passes :data:`MAX_PIXELS`."""
+    FigureCanvasAgg(fig)
+    dpi = min(DPI, MAX_PIXELS / max(fig.get_size_inches()))
+    fig.savefig(path, format="png", dpi=dpi, facecolor="white")
+    return path
+
+
+def save_boundary_maps(run: Run, out_dir: Path) -> dict[str, Path]:
+    """Write ``boundary_map.png`` and, for a big map, ``boundary_map_<family>.png`` each.
+
+    Returns name -> path: ``boundary_map`` and ``boundary_map_<family>``.
+    """
+    grids = boundary_grid(run)
+    out = {"boundary_map": save_figure(render_boundary_map(run, grids), out_dir / "boundary_map.png")}
+    if len(grids) > MAX_PANELS_PER_FILE:
+        families = sorted({p.family for p in grids})
+        for fam in families:
+            sub = {p: g for p, g in grids.items() if p.family == fam}
+            name = f"boundary_map_{_safe(fam)}"
+            out[name] = save_figure(render_boundary_map(run, sub), out_dir / f"{name}.png")
+    return out
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in name)

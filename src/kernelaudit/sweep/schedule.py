@@ -1,0 +1,379 @@
+"""The sweep: calibrate tolerances, run every case in isolation, record every verdict.
+
+:func:`run_sweep` is what ``kernelaudit sweep`` calls. It is resumable: cases already
+in the run store are never recomputed, tolerances already calibrated are reused.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+from .cases import Case, GridSpec, calibration_batch, grid
+from ..faults import FAULT_MODELS
+from ..errors import InvalidArgument, check_choice, resolve_device
+from .worker import DEFAULT_CASE_TIMEOUT_S, WorkerConfig, WorkerPool
+from .store import RunStore, environment, now
+from ..thresholds import Thresholds
+from .tolerance import CALIBRATION_FACTOR, calibrated
+from ..verdict import Status, Verdict
+
+
+#: Order in which thresholds are swept.
+SCHEDULE = ("2^32", "2^31", "2*2^32")
+
+
+@dataclass
+class SweepResult:
+    """Counts per status and where the store is."""
+
+    store: RunStore
+    counts: dict[str, int]
+    ran: int
+    resumed: int
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.counts.get("wrong") or self.counts.get("error"))
+
+
+def device_info(device: str) -> dict:
+    import torch
+
+    d = torch.device(device)
+    if d.type == "cuda":
+        p = torch.cuda.get_device_properties(d)
+        return {"type": "cuda", "name": p.name, "memory_bytes": int(p.total_memory)}
+    if d.type == "mps":
+        return {"type": "mps", "name": "Apple MPS", "memory_bytes": int(torch.mps.recommended_max_memory())}
+    import platform
+
+    from .memory import available_bytes
+
+    return {"type": "cpu", "name": platform.processor() or platform.machine(),
+            "memory_bytes": available_bytes(d)}
+
+
+#: Worker processes that calibrate side by side, per device type. On a GPU, calibration
+#: of a fresh sweep is mostly Triton compiling on one CPU core while small cases barely
+#: use the device. On the CPU the workers would share its few cores.
+CALIBRATION_WORKERS = {"cuda": 4, "mps": 1, "cpu": 1}
+
+#: Worker processes that run cases side by side, per device type (``--workers``). One on
+#: every device: on the H200 the same 454-case sub-grid took 58 s of case time with one
+#: worker, 75 s with two and 71 s with three (benchmarks/results/2026-12-03-h200-workers-ab-timed-sweep):
+#: processes sharing a GPU take turns on it, so their waits add up instead of filling
+#: each other's gaps. More workers remain an option for devices whose cases leave it idle.
+CASE_WORKERS = {"cuda": 1, "mps": 1, "cpu": 1}
+
+
+def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: str = "none",
+              resume: bool = False, case_timeout_s: float = DEFAULT_CASE_TIMEOUT_S,
+              memory_limit: int | None = None, mode: str = "auto", reference: str = "device",
+              progress: Callable | None = None, calibration_workers: int | None = None,
+              case_workers: int | None = None) -> SweepResult:
+    """Run the grid ``spec`` into the run store at ``out``.
+
+    ``reference``: ``device`` computes the float64 reference on the device under test,
+    in chunks far below the thresholds; ``cpu`` computes it on the CPU.
+    ``calibration_workers``: worker processes that calibrate tolerances side by side
+    (default :data:`CALIBRATION_WORKERS` for the device type).
+    ``case_workers``: worker processes that run the cases (default :data:`CASE_WORKERS`
+    for the device type). With N > 1, the cases whose planned bytes fit a 1/N share of
+    the device's memory run N at a time first; every other case, and any that was
+    ``skipped`` or ``error`` side by side, then runs alone (only that verdict is
+    recorded). With 1, every case runs in one worker, one after another."""
+    check_choice("fault_model", fault_model, FAULT_MODELS)
+    if calibration_workers is not None and calibration_workers < 1:
+        raise InvalidArgument(f"Cannot have calibration_workers={calibration_workers}: it must be 1 or more")
+    if case_workers is not None and case_workers < 1:
+        raise InvalidArgument(f"Cannot have case_workers={case_workers} (--workers): it must be 1 or more")
+    check_choice("mode", mode, ("auto", "full"))
+    check_choice("reference", reference, ("device", "cpu"))
+    cases = grid(spec)
+    device = resolve_device(device)
+    th = Thresholds(spec.scale)
+    manifest = {
+        **environment(),
+        "device": device_info(device),
+        "thresholds": th.as_dict(),
+        "fault_model": fault_model,
+        "seeds": [spec.seed],
+        "grid": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(spec).items()},
+        "tolerance_rule": f"max({CALIBRATION_FACTOR:g} x worst calibrated error, floor)",
+        "tolerances": {},
+        "mode": mode,
+        "reference": reference,
+        "started": now(),
+        "argv": list(sys.argv),
+        "plan": {"cases": len(cases)},
+    }
+    store = RunStore.create(out, manifest, resume=resume)
+    done = store.recorded_keys() if resume else set()
+    tolerances: dict = dict(store.manifest().get("tolerances", {}))
+    # 2^32 first: a run cut short by its time budget still maps the main boundary.
+    todo = sorted((c for c in cases if c.key not in done), key=lambda c: SCHEDULE.index(c.threshold))
+    cfg = WorkerConfig(device=device, fault_model=fault_model, memory_limit=memory_limit, mode=mode,
+                       ref_device="cpu" if reference == "cpu" else None)
+    need_cal = sorted({c.tolerance_key for c in todo} - set(tolerances))
+    total = len(need_cal) + len(todo)
+    tick = progress or (lambda *a, **k: None)
+    tick(total=total, description="calibrating")
+    # This invocation's segment of the run, recorded however it ends (an interrupt
+    # included): a run resumed over several sessions still adds up its wall time.
+    segment = {"started": now(), "git": manifest.get("git"), "kernelaudit": manifest.get("kernelaudit"),
+               "calibrated": 0, "cases_run": 0, "workers_replaced": 0, "completed": False}
+    t0 = time.perf_counter()
+    n_cal = calibration_workers or CALIBRATION_WORKERS.get(device.split(":")[0], 1)
+    n_cases = case_workers or CASE_WORKERS.get(device.split(":")[0], 1)
+    segment["case_workers"] = n_cases
+    try:
+        _run_cases(store, pool_args=(cfg, case_timeout_s), todo=todo, need_cal=need_cal, tolerances=tolerances,
+                   tick=tick, segment=segment, calibration_workers=n_cal, case_workers=n_cases)
+        segment["completed"] = True
+    finally:
+        segment.update(ended=now(), wall_s=round(time.perf_counter() - t0, 1))
+        store.add_segment(segment)
+    counts: dict[str, int] = {}
+    planned = {c.key for c in cases}
+    for key, r in store.latest().items():
+        if key in planned:
+            s = r["verdict"]["status"]
+            counts[s] = counts.get(s, 0) + 1
+    store.update_manifest(finished=now(), counts=counts)
+    return SweepResult(store, counts, len(todo), len(cases) - len(todo))
+
+
+def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, tick, segment: dict,
+               calibration_workers: int = 1, case_workers: int = 1) -> None:
+    """Calibrate the missing tolerance keys, then run every case in ``todo``, appending
+    each verdict to ``store`` as it comes (``segment`` counts what this call did).
+
+    With ``case_workers`` > 1, the cases that fit a 1/N share of the device run side by
+    side first (:func:`_cases_side_by_side`); the rest, and any that failed there, then
+    run alone in this function's one worker, exactly as with ``case_workers`` = 1.
+    Everything that touches the store, ``segment`` or ``tick`` runs in this thread."""
+    # Calibration sizes sit far below every threshold (cases.calibration_batch), where
+    # no fault model changes anything, so calibration runs in workers like the cases'.
+    with WorkerPool(*pool_args) as pool:
+        # Its start (seconds: imports, the device) overlaps calibration's: it measures
+        # the device's capacity right after, and takes the jobs that must run alone.
+        if todo:
+            pool.prestart()
+        by_key = {}
+        for c in todo:
+            by_key.setdefault(c.tolerance_key, c)
+        jobs = {key: by_key[key].with_batch(calibration_batch(by_key[key]), threshold="cal", position="below")
+                for key in need_cal}
+
+        def record(key: str, res: dict) -> None:
+            status = res["verdict"]["status"]
+            cal_skipped[key] = status == Status.SKIPPED.value
+            tolerances[key] = calibrated(res["worst"], by_key[key].dtype) if status == Status.OK.value else None
+            store.update_manifest(tolerances={key: tolerances[key]})
+            segment["calibrated"] += 1
+            tick(advance=1, description=f"calibrated {key}")
+
+        cal_skipped: dict[str, bool] = {}
+        retry = list(jobs)
+        if calibration_workers > 1 and len(jobs) > 1:
+            # Side by side: Triton compiles (CPU-bound) and small GPU cases overlap.
+            # Anything but ok is tried again below, alone: it may have met another
+            # worker's memory, not its own limit.
+            retry = []
+            for key, res in _calibrate_side_by_side(pool_args, jobs, calibration_workers):
+                if res["verdict"]["status"] == Status.OK.value:
+                    record(key, res)
+                else:
+                    retry.append(key)
+        for key in retry:
+            record(key, pool.run({"case": jobs[key].to_json(), "tolerances": None}))
+
+        def tolerance(c: Case) -> dict | None:
+            tol = tolerances.get(c.tolerance_key)
+            if tol is None and cal_skipped.get(c.tolerance_key):
+                tol = {}  # the case cannot fit either: the worker's plan will say so
+            return tol
+
+        def record_case(c: Case, v: Verdict, elapsed_s: float) -> None:
+            store.append(c, v, elapsed_s)
+            segment["cases_run"] += 1
+            tick(advance=1, description=c.id, status=v.status.value)
+
+        alone = todo
+        if case_workers > 1:
+            alone = _cases_side_by_side(pool, todo, tolerance=tolerance, record=record_case, tick=tick,
+                                        segment=segment, workers=case_workers)
+        for c in alone:
+            tol = tolerance(c)
+            if tol is None:
+                record_case(c, Verdict.error("calibration failed below the thresholds: no tolerance to judge with"),
+                            0.0)
+                continue
+            res = pool.run({"case": c.to_json(), "tolerances": tol})
+            segment["workers_replaced"] += bool(res.get("worker_replaced"))
+            record_case(c, Verdict.from_json(res["verdict"]), res["elapsed_s"])
+
+
+#: Verdicts of a case run side by side that are not kept: the case runs again alone
+#: (it may have met another worker's memory, or a crash of the shared device).
+RETRY_ALONE = (Status.SKIPPED.value, Status.ERROR.value)
+
+
+def _measure_capacity(pool: WorkerPool) -> tuple[int, int]:
+    """(capacity, total) bytes of the device: what one process may use on it now
+    (:func:`~kernelaudit.sweep.memory.available_bytes`) and its total memory.
+
+    On a GPU it is asked of ``pool``'s worker (started if needed), not measured here:
+    on CUDA, ``mem_get_info`` would create a CUDA context in the sweep's own process,
+    which would hold device memory for the whole run; the worker's own allocator cache
+    counts as usable. On the CPU it is measured here. (0, 0) when the worker cannot
+    say: then every case runs alone."""
+    import torch
+
+    from . import memory as plan
+
+    device = torch.device(pool.cfg.device)
+    try:
+        mem = plan.device_memory(device) if device.type == "cpu" else pool.device_memory()
+    except RuntimeError:  # the worker cannot start: running alone will say so
+        mem = None
+    if not mem:
+        return 0, 0
+    return int(mem["available"]), int(mem["total"])
+
+
+def _cases_side_by_side(pool: WorkerPool, todo: list[Case], *, tolerance, record, tick, segment: dict,
+                        workers: int) -> list[Case]:
+    """Phase 1 of running ``todo`` with ``workers`` worker processes; returns phase 2,
+    the cases still to run alone (in ``todo``'s order).
+
+    The device's capacity is measured once (:func:`_measure_capacity`), and ``pool``'s
+    worker is stopped so that its memory is back before the N workers start. Each of the ``workers`` processes gets a share of
+    capacity / N: its plan's memory limit is that share less the plan's usual headroom
+    (:data:`~kernelaudit.sweep.memory.MEMORY_HEADROOM`, the same margin a worker alone keeps), and
+    on CUDA its caching allocator is capped at the share
+    (``torch.cuda.set_per_process_memory_fraction``), so N workers together stay within
+    the capacity. Cases whose planned bytes (:func:`~kernelaudit.sweep.memory.estimate_bytes`,
+    with the workers' reference chunk) fit that limit run side by side, in ``todo``'s
+    order, and their verdicts are recorded as they come, except ``skipped`` or ``error``
+    ones: those cases run again alone in phase 2 and only that verdict is recorded."""
+    import dataclasses
+
+    import torch
+
+    from . import memory as plan
+    from .judge.reference import default_ref_chunk
+
+    cfg, timeout_s = pool.cfg, pool.case_timeout_s
+    candidates = [c for c in todo if tolerance(c) is not None]
+    if len(candidates) < 2:
+        return todo
+    capacity, total = _measure_capacity(pool)
+    pool.stop()  # its memory (a CUDA context, calibration's cache) back before phase 1
+    share = capacity // workers
+    limit = int(share * plan.MEMORY_HEADROOM)
+    if cfg.memory_limit is not None:
+        limit = min(limit, cfg.memory_limit)
+    ref_chunk = cfg.ref_chunk or default_ref_chunk(torch.device(cfg.device))
+    side = {c.key: c for c in candidates if plan.estimate_bytes(c, cfg.fault_model, ref_chunk) <= limit}
+    segment.update(capacity_bytes=capacity, side_by_side=0, retried_alone=0)
+    if len(side) < 2:
+        return todo
+    fraction = None
+    if torch.device(cfg.device).type == "cuda" and total > 0:
+        fraction = min(1.0, share / total)
+    side_cfg = dataclasses.replace(cfg, memory_limit=limit, memory_fraction=fraction)
+    jobs = {key: {"case": c.to_json(), "tolerances": tolerance(c)} for key, c in side.items()}
+    again: set[str] = set()
+    alone_planned = len(todo) > len(side)
+    for n, (key, res) in enumerate(_side_by_side((side_cfg, timeout_s), jobs, workers), 1):
+        c = side[key]
+        if len(jobs) - n < workers and (alone_planned or again):
+            pool.prestart()  # phase 2's worker starts while the last cases finish
+        segment["workers_replaced"] += bool(res.get("worker_replaced"))
+        if res["verdict"]["status"] in RETRY_ALONE:
+            again.add(key)
+            segment["retried_alone"] += 1
+            tick(advance=0, description=f"{c.id}: again, alone")
+        else:
+            segment["side_by_side"] += 1
+            record(c, Verdict.from_json(res["verdict"]), res["elapsed_s"])
+    return [c for c in todo if c.key not in side or c.key in again]
+
+
+def _calibrate_side_by_side(pool_args, jobs: dict, workers: int):
+    """Yield (key, result) for every calibration job (key -> calibration case), run by
+    ``workers`` worker processes at once, as they finish (:func:`_side_by_side`)."""
+    return _side_by_side(pool_args, {key: {"case": case.to_json(), "tolerances": None} for key, case in jobs.items()},
+                         workers)
+
+
+def _side_by_side(pool_args, jobs: dict, workers: int):
+    """Yield (key, result) for every job (key -> the job a worker runs), run by
+    ``workers`` worker processes at once (one thread each drives its own
+    :class:`WorkerPool`: case timeouts and crash isolation as alone), as they finish.
+    Jobs are started in ``jobs``' order. Results are handed to the caller's thread, so
+    the store, the progress bar and the counters are only ever touched from there."""
+    import queue
+    import threading
+
+    todo: queue.Queue = queue.Queue()
+    for key in jobs:
+        todo.put(key)
+    done: queue.Queue = queue.Queue()
+    stop = threading.Event()
+
+    def serve() -> None:
+        with WorkerPool(*pool_args) as pool:
+            while not stop.is_set():
+                try:
+                    key = todo.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    res = pool.run(jobs[key])
+                except Exception as e:  # a worker that cannot start: that job is retried alone
+                    res = {"verdict": Verdict.error(f"{type(e).__name__}: {e}").to_json(), "worst": {},
+                           "elapsed_s": 0.0}
+                done.put((key, res))
+
+    threads = [threading.Thread(target=serve, daemon=True) for _ in range(min(workers, len(jobs)))]
+    for t in threads:
+        t.start()
+    finished = False
+    try:
+        for _ in range(len(jobs)):
+            yield done.get()
+        finished = True
+    finally:
+        # Normally every thread is returning: wait until each has stopped its worker, so
+        # that what runs next finds the device's memory back. On an interrupt each stops
+        # after its current job, whose result is never recorded (a resumed run runs it);
+        # its worker is a daemon process, gone with this one.
+        stop.set()
+        for t in threads:
+            t.join(timeout=None if finished else 1)
+
+
+def check_against_rules(store: RunStore, fault_model: str) -> tuple[int, list[str]]:
+    """(cases checked, mismatches): every verdict compared with what the fault model's
+    rules predict for it from metadata (:func:`~kernelaudit.sweep.predict.predict`)."""
+    from .predict import EITHER, predict
+
+    checked, bad = 0, []
+    for r in store.latest().values():
+        case = Case.from_json(r["case"])
+        got = r["verdict"]["status"]
+        if got == Status.SKIPPED.value:
+            continue
+        expected, why = predict(case, fault_model)
+        checked += 1
+        if expected == "unknown" or (expected == EITHER and got in ("ok", "wrong")):
+            continue
+        if got != expected:
+            bad.append(f"{case.id} B={case.batch}: sweep says {got}, rules say {expected} ({why})")
+    return checked, bad

@@ -1,0 +1,190 @@
+"""The run store: an append-only JSONL of verdicts plus a manifest.
+
+Layout of a run directory::
+
+    manifest.json     versions, device, thresholds, fault model, tolerances, seeds, plan
+    verdicts.jsonl    one {"case", "verdict", "elapsed_s", "recorded"} object per line
+
+Every verdict is flushed and fsynced as it is recorded, so a crash or an interrupt
+loses nothing already judged; ``--resume`` skips every recorded case. A torn line
+(the process died mid-write) is ignored on reading, and set aside on resume
+(:func:`~kernelaudit.sweep.runfile.set_aside_torn`), so its case is recomputed and the
+next record starts on a line of its own; the report says how many were.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any, Iterator
+
+from .cases import Case
+from ..errors import InvalidArgument
+from ..verdict import Verdict
+from .runfile import MANIFEST, VERDICTS, read_verdict_lines, set_aside_torn
+
+
+
+def now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def environment() -> dict[str, Any]:
+    """Versions of everything that can change a result."""
+    import torch
+
+    from .. import __version__
+
+    env = {
+        "kernelaudit": __version__,
+        "torch": torch.__version__,
+        "triton": _version_of("triton"),
+        "python": platform.python_version(),
+        "os": platform.platform(),
+        "driver": None,
+        "git": _git_sha(),
+    }
+    if torch.cuda.is_available():
+        env["cuda"] = torch.version.cuda
+        try:
+            out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                 capture_output=True, text=True, timeout=10)
+            env["driver"] = out.stdout.strip().splitlines()[0] if out.returncode == 0 else None
+        except (OSError, subprocess.SubprocessError, IndexError):
+            pass
+    return env
+
+
+def _version_of(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def _git_sha(cwd: Path | None = None) -> str | None:
+    """The checkout's HEAD commit, with ``+dirty`` when tracked files differ from it (a
+    copied or edited tree: the commit alone would name code that did not run). None
+    outside a git checkout or without git."""
+    cwd = cwd or Path(__file__).parent
+    try:
+        out = subprocess.run(["git", "rev-parse", "--verify", "-q", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=cwd)
+        sha = out.stdout.strip()
+        if not sha:
+            return None
+        st = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True,
+                            timeout=10, cwd=cwd)
+        return sha + ("+dirty" if st.returncode == 0 and st.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+class RunStore:
+    """One run directory. Open with :meth:`create` (new run) or :meth:`open` (resume/report)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    # -- manifest -------------------------------------------------------------
+    @classmethod
+    def create(cls, path: Path, manifest: dict[str, Any], *, resume: bool) -> "RunStore":
+        path = Path(path)
+        store = cls(path)
+        if (path / MANIFEST).exists() and not resume:
+            if store.recorded_keys():
+                raise InvalidArgument(
+                    f"Cannot have out={str(path)!r}: it already holds a run; pass --resume to continue it "
+                    "or choose another --out")
+        if resume and (path / MANIFEST).exists():
+            old = store.manifest()
+            for k in ("thresholds", "fault_model", "seeds"):
+                if k in manifest and old.get(k) != manifest[k]:
+                    raise InvalidArgument(
+                        f"Cannot resume {str(path)!r} with {k}={manifest[k]!r}: the run was started with {old.get(k)!r}")
+            torn = set_aside_torn(path)
+            if torn:
+                old["torn_lines_set_aside"] = old.get("torn_lines_set_aside", 0) + torn
+            old.setdefault("resumed", []).append(now())
+            old.setdefault("tolerances", {}).update(manifest.get("tolerances", {}))
+            old["plan"] = manifest.get("plan", old.get("plan"))
+            store.write_manifest(old)
+            return store
+        path.mkdir(parents=True, exist_ok=True)
+        store.write_manifest(manifest)
+        (path / VERDICTS).touch()
+        return store
+
+    @classmethod
+    def open(cls, path: Path) -> "RunStore":
+        store = cls(Path(path))
+        if not (store.path / MANIFEST).is_file():
+            raise InvalidArgument(f"Cannot read run store {str(path)!r}: no {MANIFEST} there")
+        return store
+
+    def manifest(self) -> dict[str, Any]:
+        try:
+            return json.loads((self.path / MANIFEST).read_text())
+        except json.JSONDecodeError as e:
+            raise InvalidArgument(f"Cannot read {self.path / MANIFEST}: {e}") from e
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        tmp = self.path / (MANIFEST + ".tmp")
+        tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True))
+        os.replace(tmp, self.path / MANIFEST)  # atomic: never a half-written manifest
+
+    def update_manifest(self, **fields: Any) -> None:
+        m = self.manifest()
+        for k, v in fields.items():
+            if isinstance(v, dict) and isinstance(m.get(k), dict):
+                m[k].update(v)
+            else:
+                m[k] = v
+        self.write_manifest(m)
+
+    def add_segment(self, segment: dict[str, Any]) -> None:
+        """Record one invocation of the sweep on this store (``segments``: when, how
+        long, which code, how many cases; a resumed run has several)."""
+        m = self.manifest()
+        m.setdefault("segments", []).append(segment)
+        self.write_manifest(m)
+
+    # -- verdicts --------------------------------------------------------------
+    def append(self, case: Case, verdict: Verdict, elapsed_s: float, **extra: Any) -> None:
+        rec = {"case": case.to_json(), "verdict": verdict.to_json(), "elapsed_s": round(elapsed_s, 4),
+               "recorded": now(), **extra}
+        line = json.dumps(rec, default=_jsonable) + "\n"
+        with open(self.path / VERDICTS, "a", encoding="utf-8") as f:
+            f.write(line)
+            f.flush()
+            os.fsync(f.fileno())
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        """Every complete record, in order (torn lines are skipped)."""
+        parsed, _ = read_verdict_lines(self.path / VERDICTS)
+        for _, rec in parsed:
+            yield rec
+
+    def latest(self) -> dict[str, dict[str, Any]]:
+        """Case key -> its last record."""
+        out = {}
+        for r in self.records():
+            c = Case.from_json(r["case"])
+            out[c.key] = r
+        return out
+
+    def recorded_keys(self) -> set[str]:
+        return set(self.latest())
+
+
+def _jsonable(x):
+    if isinstance(x, (set, frozenset, tuple)):
+        return list(x)
+    return str(x)
+

@@ -1,0 +1,275 @@
+"""Execution that survives: every case runs in a worker process.
+
+A case that kills its process (a Metal abort, a CUDA illegal address, a segfault)
+becomes an ``error`` verdict with the worker's exit status, and a fresh worker takes
+the next case; the sweep never dies with it. After an ``error`` on a GPU the worker
+probes its device (:func:`device_healthy`): a sticky CUDA error (an illegal address)
+poisons the context and fails the probe, and the worker is replaced; an error the op
+raised cleanly (a cuDNN status, a size check) leaves the context usable, and the
+worker goes on: a replacement costs seconds (imports, device start, kernel loads). A
+worker is also replaced after a timeout.
+Workers are started with ``spawn``: nothing of the parent's state (or CUDA context)
+leaks into them.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+from .cases import Case
+from ..verdict import Verdict
+
+#: Seconds a single case may run before its worker is killed.
+DEFAULT_CASE_TIMEOUT_S = 600.0
+#: Seconds to wait for a worker to start (imports torch, initialises the device).
+WORKER_START_TIMEOUT_S = 180.0
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """What every job of a sweep shares."""
+
+    device: str
+    fault_model: str = "none"
+    ref_device: str | None = None
+    mode: str = "auto"
+    memory_limit: int | None = None
+    ref_chunk: int | None = None
+    #: CUDA only: cap of the worker's caching allocator, as a fraction of the device's
+    #: total memory (``torch.cuda.set_per_process_memory_fraction``). Set for workers
+    #: that share the device with others (cases side by side); at the cap the allocator
+    #: frees its cache and retries before it raises out-of-memory.
+    memory_fraction: float | None = None
+
+
+def device_healthy(device) -> bool:
+    """Whether ``device`` still runs work after an error: synchronise, then run and
+    read back one small op. A sticky CUDA error makes both raise. CPU: always."""
+    import torch
+
+    device = torch.device(device)
+    try:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        elif device.type == "mps":
+            torch.mps.synchronize()
+        else:
+            return True
+        return int(torch.ones(2, device=device, dtype=torch.int32).sum().item()) == 2
+    except Exception:
+        return False
+
+
+def _worker_main(conn, cfg: WorkerConfig) -> None:
+    """Worker loop: receive a job, run it, send its result, forever."""
+    try:
+        import torch
+
+        from . import memory as plan
+        from .judge.reference import default_ref_chunk
+        from .judge.execute import execute
+
+        device = torch.device(cfg.device)
+        if device.type == "cuda":
+            torch.cuda.init()
+            if cfg.memory_fraction is not None:
+                index = device.index if device.index is not None else torch.cuda.current_device()
+                torch.cuda.set_per_process_memory_fraction(min(max(float(cfg.memory_fraction), 0.0), 1.0), index)
+        ref_chunk = cfg.ref_chunk or default_ref_chunk(device)
+        conn.send({"ready": True, "pid": os.getpid()})
+    except Exception as e:  # pragma: no cover - start-up failure is reported by the parent
+        conn.send({"ready": False, "error": f"{type(e).__name__}: {e}"})
+        return
+    while True:
+        job = conn.recv()
+        if job is None:
+            # Exit at once: the interpreter's teardown with torch loaded took 1.6 s on a
+            # CPU, and the sweep waits for it (memory back before the next phase).
+            conn.close()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
+        if job.get("memory"):  # how much of the device this process could use now
+            try:
+                conn.send({"memory": plan.device_memory(device)})
+            except Exception as e:
+                conn.send({"memory": None, "error": f"{type(e).__name__}: {e}"})
+            continue
+        t0 = time.perf_counter()
+        try:
+            case = Case.from_json(job["case"])
+            ok, need, avail = plan.fits(case, device, cfg.fault_model, ref_chunk, cfg.memory_limit)
+            if not ok:
+                v = Verdict.skipped(f"needs about {need / 2**30:.1f} GiB, {avail / 2**30:.1f} GiB available",
+                                    needed_bytes=need, available_bytes=avail)
+                conn.send({"verdict": v.to_json(), "worst": {}, "elapsed_s": time.perf_counter() - t0})
+                continue
+            out = execute(case, device, fault_model=cfg.fault_model, tolerances=job.get("tolerances"),
+                          ref_device=cfg.ref_device, mode=cfg.mode, ref_chunk=ref_chunk)
+            res = {"verdict": out.verdict.to_json(), "worst": out.worst, "elapsed_s": out.elapsed_s}
+        except Exception as e:
+            v = Verdict.error(f"kernelaudit failed on this case: {type(e).__name__}: {e}",
+                              checker_bug=True, traceback=traceback.format_exc(limit=5))
+            res = {"verdict": v.to_json(), "worst": {}, "elapsed_s": time.perf_counter() - t0}
+        if res["verdict"].get("status") == "error" and device.type != "cpu":
+            res["healthy"] = device_healthy(device)
+        # No empty_cache() between cases: the caching allocator reuses the last case's
+        # blocks (returning tens of GiB to the driver and mapping them again cost more
+        # than many small cases), the plan counts cached blocks as available, and an op
+        # that still runs out of memory (cached blocks too fragmented for one large
+        # tensor) runs again after execute() returns the cache (oracle.OOM_RETRIES).
+        conn.send(res)
+
+
+class WorkerPool:
+    """One worker process (the device is one), restarted whenever it cannot go on."""
+
+    def __init__(self, cfg: WorkerConfig, case_timeout_s: float = DEFAULT_CASE_TIMEOUT_S) -> None:
+        self.cfg = cfg
+        self.case_timeout_s = case_timeout_s
+        self._ctx = mp.get_context("spawn")
+        self._proc = None
+        self._conn = None
+        self.restarts = 0
+        self._starting = None  # (thread, [exception]) of a start begun by prestart()
+
+    def prestart(self) -> None:
+        """Begin starting the worker in the background (imports, device start: seconds),
+        so that it overlaps other work; the next job waits for it. No-op if started."""
+        import threading
+
+        if self._proc is not None or self._starting is not None:
+            return
+        failed: list[BaseException] = []
+
+        def start() -> None:
+            try:
+                self._start()
+            except BaseException as e:  # raised by the job that waits for it
+                failed.append(e)
+
+        t = threading.Thread(target=start, daemon=True)
+        t.start()
+        self._starting = (t, failed)
+
+    def _ensure_started(self) -> None:
+        if self._starting is not None:
+            t, failed = self._starting
+            t.join()
+            self._starting = None
+            if failed:
+                raise failed[0]
+        if self._proc is None:
+            self._start()
+
+    def _start(self) -> None:
+        parent, child = self._ctx.Pipe()
+        proc = self._ctx.Process(target=_worker_main, args=(child, self.cfg), daemon=True)
+        proc.start()
+        child.close()
+        if not parent.poll(WORKER_START_TIMEOUT_S):
+            proc.kill()
+            raise RuntimeError(f"worker did not start within {WORKER_START_TIMEOUT_S:.0f} s")
+        hello = parent.recv()
+        if not hello.get("ready"):
+            proc.join(5)
+            raise RuntimeError(f"worker could not start: {hello.get('error')}")
+        self._proc, self._conn = proc, parent
+
+    def stop(self) -> None:
+        if self._starting is not None:
+            try:
+                self._ensure_started()
+            except Exception:
+                return
+        if self._proc is None:
+            return
+        try:
+            self._conn.send(None)
+            self._proc.join(5)
+        except (OSError, BrokenPipeError):
+            pass
+        if self._proc.is_alive():
+            self._proc.kill()
+            self._proc.join(5)
+        self._proc = self._conn = None
+
+    def _kill(self) -> None:
+        if self._proc is not None and self._proc.is_alive():
+            self._proc.kill()
+            self._proc.join(5)
+        self._proc = self._conn = None
+        self.restarts += 1
+
+    def run(self, job: dict[str, Any]) -> dict[str, Any]:
+        """Run one job; a dead or hung worker becomes an ``error`` result. A result
+        after which the worker was replaced carries ``worker_replaced: True``."""
+        self._ensure_started()
+        t0 = time.perf_counter()
+        try:
+            self._conn.send(job)
+            deadline = t0 + self.case_timeout_s
+            while True:
+                if self._conn.poll(0.5):
+                    res = self._conn.recv()
+                    break
+                if not self._proc.is_alive():
+                    raise EOFError
+                if time.perf_counter() > deadline:
+                    self._kill()
+                    v = Verdict.error(f"timed out after {self.case_timeout_s:.0f} s (worker killed)")
+                    return {"verdict": v.to_json(), "worst": {}, "elapsed_s": time.perf_counter() - t0,
+                            "worker_replaced": True}
+        except (EOFError, OSError, BrokenPipeError):
+            code = None
+            if self._proc is not None:
+                self._proc.join(10)  # reap it, so its exit status is known
+                code = self._proc.exitcode
+            self._kill()
+            v = Verdict.error(f"the process running the case died: {_describe_exit(code)}", exitcode=code)
+            return {"verdict": v.to_json(), "worst": {}, "elapsed_s": time.perf_counter() - t0,
+                    "worker_replaced": True}
+        if needs_restart(self.cfg.device, res):
+            self._kill()  # a device error poisoned the context: start clean
+            res["worker_replaced"] = True
+        return res
+
+    def device_memory(self) -> dict[str, int] | None:
+        """``{"available", "total"}`` bytes of the device as this pool's worker sees it
+        (:func:`~kernelaudit.sweep.memory.device_memory`; the worker is started if needed), or
+        None if the worker could not say."""
+        res = self.run({"memory": True})
+        return res.get("memory")
+
+    def __enter__(self) -> "WorkerPool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def needs_restart(device: str, res: dict[str, Any]) -> bool:
+    """Whether a worker that returned ``res`` must be replaced: after an ``error`` on a
+    GPU, unless the worker's probe found its device healthy (a result without a probe
+    counts as unhealthy)."""
+    if res.get("verdict", {}).get("status") != "error" or not device.startswith(("cuda", "mps")):
+        return False
+    return not res.get("healthy", False)
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "no exit status"
+    if code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit status {code}"

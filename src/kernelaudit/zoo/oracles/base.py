@@ -1,0 +1,199 @@
+"""The oracle protocol, the subject under test, and sequences of oracles.
+
+Every oracle has one entry point, ``judge(case, got) -> Verdict``:
+
+* ``case`` is a :class:`~kernelaudit.zoo.problems.problem_case.ProblemCase` (problem, inputs,
+  init inputs, seed, device, dtype, shapes);
+* ``got`` is either the candidate's output for that case (a tensor or a tuple of
+  tensors) or a :class:`Subject`, the candidate itself, which can be run on any case.
+
+Comparators (``assert-close``, ``ulp``, ``bound``) accept both: given a subject they
+compute the reference first, then run the subject once on copies of the inputs (a
+candidate that clobbers its inputs spoils neither the reference nor a later oracle;
+catching the clobbering is ``tamper``'s job). Drivers (``kernelbench``, ``shapes``, ``values``,
+``tamper``) must run the candidate several times or on other cases, so they need a
+subject; given a bare output they raise :class:`~kernelaudit.errors.InvalidArgument`.
+"""
+
+from __future__ import annotations
+
+import traceback
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from ...errors import InvalidArgument
+from ..problems.problem_case import ProblemCase, as_tensors, build_candidate_model
+from ..problems.loader import Candidate
+from ...verdict import Status, Verdict, worst
+
+
+def synchronize(device: str) -> None:
+    """Wait for every stream of ``device`` (a no-op on CPU)."""
+    if str(device).startswith("cuda") and torch.cuda.is_available():
+        torch.cuda.synchronize(torch.device(device))
+
+
+class Subject:
+    """The candidate under test: ``ModelNew`` built per case (seed 42, like ``Model``).
+
+    ``subject(case)`` runs the forward on ``case.inputs`` under ``torch.no_grad()``,
+    waits for the device and returns the outputs as a list of tensors. Exceptions
+    from the candidate propagate; :func:`run_subject` turns them into verdicts.
+    """
+
+    def __init__(self, candidate: Candidate) -> None:
+        self.candidate = candidate
+
+    @property
+    def name(self) -> str:
+        return self.candidate.name
+
+    def model(self, case: ProblemCase) -> torch.nn.Module:
+        return build_candidate_model(case, self.candidate)
+
+    def __call__(self, case: ProblemCase, inputs: Sequence[Any] | None = None) -> list[torch.Tensor]:
+        model = self.model(case)
+        with torch.no_grad():
+            out = model(*(case.inputs if inputs is None else inputs))
+        synchronize(case.device)
+        return as_tensors(out)
+
+
+class CandidateFailed(Exception):
+    """The candidate raised; carries the error verdict."""
+
+    def __init__(self, verdict: Verdict) -> None:
+        super().__init__(verdict.message)
+        self.verdict = verdict
+
+
+def candidate_error(case: ProblemCase, exc: BaseException) -> Verdict:
+    """An ``error`` verdict for an exception raised by the candidate on ``case``."""
+    tb = traceback.extract_tb(exc.__traceback__)
+    where = f" at {tb[-1].filename}:{tb[-1].lineno}" if tb else ""
+    return Verdict.error(
+        f"{case.describe()}: candidate raised {type(exc).__name__}{where}: {exc}",
+        exception=type(exc).__name__,
+    )
+
+
+def run_subject(subject: Subject, case: ProblemCase, inputs: Sequence[Any] | None = None) -> list[torch.Tensor]:
+    """Run the subject; an exception becomes :class:`CandidateFailed` with an error verdict."""
+    try:
+        return subject(case, inputs)
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - any candidate failure, even sys.exit(), is an error verdict
+        raise CandidateFailed(candidate_error(case, exc)) from exc
+
+
+class Oracle(ABC):
+    """``judge(case, got) -> Verdict``; ``name`` is the one ``--oracle`` accepts."""
+
+    name: str = "oracle"
+
+    @abstractmethod
+    def judge(self, case: ProblemCase, got: Any) -> Verdict:
+        """Judge the candidate (a :class:`Subject`) or its output on ``case``."""
+
+    def __repr__(self) -> str:
+        return f"<oracle {self.name}>"
+
+
+class Comparator(Oracle):
+    """An oracle that judges one output against a reference computed from the case."""
+
+    def judge(self, case: ProblemCase, got: Any) -> Verdict:
+        if isinstance(got, Subject):
+            # A sequence may judge one case with one comparator twice (``bound`` and
+            # ``shapes`` both look at the fixed shape): the candidate runs once.
+            key = ("verdict", type(self).__name__, self.name, id(got))
+            if key not in case._cache:
+                case._cache[key] = (got, self._judge_subject(case, got))  # got kept alive: its id stays unique
+            return case._cache[key][1]
+        return self.compare(case, as_tensors(got))
+
+    def _judge_subject(self, case: ProblemCase, got: "Subject") -> Verdict:
+        self.prepare(case)  # the reference first
+        # Copies, so that a candidate that clobbers its inputs spoils neither this
+        # comparison nor the next oracle's: catching that is tamper's job.
+        inputs = [x.clone() if isinstance(x, torch.Tensor) else x for x in case.inputs]
+        try:
+            outputs = run_subject(got, case, inputs)
+        except CandidateFailed as failed:
+            return failed.verdict
+        return self.compare(case, outputs)
+
+    def prepare(self, case: ProblemCase) -> None:
+        """Compute (and cache on the case) whatever reference ``compare`` needs."""
+        case.reference()
+
+    @abstractmethod
+    def compare(self, case: ProblemCase, outputs: list[torch.Tensor]) -> Verdict:
+        """Judge ``outputs`` of the candidate on ``case``."""
+
+
+class Driver(Oracle):
+    """An oracle that runs the candidate itself (on other inputs, shapes or several times)."""
+
+    def judge(self, case: ProblemCase, got: Any) -> Verdict:
+        if not isinstance(got, Subject):
+            raise InvalidArgument(
+                f"Cannot judge a bare output with oracle {self.name}: it runs the candidate "
+                f"itself, so pass got=Subject(candidate)"
+            )
+        return self.drive(case, got)
+
+    @abstractmethod
+    def drive(self, case: ProblemCase, subject: Subject) -> Verdict:
+        """Run ``subject`` as the oracle needs and judge the results."""
+
+
+def combine(name: str, verdicts: dict[str, Verdict], *, context: str = "") -> Verdict:
+    """One verdict for several: the worst one's status and evidence; all of them in details."""
+    if not verdicts:
+        return Verdict.skipped(f"{name}: nothing to judge")
+    names = list(verdicts)
+    w = worst(list(verdicts.values()))
+    wname = names[list(verdicts.values()).index(w)]
+    counts: dict[str, int] = {}
+    for v in verdicts.values():
+        counts[v.status.value] = counts.get(v.status.value, 0) + 1
+    summary = ", ".join(f"{n} {s}" for s, n in counts.items())
+    if w.status is Status.OK:
+        message = f"{context}{len(verdicts)} checks ok" if context else f"{len(verdicts)} checks ok"
+    else:
+        message = f"{context}{summary}; first {w.status.value}: [{wname}] {w.message}"
+    return Verdict(
+        w.status,
+        metric=w.metric,
+        value=w.value,
+        tolerance=w.tolerance,
+        bad_batches=w.bad_batches,
+        first_bad_index=w.first_bad_index,
+        message=message,
+        details={"checks": {k: v.to_json() for k, v in verdicts.items()}, "worst": wname},
+    )
+
+
+class SequenceOracle(Oracle):
+    """Several oracles applied in order; the verdict is the worst (error > wrong > skipped > ok).
+
+    The sequence keeps going after a failure so that the evidence of every member is
+    recorded in ``details["checks"]``.
+    """
+
+    def __init__(self, oracles: Sequence[Oracle]) -> None:
+        if not oracles:
+            raise InvalidArgument("Cannot have an empty oracle sequence: name at least one oracle")
+        self.oracles = list(oracles)
+        self.name = ",".join(o.name for o in self.oracles)
+
+    def judge(self, case: ProblemCase, got: Any) -> Verdict:
+        verdicts = {}
+        for oracle in self.oracles:
+            verdicts[oracle.name] = oracle.judge(case, got)
+        if len(verdicts) == 1:
+            return next(iter(verdicts.values()))
+        return combine(self.name, verdicts)

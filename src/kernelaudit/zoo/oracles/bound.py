@@ -1,0 +1,205 @@
+"""``bound``: a float64 reference plus an error bound derived from the op and its precision.
+
+For each output element the allowed error is
+
+    bound = u * (LAMBDA * sqrt(n) * S + FN_ULPS * |ref|) + n * tiny
+
+where ``u`` is the unit roundoff of the problem's dtype (2^-24 for float32; 2^-11 when
+the problem sets ``ALLOW_TF32`` and so accepts TF32 operands), ``n`` the number of
+terms a value accumulates, ``S`` the magnitude those terms carry, ``ref`` the float64
+reference and ``tiny`` the smallest normal number (room for underflow). The problem
+declares how ``n`` and ``S`` arise in ``ERROR_MODEL``:
+
+``{"kind": "elementwise"}``
+    one evaluation of a function per element: ``n = 1``, ``S = max(|ref|, rms(ref))``
+    (relative error, with an absolute floor at the output's typical magnitude, where
+    functions such as ``exp(x) - 1`` lose relative accuracy near zero).
+``{"kind": "exact"}``
+    max, min, argmax, max-pooling, copies: no rounding at all, bound 0.
+``{"kind": "multilinear", "length": "K"}``
+    sums of products (matmul, sums, means, scans, average pooling): ``S`` is the op
+    applied to the absolute values of inputs and parameters (for a dot product
+    ``|a|.|b|``), ``n`` the reduction length.
+``{"kind": "scaled", "length": ...}``
+    ``S = error_scale(model, *inputs)``, a function the problem file defines in
+    float64 (softmax, norms, losses, attention).
+
+``length`` is an int, a shape constant's name or a list of names (their product).
+
+Why ``sqrt(n)`` and not the worst-case ``n``: rounding errors of a sum behave like a
+random walk (Higham and Mary's probabilistic error analysis), so ``LAMBDA * sqrt(n) *
+u`` bounds them with overwhelming probability, and only that tighter bound separates
+correct fp32 accumulation from a precision downgrade: an fp32 matmul computed in bf16
+has errors of about ``2^-9 * sqrt(K) * rms(a*b)``, which the worst-case bound ``K * u
+* |a|.|b|`` would hide for every K above a few hundred.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any
+
+import torch
+
+from ..problems.problem_case import ProblemCase, cast_floating
+from ...verdict import Status, Verdict
+from .base import Comparator
+from .compare import mismatch_verdict, nonfinite_mismatch, structure_verdict
+
+#: Multiple of the probabilistic sqrt(n) * u growth accepted for accumulated sums.
+LAMBDA = 8.0
+#: ULPs allowed for evaluating one function (exp, erf, division) and the final rounding.
+FN_ULPS = 8.0
+#: Unit roundoff (half the spacing at 1) per dtype.
+UNIT_ROUNDOFF: dict[torch.dtype, float] = {
+    torch.float64: 2.0**-53,
+    torch.float32: 2.0**-24,
+    torch.float16: 2.0**-11,
+    torch.bfloat16: 2.0**-8,
+}
+#: Unit roundoff of TF32 operands (10 mantissa bits).
+TF32_UNIT_ROUNDOFF = 2.0**-11
+#: The kinds of ``ERROR_MODEL`` this oracle understands.
+ERROR_MODEL_KINDS = ("elementwise", "exact", "multilinear", "scaled")
+
+
+def unit_roundoff(case: ProblemCase) -> float:
+    """``u`` for the case's dtype, widened to TF32 when the problem allows TF32."""
+    u = UNIT_ROUNDOFF.get(case.dtype, 2.0**-24)
+    if case.problem.allow_tf32:
+        u = max(u, TF32_UNIT_ROUNDOFF)
+    return u
+
+
+def accumulation_length(case: ProblemCase, length: Any) -> int:
+    """Resolve ``ERROR_MODEL["length"]`` (int, shape name, or list of names) for the case."""
+    if length is None:
+        return 1
+    if isinstance(length, int):
+        return length
+    if isinstance(length, str):
+        if length in case.shapes:
+            return int(case.shapes[length])
+        return int(getattr(case.problem.module, length))
+    return math.prod(accumulation_length(case, x) for x in length)
+
+
+def _model64(case: ProblemCase, *, absolute: bool) -> torch.nn.Module:
+    key = f"model64:{absolute}"
+    if key not in case._cache:
+        m = copy.deepcopy(case.model()).to(torch.float64)
+        if absolute:
+            with torch.no_grad():
+                for p in list(m.parameters()) + list(m.buffers()):
+                    if p.is_floating_point():
+                        p.abs_()
+        case._cache[key] = m
+    return case._cache[key]
+
+
+def _elementwise_scale(ref: torch.Tensor) -> torch.Tensor:
+    """max(|ref|, rms(ref)): relative error, with an absolute floor at the output's typical size."""
+    finite = ref[torch.isfinite(ref)]
+    rms = float(finite.pow(2).mean().sqrt()) if finite.numel() else 0.0
+    return torch.nan_to_num(ref.abs(), posinf=0.0).clamp_min(rms)
+
+
+def magnitude(case: ProblemCase) -> list[torch.Tensor] | None:
+    """The ``S`` of the module docs for every output (``None`` for exact ops)."""
+    model = case.problem.error_model or {}
+    kind = model.get("kind")
+    refs = case.reference()
+    if kind == "elementwise":
+        return [_elementwise_scale(r) if r.is_floating_point() else None for r in refs]
+    if kind == "exact":
+        return None
+    inputs64 = cast_floating(case.inputs, torch.float64)
+    with torch.no_grad():
+        if kind == "multilinear":
+            absolute = [v.abs() if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in inputs64]
+            out = _model64(case, absolute=True)(*absolute)
+        else:
+            fn = getattr(case.problem.module, "error_scale", None)
+            if fn is None:
+                raise ValueError(
+                    f"{case.problem.path}: ERROR_MODEL kind 'scaled' needs a function error_scale(model, *inputs)"
+                )
+            out = fn(_model64(case, absolute=False), *inputs64)
+    outs = [out] if isinstance(out, torch.Tensor) else list(out)
+    return [o.abs().to(torch.float64).expand_as(r) if r.is_floating_point() else None for o, r in zip(outs, refs)]
+
+
+def error_bounds(case: ProblemCase) -> list[torch.Tensor | None]:
+    """The allowed absolute error per element of every output (``None``: must be exact)."""
+    key = "bounds"
+    if key in case._cache:
+        return case._cache[key]
+    model = case.problem.error_model or {}
+    refs = case.reference()
+    u = unit_roundoff(case)
+    n = accumulation_length(case, model.get("length")) if model.get("kind") in ("multilinear", "scaled") else 1
+    tiny = torch.finfo(case.dtype).tiny if case.dtype.is_floating_point else 0.0
+    mags = magnitude(case)
+    bounds: list[torch.Tensor | None] = []
+    for i, ref in enumerate(refs):
+        if mags is None or mags[i] is None or not ref.is_floating_point():
+            bounds.append(None)
+            continue
+        s = torch.nan_to_num(mags[i], nan=0.0, posinf=0.0)
+        bounds.append(u * (LAMBDA * math.sqrt(n) * s + FN_ULPS * torch.nan_to_num(ref.abs(), posinf=0.0)) + n * tiny)
+    case._cache[key] = bounds
+    return bounds
+
+
+class BoundOracle(Comparator):
+    """Every element within its derived error bound of the float64 reference."""
+
+    name = "bound"
+
+    def prepare(self, case: ProblemCase) -> None:
+        if case.problem.error_model is not None:
+            error_bounds(case)
+
+    def compare(self, case: ProblemCase, outputs: list[torch.Tensor]) -> Verdict:
+        model = case.problem.error_model
+        if model is None:
+            return Verdict.skipped(
+                f"{case.describe()}: the problem declares no ERROR_MODEL, so bound has no error "
+                "model to derive a bound from (see docs/oracles.md)"
+            )
+        if model.get("kind") not in ERROR_MODEL_KINDS:
+            return Verdict.error(
+                f"{case.problem.path}: ERROR_MODEL kind {model.get('kind')!r}: allowed kinds are "
+                + ", ".join(ERROR_MODEL_KINDS)
+            )
+        refs = case.reference()
+        bad_structure = structure_verdict(case, outputs, refs, metric="err/bound")
+        if bad_structure is not None:
+            return bad_structure
+        bounds = error_bounds(case)
+        worst = 0.0
+        for i, (got, ref, bnd) in enumerate(zip(outputs, refs, bounds)):
+            if got.is_floating_point() != ref.is_floating_point():
+                return Verdict(Status.WRONG, metric="dtype",
+                               message=f"{case.describe()}: output {i} has dtype {got.dtype}, reference {ref.dtype}")
+            g = got.to(torch.float64)
+            err = (g - ref.to(torch.float64)).abs()
+            finite = torch.isfinite(err)
+            if bnd is None:
+                bad = nonfinite_mismatch(got, ref) | (finite & (err > 0))
+                if bool(bad.any()):
+                    worst_err = float(err[finite].max()) if bool(finite.any()) else float("inf")
+                    return mismatch_verdict(case, i, got, ref, bad, metric="err", value=worst_err, tolerance=0.0,
+                                            extra=f"{model.get('kind')} op: the result must be exact")
+                continue
+            ratio = torch.where(finite, err / bnd.clamp_min(torch.finfo(torch.float64).tiny), torch.zeros_like(err))
+            bad = nonfinite_mismatch(got, ref) | (finite & (err > bnd))
+            r = float(ratio.max()) if ratio.numel() else 0.0
+            if bool(bad.any()):
+                return mismatch_verdict(
+                    case, i, got, ref, bad, metric="err/bound", value=max(r, 1.0), tolerance=1.0, allowed=bnd,
+                    extra=f"error model {model.get('kind')}, u=2^{math.log2(unit_roundoff(case)):.0f}",
+                )
+            worst = max(worst, r)
+        return Verdict.passed("err/bound", worst, 1.0)

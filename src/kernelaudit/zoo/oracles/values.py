@@ -1,0 +1,135 @@
+"""``values``: inputs of every magnitude and sign the op admits.
+
+The problem's own ``get_inputs()`` draws from ``torch.rand`` (uniform [0, 1)), on which
+ReLU, LeakyReLU, HardTanh and ELU are the identity. This oracle keeps the shapes and
+dtypes of the case's inputs and replaces their values, one kind at a time:
+
+``normal``   signed standard normal;
+``negative`` -|normal| (every negative branch);
+``large``    normal * 2^12;
+``small``    normal * 2^-40;
+``mixed``    normal * 2^k, k uniform in [-16, 16] per element;
+
+plus the adversarial kinds the problem lists in ``ADVERSARIAL``:
+
+``neg_inf_rows``  a quarter of each row set to -inf (masked positions; column 0 stays
+                  finite);
+``ties``          normal rounded to multiples of 0.5, so that maxima repeat.
+
+An input declared ``positive`` takes the absolute value, ``probability`` /
+``log_probability`` a (log-)softmax over the last dim of the values divided by their
+rms and clamped to [-40, 40] (no probability underflows to an exact 0), ``fixed`` (class indexes, masks,
+signs) is never changed. Each kind is judged by the comparator(s) of the sequence
+(``bound`` by default).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..problems.problem_case import ProblemCase
+from ...verdict import Verdict
+from .base import Comparator, Driver, Subject, combine
+
+#: Value kinds every problem gets.
+VALUE_KINDS = ("normal", "negative", "large", "small", "mixed")
+#: Value kinds a problem opts into with ``ADVERSARIAL``.
+ADVERSARIAL_KINDS = ("neg_inf_rows", "ties")
+#: Scale exponents of the ``large`` and ``small`` kinds, and the range of ``mixed``.
+LARGE_EXP, SMALL_EXP, MIXED_EXP = 12, -40, 16
+#: Logits of probability inputs stay in [-40, 40]: exp(-80) is still a normal float32.
+PROB_LOGIT_CLAMP = 40.0
+#: Fraction of each row set to -inf by ``neg_inf_rows``.
+NEG_INF_FRACTION = 0.25
+
+
+def _generator(device: str, seed: int) -> torch.Generator:
+    gen = torch.Generator(device=device if str(device).startswith("cuda") else "cpu")
+    gen.manual_seed(seed)
+    return gen
+
+
+def draw(kind: str, like: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """Values of ``kind`` with the shape, dtype and device of ``like``."""
+    dev = gen.device
+    base = torch.randn(like.shape, generator=gen, device=dev, dtype=torch.float64)
+    if kind == "normal":
+        v = base
+    elif kind == "negative":
+        v = -base.abs()
+    elif kind == "large":
+        v = base * 2.0**LARGE_EXP
+    elif kind == "small":
+        v = base * 2.0**SMALL_EXP
+    elif kind == "mixed":
+        e = torch.randint(-MIXED_EXP, MIXED_EXP + 1, like.shape, generator=gen, device=dev)
+        v = base * torch.pow(2.0, e.to(torch.float64))
+    elif kind == "neg_inf_rows":
+        masked = torch.rand(like.shape, generator=gen, device=dev) < NEG_INF_FRACTION
+        if masked.dim() >= 1 and masked.shape[-1] > 0:
+            masked[..., 0] = False
+        v = base.masked_fill(masked, float("-inf"))
+    elif kind == "ties":
+        v = torch.round(base * 2) / 2
+    else:
+        raise ValueError(f"unknown value kind {kind!r}: allowed are {', '.join(VALUE_KINDS + ADVERSARIAL_KINDS)}")
+    return v.to(device=like.device, dtype=like.dtype)
+
+
+def shape_for_kind(v: torch.Tensor, input_kind: str) -> torch.Tensor:
+    """Apply an input's declared domain (``positive``, ``probability``, ...) to drawn values."""
+    if input_kind == "positive":
+        return v.abs()
+    if input_kind in ("probability", "log_probability"):
+        # Probabilities have no scale of their own: normalise the drawn values and clamp
+        # the logits so that every probability stays a normal number (no exact zeros,
+        # where log() would turn a well-posed problem into inf - inf).
+        z = v.to(torch.float64).nan_to_num(neginf=-PROB_LOGIT_CLAMP)
+        finite = z[torch.isfinite(z)]
+        rms = float(finite.pow(2).mean().sqrt()) if finite.numel() else 1.0
+        z = (z / (rms or 1.0)).clamp(-PROB_LOGIT_CLAMP, PROB_LOGIT_CLAMP)
+        f = torch.softmax if input_kind == "probability" else torch.log_softmax
+        return f(z, dim=-1).to(v.dtype)
+    return v
+
+
+def value_inputs(case: ProblemCase, kind: str, seed: int) -> list:
+    """The case's inputs with floating values replaced by ``kind`` (fixed inputs kept)."""
+    gen = _generator(case.device, seed)
+    kinds = case.problem.input_kinds(len(case.inputs))
+    out = []
+    for x, ik in zip(case.inputs, kinds):
+        if isinstance(x, torch.Tensor) and x.is_floating_point() and ik != "fixed":
+            out.append(shape_for_kind(draw(kind, x, gen), ik))
+        else:
+            out.append(x)
+    return out
+
+
+class ValuesOracle(Driver):
+    """Every value kind (and the problem's adversarial kinds), each judged by ``compare``."""
+
+    name = "values"
+
+    def __init__(self, compare: Comparator | None = None) -> None:
+        from .bound import BoundOracle
+
+        self.compare = compare or BoundOracle()
+
+    def kinds(self, case: ProblemCase) -> tuple[str, ...]:
+        return VALUE_KINDS + tuple(k for k in case.problem.adversarial if k in ADVERSARIAL_KINDS)
+
+    def drive(self, case: ProblemCase, subject: Subject) -> Verdict:
+        verdicts = {}
+        skip = case.problem.value_kinds_skip
+        for i, kind in enumerate(self.kinds(case)):
+            if kind in skip:  # seeds stay tied to the kind's position, skipped or not
+                continue
+            vcase = case.with_inputs(value_inputs(case, kind, case.seed * 1000 + i), f"values {kind}")
+            verdicts[f"values {kind}"] = self.compare.judge(vcase, subject)
+        v = combine(self.name, verdicts, context="values: ")
+        if skip:
+            note = "; ".join(f"{k} skipped: {why}" for k, why in skip.items())
+            v = Verdict(v.status, v.metric, v.value, v.tolerance, v.bad_batches, v.first_bad_index,
+                        f"{v.message} ({note})" if v.message else note, {**(v.details or {}), "skipped_kinds": skip})
+        return v

@@ -1,0 +1,19 @@
+"""Verified Triton solution of ``avgpool2d``: AvgPool2d, kernel 3, stride 3, no padding."""
+
+import torch
+import torch.nn as nn
+
+from kernelaudit.zoo.problems.solution_kernels import pool2d
+
+PROBLEM = "avgpool2d"
+EXPECT = "correct"
+
+
+class ModelNew(nn.Module):
+    def __init__(self, kernel_size, stride):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride
+
+    def forward(self, x):
+        return pool2d(x, self.kernel_size, self.stride, op="avg")

@@ -1,0 +1,17 @@
+"""Verified Triton solution of ``cumsum_exclusive``: exclusive cumulative sum over the last dim (y[i] = sum of x[j], j < i)."""
+
+import torch
+import torch.nn as nn
+
+from kernelaudit.zoo.problems.solution_kernels import scan
+
+PROBLEM = "cumsum_exclusive"
+EXPECT = "correct"
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return scan(x, "exclusive")

@@ -1,0 +1,18 @@
+"""Verified Triton solution of ``mean_dim``: mean over dim 2 of a 3-D tensor."""
+
+import torch
+import torch.nn as nn
+
+from kernelaudit.zoo.problems.solution_kernels import reduce
+
+PROBLEM = "mean_dim"
+EXPECT = "correct"
+
+
+class ModelNew(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        return reduce(x, self.dim, "mean")

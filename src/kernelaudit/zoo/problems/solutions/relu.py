@@ -1,0 +1,17 @@
+"""Verified Triton solution of ``relu``: ReLU."""
+
+import torch
+import torch.nn as nn
+
+from kernelaudit.zoo.problems.solution_kernels import unary
+
+PROBLEM = "relu"
+EXPECT = "correct"
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return unary(x, "relu")

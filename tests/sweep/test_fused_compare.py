@@ -1,0 +1,53 @@
+"""The fused per-batch comparison gives the torch comparison's verdicts and metrics."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import pytest
+import torch
+
+from kernelaudit.sweep.cases import GridSpec, grid
+from kernelaudit.sweep.judge.execute import execute
+from kernelaudit.sweep.tolerance import calibrated
+
+pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="needs the Triton interpreter")
+
+
+def test_row_max_matches_torch_with_nans_scales_and_ragged_rows():
+    pytest.importorskip("triton")
+    from kernelaudit.sweep.kernels.compare import row_max
+
+    g = torch.randn(5, 3001).to(torch.float16)
+    r = g.double() + torch.randn(5, 3001).double() * 1e-3
+    g[2, 17] = float("nan")
+    r[4, 3000] = float("nan")
+    s = torch.rand(5, 3001).double() + 0.5
+    for scale in (None, s):
+        err, mag = row_max(g, r, scale, 1e-300)
+        e = (g.double() - r).abs() / (scale if scale is not None else 1.0)
+        e = torch.where(torch.isnan(g.double()) | torch.isnan(r), torch.full_like(e, math.inf), e)
+        assert torch.equal(err, e.amax(1))
+        assert torch.equal(mag[[0, 1, 2, 3]], r.abs().amax(1)[[0, 1, 2, 3]])
+
+
+@pytest.mark.parametrize("op,fault", [("add", "wrap32"), ("softmax", "wrap32"), ("sum", "wrap32"),
+                                      ("cat", "wrap32"), ("bmm", "mps"), ("gelu", "wrap32")])
+def test_fused_comparison_gives_the_same_verdicts_as_torch(op, fault, monkeypatch):
+    pytest.importorskip("triton")
+    cases = grid(GridSpec(ops=(op,), dtypes=("float32", "bfloat16"), layouts=("contig",), thresholds=("2^32",),
+                          positions=("above",), scale=12))
+    statuses = set()
+    for case in cases:
+        monkeypatch.setenv("KERNELAUDIT_FUSED_COMPARE", "0")
+        tol = calibrated(execute(case.with_batch(2), tolerances=None).worst, case.dtype)
+        ref = execute(case, fault_model=fault, tolerances=tol, mode="full").verdict
+        monkeypatch.setenv("KERNELAUDIT_FUSED_COMPARE", "1")
+        got = execute(case, fault_model=fault, tolerances=tol, mode="full").verdict
+        assert (got.status, got.bad_batches, got.first_bad_index) == (ref.status, ref.bad_batches,
+                                                                      ref.first_bad_index), case.id
+        for a, b in zip(ref.details.get("outputs", []), got.details.get("outputs", [])):
+            assert a["metric"] == b["metric"] and a["value"] == pytest.approx(b["value"], rel=1e-12, abs=0)
+        statuses.add(ref.status.value)
+    assert "wrong" in statuses  # the planted faults are there to be found

@@ -1,0 +1,60 @@
+"""The worker pool's replacement policy after an error."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernelaudit.sweep.worker import device_healthy, needs_restart
+
+
+def _res(status: str, **extra) -> dict:
+    return {"verdict": {"status": status}, **extra}
+
+
+@pytest.mark.parametrize("device", ["cuda", "cuda:1", "mps"])
+def test_a_gpu_worker_is_replaced_after_an_error_only_when_its_probe_failed_or_is_missing(device):
+    assert needs_restart(device, _res("error", healthy=False))
+    assert needs_restart(device, _res("error"))  # no probe: assume the worst
+    assert not needs_restart(device, _res("error", healthy=True))
+    assert not needs_restart(device, _res("ok"))
+    assert not needs_restart(device, _res("wrong"))
+
+
+def test_a_cpu_worker_is_never_replaced_after_an_error_it_survived():
+    assert not needs_restart("cpu", _res("error"))
+
+
+def test_the_cpu_is_always_healthy():
+    assert device_healthy("cpu")
+
+
+def test_a_prestarted_worker_runs_the_next_job_and_a_failed_start_is_raised_by_it():
+    import torch
+
+    from kernelaudit.sweep.cases import GridSpec, grid
+    from kernelaudit.sweep.worker import WorkerConfig, WorkerPool
+
+    case = grid(GridSpec(ops=("add",), dtypes=("float32",), layouts=("contig",), directions=("fwd",),
+                         thresholds=("2^31",), positions=("below",), scale=12))[0]
+    with WorkerPool(WorkerConfig(device="cpu")) as pool:
+        pool.prestart()
+        pool.prestart()  # a second call while starting is a no-op
+        res = pool.run({"case": case.to_json(), "tolerances": None})
+        assert res["verdict"]["status"] == "ok" and pool.restarts == 0
+    if torch.cuda.is_available():
+        return  # the failing start below needs a machine without CUDA
+    with WorkerPool(WorkerConfig(device="cuda")) as pool:
+        pool.prestart()
+        with pytest.raises(RuntimeError, match="worker could not start"):
+            pool.run({"case": case.to_json(), "tolerances": None})
+
+
+def test_the_probe_reports_a_device_that_raises_as_unhealthy(monkeypatch):
+    """A sticky CUDA error makes every later device call raise: the probe says so."""
+    import torch
+
+    def sticky(*a, **k):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(torch.cuda, "synchronize", sticky)
+    assert not device_healthy("cuda")

@@ -1,0 +1,118 @@
+"""Oracles on purpose-built candidates: tamper's checks one by one, and errors as verdicts."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from kernelaudit.zoo.oracles import Subject, make_oracle
+from kernelaudit.zoo.problems import CORPUS_DIR, MUTANTS_DIR, ProblemCase, load_candidate, load_problem, solution_path
+from kernelaudit.verdict import Status
+
+pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning"), pytest.mark.usefixtures("triton_interpreter")]
+
+
+def _candidate(tmp_path, body: str, init: str = "pass"):
+    p = tmp_path / "cand.py"
+    p.write_text(textwrap.dedent(f"""
+        import torch
+        import torch.nn as nn
+        from kernelaudit.zoo.problems.solution_kernels import unary
+
+        class ModelNew(nn.Module):
+            def __init__(self, *args):
+                super().__init__()
+                {init}
+
+            def forward(self, x):
+                {body}
+    """))
+    return Subject(load_candidate(p))
+
+
+def _case(name: str) -> ProblemCase:
+    return ProblemCase.make(load_problem(CORPUS_DIR / f"{name}.py"), small=True)
+
+
+def test_tamper_passes_the_verified_solution():
+    v = make_oracle("tamper").judge(_case("relu"), Subject(load_candidate(solution_path("relu"))))
+    assert v.ok and v.details["poisoned_allocations"] >= 1
+
+
+def test_tamper_catches_an_output_aliasing_its_input_that_model_does_not_alias(tmp_path):
+    # hardtanh is the identity on torch.rand inputs: returning x is right in value, wrong in memory
+    v = make_oracle("tamper").judge(_case("hardtanh"), _candidate(tmp_path, "return x"))
+    assert v.status is Status.WRONG and "shares memory with input 0" in v.message
+
+
+def test_tamper_catches_a_nondeterministic_kernel(tmp_path):
+    v = make_oracle("tamper").judge(_case("relu"), _candidate(tmp_path, "return unary(x, 'relu') + torch.rand(()) * 1e-7"))
+    assert v.status is Status.WRONG and "differs bit for bit between two identical runs" in v.message
+
+
+def test_tamper_catches_unwritten_tail_elements_and_locates_the_first(tmp_path):
+    body = "y = torch.empty_like(x)\n                y[:, :100] = torch.relu(x[:, :100])\n                return y"
+    v = make_oracle("tamper").judge(_case("relu"), _candidate(tmp_path, body))
+    assert v.status is Status.WRONG and "never wrote" in v.message
+    assert v.first_bad_index == 100
+
+
+def test_tamper_restores_inputs_a_candidate_clobbers_so_later_oracles_are_not_fooled():
+    case = _case("leaky_relu")
+    before = case.inputs[0].clone()
+    subject = Subject(load_candidate(MUTANTS_DIR / "leaky_relu__zeroes_input.py"))
+    v = make_oracle("tamper,bound").judge(case, subject)
+    assert v.status is Status.WRONG and v.details["checks"]["bound"]["status"] == "ok"
+    assert case.inputs[0].equal(before)
+
+
+@pytest.mark.parametrize("oracle", ["kernelbench", "assert-close", "ulp", "bound", "shapes", "values", "tamper"])
+def test_a_candidate_that_raises_is_an_error_verdict_naming_the_exception(tmp_path, oracle):
+    v = make_oracle(oracle).judge(_case("relu"), _candidate(tmp_path, "raise ValueError('kernel launch failed')"))
+    assert v.status is Status.ERROR and "ValueError" in v.message and "kernel launch failed" in v.message
+
+
+def test_a_candidate_returning_the_wrong_shape_is_wrong_with_both_shapes(tmp_path):
+    v = make_oracle("bound").judge(_case("relu"), _candidate(tmp_path, "return x[:, :10]"))
+    assert v.status is Status.WRONG and "(4, 10), expected (4, 200)" in v.message
+
+
+def test_sequence_keeps_every_members_evidence():
+    subject = Subject(load_candidate(MUTANTS_DIR / "relu__drops_negative_branch.py"))
+    v = make_oracle("kernelbench,values").judge(_case("relu"), subject)
+    checks = v.details["checks"]
+    assert checks["kernelbench"]["status"] == "ok" and checks["values"]["status"] == "wrong"
+    assert v.status is Status.WRONG and "values negative" in str(checks["values"])
+
+
+def test_tamper_delays_each_side_stream_once_and_restores_torch(monkeypatch):
+    """The CUDA stream hook, exercised on the CPU with a fake stream API."""
+    import torch
+
+    from kernelaudit.zoo.oracles.tamper import SIDE_STREAM_DELAY_CYCLES, delayed_side_streams
+
+    class FakeStream:
+        def __init__(self, sid):
+            self.cuda_stream = sid
+
+        def __eq__(self, other):
+            return isinstance(other, FakeStream) and other.cuda_stream == self.cuda_stream
+
+        def __repr__(self):
+            return f"<stream {self.cuda_stream}>"
+
+    state = {"cur": FakeStream(0)}
+    fake_set = lambda s: state.__setitem__("cur", s)  # noqa: E731
+    sleeps: list[int] = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda *a: state["cur"])
+    monkeypatch.setattr(torch.cuda, "set_stream", fake_set)
+    monkeypatch.setattr(torch.cuda, "_sleep", sleeps.append, raising=False)
+    used: list[str] = []
+    with delayed_side_streams("cuda", used):
+        torch.cuda.set_stream(FakeStream(7))
+        torch.cuda.set_stream(FakeStream(7))
+        torch.cuda.set_stream(FakeStream(0))
+    assert sleeps == [SIDE_STREAM_DELAY_CYCLES] and used == ["<stream 7>"]
+    assert torch.cuda.set_stream is fake_set and "__enter__" not in torch.cuda.Stream.__dict__
