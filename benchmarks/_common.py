@@ -42,7 +42,7 @@ def crossing_bmm(dtype: str, device):
     inputs and the output."""
     from kernelaudit.sweep.cases import Case, batch_for
     from kernelaudit.sweep.judge.operands import device_inputs
-    from kernelaudit.sweep.judge.execute import run_op
+    from kernelaudit.sweep.judge.execution import run_op
     from kernelaudit.thresholds import REAL
 
     B = batch_for(REAL.t32, 256 * 256, "above")

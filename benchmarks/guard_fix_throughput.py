@@ -28,7 +28,7 @@ import torch
 
 from kernelaudit import guard
 from kernelaudit.guard.engine import Engine
-from kernelaudit.guard.install import _Overrides
+from kernelaudit.guard.intercept import _Overrides
 from kernelaudit.thresholds import Thresholds
 
 from _common import emit  # benchmarks/ is on sys.path when a script runs

@@ -33,7 +33,7 @@ def main() -> None:
     from _common import whole_check  # benchmarks/ is on sys.path when a script runs
 
     from kernelaudit.sweep.cases import Case, batch_for
-    from kernelaudit.sweep.judge.execute import run_op
+    from kernelaudit.sweep.judge.execution import run_op
     from kernelaudit.thresholds import Thresholds
 
     class Count(TorchDispatchMode):

@@ -20,7 +20,7 @@ import time
 import torch
 
 from kernelaudit.sweep.cases import GridSpec, grid
-from kernelaudit.sweep.judge.execute import execute
+from kernelaudit.sweep.judge.execution import execute
 
 #: (op, dtype, direction) triples profiled by default: the grid's most expensive ops and
 #: one of each other family.

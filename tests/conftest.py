@@ -10,6 +10,18 @@ from kernelaudit.config import use_interpreter_without_cuda
 use_interpreter_without_cuda()  # Triton kernels run on the CPU (in CI) through the interpreter
 
 
+#: Session fixtures that cost minutes: the tests that use one share an xdist worker
+#: (``--dist loadgroup``), so the fixture is built once, not once per worker.
+SHARED_EXPENSIVE = ("mps_run",)
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        for name in SHARED_EXPENSIVE:
+            if name in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.xdist_group(name))
+
+
 @pytest.fixture(scope="session")
 def mps_run(tmp_path_factory):
     """The whole --full grid (every op, dtype, layout, size, direction) under the mps

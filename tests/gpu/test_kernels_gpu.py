@@ -44,7 +44,7 @@ def test_fused_freivalds_on_cuda_agrees_with_the_torch_check(op, kernel, monkeyp
     from kernelaudit.config import PROJECT_AT_GENERATION
     from kernelaudit.sweep.cases import GridSpec, grid
     from kernelaudit.sweep.kernels import freivalds
-    from kernelaudit.sweep.judge.execute import execute
+    from kernelaudit.sweep.judge.execution import execute
     from kernelaudit.sweep.tolerance import calibrated
 
     if kernel == "regenerate":
@@ -71,7 +71,7 @@ def test_fused_freivalds_on_cuda_agrees_with_the_torch_check(op, kernel, monkeyp
 def test_gradient_projections_on_cuda_agree_with_the_float64_autograd_reference(op, monkeypatch):
     from kernelaudit.sweep.cases import GridSpec, grid
     from kernelaudit.sweep.predict import EITHER, predict
-    from kernelaudit.sweep.judge.execute import execute
+    from kernelaudit.sweep.judge.execution import execute
     from kernelaudit.sweep.tolerance import calibrated
 
     cases = grid(GridSpec(ops=(op,), dtypes=("float16", "bfloat16", "float32"), thresholds=("2^32",),
@@ -95,7 +95,7 @@ def test_gradient_projections_on_cuda_agree_with_the_float64_autograd_reference(
                                       ("gather", "wrap32"), ("sum", "wrap32")])
 def test_fused_comparison_on_cuda_gives_the_torch_verdicts(op, fault, monkeypatch):
     from kernelaudit.sweep.cases import GridSpec, grid
-    from kernelaudit.sweep.judge.execute import execute
+    from kernelaudit.sweep.judge.execution import execute
     from kernelaudit.sweep.tolerance import calibrated
 
     cases = grid(GridSpec(ops=(op,), dtypes=("float32", "bfloat16"), thresholds=("2^32",), positions=("above",),

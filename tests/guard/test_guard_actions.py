@@ -17,7 +17,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from kernelaudit import guard
 from kernelaudit.errors import InvalidArgument, UnsafeCallError
 from kernelaudit.guard.engine import Engine
-from kernelaudit.guard.install import GuardMode
+from kernelaudit.guard.intercept import GuardMode
 from kernelaudit.thresholds import Thresholds
 
 TH = Thresholds(14)          # 2^32 -> 16384, 2^31 -> 8192
@@ -326,6 +326,6 @@ def test_native_screen_is_used_when_it_builds():
         pytest.skip("no C++ toolchain here: the Python overrides are used")
     import importlib
 
-    inst = importlib.import_module("kernelaudit.guard.install")  # the module, not the function
+    inst = importlib.import_module("kernelaudit.guard.intercept")  # the module, not the function
     guard.install("fix", policy=CPU_MPS)
     assert inst._STATE.overrides.native is not None

@@ -11,7 +11,7 @@ def test_importing_and_installing_the_guard_loads_no_other_product():
             "print(','.join(sorted(m for m in sys.modules if m.startswith('kernelaudit'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = out.stdout.strip().split(",")
-    assert "kernelaudit.guard.install" in loaded
+    assert "kernelaudit.guard.intercept" in loaded
     assert not [m for m in loaded if m.startswith(("kernelaudit.sweep", "kernelaudit.zoo", "kernelaudit.conform",
                                                     "kernelaudit.repro"))], loaded
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from kernelaudit.sweep.cases import GridSpec, grid
-from kernelaudit.sweep.judge.execute import execute
+from kernelaudit.sweep.judge.execution import execute
 from kernelaudit.sweep.tolerance import calibrated
 
 pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="needs the Triton interpreter")

@@ -9,7 +9,7 @@ import pytest
 from kernelaudit.config import FUSED_FREIVALDS, PROJECT_AT_GENERATION
 from kernelaudit.sweep.cases import GridSpec, grid
 from kernelaudit.sweep.predict import EITHER, predict
-from kernelaudit.sweep.judge.execute import execute
+from kernelaudit.sweep.judge.execution import execute
 from kernelaudit.sweep.tolerance import calibrated
 
 pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="needs the Triton interpreter")
@@ -108,7 +108,7 @@ def test_a_wrong_shared_weight_gradient_is_located_by_the_full_reference(monkeyp
     pytest.importorskip("triton")
     import torch
 
-    from kernelaudit.sweep.judge.execute import _judge, run_op
+    from kernelaudit.sweep.judge.execution import _judge, run_op
 
     monkeypatch.setenv(FUSED_FREIVALDS.name, "1")
     case = grid(GridSpec(ops=("linear",), dtypes=("float32",), layouts=("contig",), thresholds=("2^32",),

@@ -10,7 +10,7 @@ import torch
 from kernelaudit import GridSpec, Thresholds, run_sweep
 from kernelaudit.sweep.cases import Case, batch_for
 from kernelaudit.sweep.predict import EITHER, predict
-from kernelaudit.sweep.judge.execute import execute
+from kernelaudit.sweep.judge.execution import execute
 from kernelaudit.sweep.store import RunStore
 from kernelaudit.verdict import Verdict
 
@@ -211,7 +211,7 @@ def test_memory_plan_counts_the_int64_indices_sort_holds_until_its_gather(monkey
 
 def _oom_for(monkeypatch, failures: int) -> list[str]:
     """Make the op run out of memory ``failures`` times; returns a log of what happened."""
-    from kernelaudit.sweep.judge import execute as oracle
+    from kernelaudit.sweep.judge import execution as oracle
 
     log, real = [], oracle.run_op
 

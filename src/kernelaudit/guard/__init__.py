@@ -21,7 +21,7 @@ import importlib
 #: Public name -> the submodule that defines it (loaded on first use).
 _EXPORTS = {
     **dict.fromkeys(["install", "uninstall", "guarding", "install_from_env", "is_installed", "current", "stats",
-                     "reset_stats", "GuardMode", "ENV_ACTION"], "install"),
+                     "reset_stats", "GuardMode", "ENV_ACTION"], "intercept"),
     **dict.fromkeys(["Rule", "Policy", "Call", "Hit", "mps_policy", "wrap32_policy", "blanket_policy", "policy_for",
                      "make_policy", "ACTIONS"], "policy"),
     **dict.fromkeys(["Engine", "GuardStats"], "engine"),

@@ -26,7 +26,7 @@ import click
 from ..errors import EXIT_USAGE, InvalidArgument, check_choice
 from ..thresholds import REAL_SCALE_BITS, Thresholds
 from ._boot import ENV_STATS, SITECUSTOMIZE
-from .install import ENV_ACTION, ENV_FAULT_MODEL, ENV_SCALE
+from .intercept import ENV_ACTION, ENV_FAULT_MODEL, ENV_SCALE
 from .policy import ACTIONS
 
 

@@ -1,8 +1,8 @@
 """The guard's decision and actions for one intercepted call.
 
 :class:`Engine` owns a policy, the action per rule, the plan cache and the counters.
-Its callers (the ``torch.library`` overrides in :mod:`.install`, or the what-if
-:class:`~kernelaudit.guard.install.GuardMode`) hand it the call and a ``run`` function
+Its callers (the ``torch.library`` overrides in :mod:`.intercept`, or the what-if
+:class:`~kernelaudit.guard.intercept.GuardMode`) hand it the call and a ``run`` function
 that reaches the unguarded kernels; the engine never calls a guarded op itself, so
 the pieces of a fix cannot re-enter the guard.
 

@@ -21,7 +21,7 @@ from ..faults import make_fault_model
 from ..faults.mps import _math_attention_only
 from ..sweep.ops.spec import DTYPES
 from .engine import Engine, GuardStats
-from .install import GuardMode
+from .intercept import GuardMode
 from .policy import policy_for
 
 #: Tolerance per dtype when a fix is not bitwise equal (the study's calibrated

@@ -1,0 +1,21 @@
+"""Product 1, the sweep: real ops on a real device around 2^31 / 2^32 / 2*2^32
+elements, judged against references that never cross those sizes; a boundary map.
+
+Public: :func:`run_sweep` (``schedule``), :class:`GridSpec`, :class:`Case` and
+:func:`grid` (``cases``), :func:`load_run` (``report``). Everything else is private to
+the product; ``docs/architecture.md`` maps its modules.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {"run_sweep": "schedule", "GridSpec": "cases", "Case": "cases", "grid": "cases", "load_run": "report"}
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str):
+    sub = _EXPORTS.get(name)
+    if sub is None:
+        raise AttributeError(f"module 'kernelaudit.sweep' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{sub}"), name)

@@ -74,7 +74,7 @@ def _worker_main(conn, cfg: WorkerConfig) -> None:
 
         from . import memory as plan
         from .judge.reference import default_ref_chunk
-        from .judge.execute import execute
+        from .judge.execution import execute
 
         device = torch.device(cfg.device)
         if device.type == "cuda":

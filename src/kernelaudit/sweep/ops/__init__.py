@@ -1,0 +1,2 @@
+"""Ops as data: ``spec`` defines :class:`OpSpec` and layouts; ``catalog`` lists the ops
+the sweep runs."""
