@@ -1,0 +1,192 @@
+"""``kernelaudit repro``: check an op or a model for run-to-run, batch-size and
+batch-position invariance, and say where the bits diverge and by how many ULPs.
+
+    kernelaudit repro op --op linear --impl torch,ieee,mma --dtype bfloat16 -k 4096 -n 4096 --device cuda
+    kernelaudit repro model kernelaudit.repro.tinylm:subject --impl torch,ieee --device cuda
+
+Exit codes: 0 every subject invariant, 1 bits diverge somewhere, 2 bad arguments,
+3 could not judge (the subject raised, or the device is missing).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+
+import click
+
+from ..errors import EXIT_FOUND, EXIT_OK, EXIT_UNJUDGED, EXIT_USAGE, InvalidArgument, check_choice, check_choices
+
+IMPLS = ("torch", "ieee", "mma")
+OPS = ("mm", "addmm", "linear", "bmm")
+DTYPES = ("bfloat16", "float16", "float32")
+
+
+def _ints(name: str, text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise InvalidArgument(f"Cannot have {name}={text!r}: allowed values are comma-separated integers") from None
+    if not values or min(values) < 1:
+        raise InvalidArgument(f"Cannot have {name}={text!r}: allowed values are comma-separated integers >= 1")
+    return values
+
+
+def _context(impl: str):
+    if impl == "torch":
+        return contextlib.nullcontext()
+    from .mode import deterministic
+    return deterministic(impl)
+
+
+def op_subject(op: str, impl: str, dtype: str, k: int, n: int, rows: int, device: str, seed: int = 0):
+    """(fn, x) for one op: ``x`` [rows, K] activations (bmm: [rows, 4, K]), fixed weights."""
+    import torch
+
+    check_choice("op", op, OPS)
+    check_choice("impl", impl, IMPLS)
+    check_choice("dtype", dtype, DTYPES)
+    dt = getattr(torch, dtype)
+    g = torch.Generator().manual_seed(seed)
+    w = torch.randn(n, k, generator=g).to(dt).to(device)            # [N, K]
+    bias = torch.randn(n, generator=g).to(dt).to(device)
+    x = torch.randn(rows, 4, k, generator=g).to(dt).to(device) if op == "bmm" else \
+        torch.randn(rows, k, generator=g).to(dt).to(device)
+    F = torch.nn.functional
+    calls = {"mm": lambda t: t @ w.t(), "addmm": lambda t: torch.addmm(bias, t, w.t()),
+             "linear": lambda t: F.linear(t, w, bias), "bmm": lambda t: torch.bmm(t, w.t().expand(t.shape[0], k, n))}
+    call = calls[op]
+
+    def fn(t):
+        with _context(impl), torch.inference_mode():
+            return call(t)
+    return fn, x
+
+
+def load_entry_point(spec: str):
+    """``package.module:function`` or ``path/to/file.py:function``."""
+    if ":" not in spec:
+        raise InvalidArgument(f"Cannot have entry point {spec!r}: "
+                              "allowed values are MODULE:FUNCTION or FILE.py:FUNCTION")
+    mod_name, func = spec.rsplit(":", 1)
+    if mod_name.endswith(".py"):
+        path = Path(mod_name)
+        s = importlib.util.spec_from_file_location(path.stem, path)
+        if s is None or not path.exists():
+            raise InvalidArgument(f"Cannot have entry point {spec!r}: no file {path}")
+        module = importlib.util.module_from_spec(s)
+        s.loader.exec_module(module)
+    else:
+        module = importlib.import_module(mod_name)
+    if not hasattr(module, func):
+        raise InvalidArgument(f"Cannot have entry point {spec!r}: {mod_name} has no {func}")
+    return getattr(module, func)
+
+
+def _device_ok(device: str) -> bool:
+    import torch
+    return not device.startswith("cuda") or torch.cuda.is_available()
+
+
+def _finish(reports, json_path, figure_path, title, meta) -> int:
+    from . import report as rep
+
+    for r in reports:
+        click.echo(rep.summary(r))
+    if json_path:
+        rep.write_json(reports, Path(json_path), **meta)
+    if figure_path:
+        rep.figure(reports, Path(figure_path), title)
+    if any(r.judged and not r.invariant for r in reports):
+        return EXIT_FOUND
+    if not all(r.judged for r in reports):
+        return EXIT_UNJUDGED
+    return EXIT_OK
+
+
+_common = [
+    click.option("--impl", default="torch,ieee", show_default=True, help=f"comma list of {', '.join(IMPLS)}"),
+    click.option("--device", default="cpu", show_default=True),
+    click.option("--batch-sizes", default="1,2,4,8,16,32,64,128", show_default=True),
+    click.option("--runs", default=3, show_default=True, type=int),
+    click.option("--json", "json_path", default=None, help="write every probe as JSON here"),
+    click.option("--figure", "figure_path", default=None, help="write a PNG: row 0's ULPs against M"),
+]
+
+
+def _with_common(f):
+    for opt in reversed(_common):
+        f = opt(f)
+    return f
+
+
+def _run(make, impls, device, batch_sizes, runs, json_path, figure_path, title, meta) -> None:
+    from .invariance import Report, check
+
+    try:
+        impls_ = check_choices("impl", impls.split(","), IMPLS)
+        sizes = _ints("batch-sizes", batch_sizes)
+        if runs < 1:
+            raise InvalidArgument(f"Cannot have runs={runs}: allowed values are integers >= 1")
+        if not _device_ok(device):
+            reports = [Report(f"{title} [{i}]", device, "", error=f"no {device} device") for i in impls_]
+        else:
+            reports = []
+            for impl in impls_:
+                fn, x = make(impl, max(sizes))
+                reports.append(check(fn, x, subject=f"{title} [{impl}]", batch_sizes=sizes, runs=runs))
+    except InvalidArgument as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(EXIT_USAGE)
+    sys.exit(_finish(reports, json_path, figure_path, title, meta | {"device": device}))
+
+
+@click.group("repro")
+def repro() -> None:
+    """Check ops and models for run-to-run, batch-size and batch-position invariance."""
+
+
+@repro.command("op")
+@click.option("--op", "op", default="linear", show_default=True, help=f"one of {', '.join(OPS)}")
+@click.option("--dtype", default="bfloat16", show_default=True, help=f"one of {', '.join(DTYPES)}")
+@click.option("-k", "k", default=256, show_default=True, type=int)
+@click.option("-n", "n", default=256, show_default=True, type=int)
+@click.option("--seed", default=0, show_default=True, type=int)
+@_with_common
+def op_cmd(op, dtype, k, n, seed, impl, device, batch_sizes, runs, json_path, figure_path) -> None:
+    """One op with fixed weights (N x K) on growing batches of activations."""
+    def make(i, rows):
+        return op_subject(op, i, dtype, k, n, rows, device, seed)
+    _run(make, impl, device, batch_sizes, runs, json_path, figure_path, f"{op} {dtype} K={k} N={n}",
+         {"op": op, "dtype": dtype, "k": k, "n": n})
+
+
+@repro.command("model")
+@click.argument("entry_point")
+@_with_common
+def model_cmd(entry_point, impl, device, batch_sizes, runs, json_path, figure_path) -> None:
+    """A model: ENTRY_POINT (MODULE:FUNCTION or FILE.py:FUNCTION) is called as
+    ``FUNCTION(device=..., rows=...)`` and returns ``(fn, x)``: x a batch of at least
+    ``rows`` samples, fn(x) outputs with the same leading dim."""
+    import torch
+
+    try:
+        factory = load_entry_point(entry_point)
+    except InvalidArgument as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(EXIT_USAGE)
+
+    def make(i, rows):
+        fn, x = factory(device=device, rows=rows)
+
+        def wrapped(t):
+            with _context(i), torch.inference_mode():
+                return fn(t)
+        return wrapped, x
+    _run(make, impl, device, batch_sizes, runs, json_path, figure_path, entry_point, {"entry_point": entry_point})
+
+
+COMMANDS = {"repro": repro}

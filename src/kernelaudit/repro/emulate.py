@@ -1,0 +1,81 @@
+"""A CPU emulator of the ``ieee`` order: the same fp32 FMAs, in the same order, bit for bit.
+
+:func:`fma32` is IEEE-754 binary32 ``fma(a, b, c)``: ``round32(a * b + c)`` with one
+rounding. How, without a hardware fp32 FMA in torch:
+
+1. ``p = a * b`` in float64 is exact (24 + 24 significant bits <= 53; exponents of
+   binary32 products stay far inside float64's range, subnormals included).
+2. ``s = fl64(p + c)`` and its exact error ``e = (p + c) - s`` (Knuth's TwoSum).
+3. Round ``p + c`` to float64 *to odd*: keep ``s`` if its last significand bit is 1 or
+   ``e == 0``, else step one float64 ulp toward ``e``. Rounding to odd at 53 bits and then
+   to nearest at 24 bits equals one rounding to nearest at 24 bits (53 >= 24 + 2; Boldo &
+   Melquiond, "Emulation of FMA and correctly rounded sums: proved algorithms using
+   rounding to odd", IEEE TC 2008). Plain ``fl64`` then ``fl32`` rounds twice and is wrong
+   exactly when ``s`` lands on a binary32 midpoint: tests/repro/test_emulate_fma.py holds
+   such cases, checked against exact rational arithmetic.
+
+:func:`mm_ieee` folds :func:`fma32` over k = 0..K-1 from +0.0, like the kernel, then the
+same epilogue, then one rounding to the output dtype.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def _round_to_odd64(s: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
+    bits = s.view(torch.int64)
+    even = (bits & 1) == 0
+    toward = torch.where(e > 0, torch.full_like(s, float("inf")), torch.full_like(s, float("-inf")))
+    step = torch.nextafter(s, toward)
+    return torch.where((e != 0) & even & torch.isfinite(s), step, s)
+
+
+def fma32(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    """binary32 ``fma(a, b, c)`` of float32 tensors (broadcasting), one rounding."""
+    a64, b64, c64 = a.double(), b.double(), c.double()
+    p = a64 * b64                                  # exact
+    s = p + c64
+    bb = s - p                                     # TwoSum: e = (p + c) - s exactly
+    e = (p - (s - bb)) + (c64 - bb)
+    e = torch.where(torch.isfinite(s), e, torch.zeros_like(e))
+    return _round_to_odd64(s, e).float()
+
+
+def _mm3(a3: torch.Tensor, b3: torch.Tensor) -> torch.Tensor:
+    # a3: [B, M, K] -> fp32, b3: [B, K, N] -> fp32; acc: [B, M, N]
+    a3, b3 = a3.float(), b3.float()
+    acc = torch.zeros(a3.shape[0], a3.shape[1], b3.shape[2], dtype=torch.float32, device=a3.device)
+    for k in range(a3.shape[2]):
+        acc = fma32(a3[:, :, k, None], b3[:, None, k, :], acc)
+    return acc
+
+
+def _epilogue(acc, bias, alpha: float, beta: float, out_dtype):
+    alpha32 = torch.tensor(alpha, dtype=torch.float32, device=acc.device)
+    if bias is None:
+        return (acc * alpha32).to(out_dtype)
+    beta32 = torch.tensor(beta, dtype=torch.float32, device=acc.device)
+    return fma32(acc, alpha32, bias.float() * beta32).to(out_dtype)
+
+
+def addmm_ieee(bias, a, b, *, beta: float = 1.0, alpha: float = 1.0, out_dtype=None) -> torch.Tensor:
+    """What ``gemm.addmm(..., order="ieee")`` returns, computed on the tensors' device in
+    float64 torch ops that round exactly as the kernel's fp32 FMAs do."""
+    out_dtype = out_dtype or torch.promote_types(a.dtype, b.dtype)
+    acc = _mm3(a.unsqueeze(0), b.unsqueeze(0))[0]
+    return _epilogue(acc, bias, alpha, beta, out_dtype)
+
+
+def mm_ieee(a, b, *, out_dtype=None) -> torch.Tensor:
+    return addmm_ieee(None, a, b, out_dtype=out_dtype)
+
+
+def bmm_ieee(a, b, *, out_dtype=None) -> torch.Tensor:
+    out_dtype = out_dtype or torch.promote_types(a.dtype, b.dtype)
+    return _mm3(a, b).to(out_dtype)
+
+
+def linear_ieee(x, weight, bias=None) -> torch.Tensor:
+    out = addmm_ieee(bias, x.reshape(-1, x.shape[-1]), weight.t())
+    return out.reshape(*x.shape[:-1], weight.shape[0])

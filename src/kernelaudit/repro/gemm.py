@@ -1,0 +1,298 @@
+"""Fixed-order fused-upcast GEMM kernels (Triton) and their launches: mm, addmm, linear, bmm.
+
+Operands: 16-bit weights (bf16, fp16) or fp32; activations bf16, fp16 or fp32. Both are
+upcast to fp32 in registers; nothing is cast in memory. No split-K, no atomics, no
+autotuning: the tiles come from :func:`.tiles.pick` (N, K, dtype), never from M or the
+device. Two orders:
+
+* ``ieee``: ``acc = fma(a[m, k], b[k, n], acc)`` for k = 0, 1, ..., K-1 from acc = +0.0,
+  each step one IEEE-754 fp32 fused multiply-add (``tl.fma``: defined, not left to the
+  compiler's contraction), then ``out = fma(acc, alpha, fp32(beta * bias))`` (or
+  ``acc * alpha`` without bias), rounded once to the output dtype. The bits are a
+  function of the inputs and K alone: :mod:`.emulate` computes the same on a CPU.
+  Three code paths give this order (``Tiles.tile8``, ``Tiles.dot``, else the explicit
+  loop); the ``dot`` path, the GPU default, is one fp32 ``tl.dot(input_precision="ieee")``
+  per K step, which Triton lowers to the same chain (compiled only: the interpreter's
+  ``tl.dot`` is numpy, so it runs the explicit loop).
+* ``mma``: one ``tl.dot`` (tensor cores, fp32 accumulation) per K step of the table's
+  ``bk``, steps in order. Batch-invariant and run-to-run identical on one GPU
+  architecture; not across architectures: a tensor core's internal accumulation inside
+  one instruction is not IEEE-specified. fp32 activations (or mixed 16-bit dtypes) go
+  through tf32 in this order.
+
+Dependency rule: imports only :mod:`kernelaudit.config` and :mod:`kernelaudit.errors`.
+"""
+
+from __future__ import annotations
+
+from .. import config
+
+config.use_interpreter_without_cuda()
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+from ..errors import InvalidArgument, KernelAuditError, check_choice  # noqa: E402
+from .tiles import INTERPRETER_IEEE, ORDERS, Tiles, pick  # noqa: E402
+
+
+
+def _check_triton_mode() -> None:
+    """Triton picks interpreter or compiler for its own language when it is first
+    imported: if something imported it before TRITON_INTERPRET was set (torch's inductor
+    does, on a first backward), the interpreter cannot run kernels here."""
+    if config.interpreter_requested() and type(tl.zeros).__name__ == "JITFunction":
+        raise KernelAuditError(
+            "triton was imported before TRITON_INTERPRET=1 was set, so its kernels cannot run on this "
+            "CPU: import kernelaudit.repro before anything that imports triton (torch._inductor), "
+            "or set TRITON_INTERPRET=1 in the environment")
+
+
+_check_triton_mode()
+
+WEIGHT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+ACTIVATION_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+
+
+@triton.jit
+def _columns8(t):
+    """The 8 columns of ``t`` [R, 8] as [R] vectors, k = 0..7, by reshapes and splits
+    (data movement only: no arithmetic touches a value)."""
+    R: tl.constexpr = t.shape[0]
+    even, odd = tl.split(tl.reshape(t, (R, 4, 2)))            # k = 2i, 2i + 1
+    e0, e1 = tl.split(tl.reshape(even, (R, 2, 2)))           # k = 4i', 4i' + 2
+    o0, o1 = tl.split(tl.reshape(odd, (R, 2, 2)))            # k = 4i' + 1, 4i' + 3
+    k0, k4 = tl.split(e0)
+    k2, k6 = tl.split(e1)
+    k1, k5 = tl.split(o0)
+    k3, k7 = tl.split(o1)
+    return k0, k1, k2, k3, k4, k5, k6, k7
+
+
+@triton.jit
+def _ieee_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
+                 s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_xb, s_xm, s_xn, s_cb, s_cm, s_cn,
+                 alpha, beta,
+                 HAS_BIAS: tl.constexpr, OUT_BF16: tl.constexpr, TILE8: tl.constexpr, DOT: tl.constexpr,
+                 BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    pid_b = tl.program_id(2).to(tl.int64)
+    rm = pid_m.to(tl.int64) * BM + tl.arange(0, BM)
+    rn = pid_n.to(tl.int64) * BN + tl.arange(0, BN)
+    mask_m = rm < M
+    mask_n = rn < N
+    a_rows = a_ptr + pid_b * s_ab + rm * s_am        # [BM] pointers to a[b, m, 0]
+    b_cols = b_ptr + pid_b * s_bb + rn * s_bn        # [BN] pointers to b[b, 0, n]
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    k_main = (K // BK) * BK
+    if DOT:
+        # compiled only (never under the interpreter, whose tl.dot is a numpy matmul):
+        # Triton lowers an fp32 dot with input_precision="ieee" to one FMA chain per
+        # output element, k = 0..BK-1 in order, onto acc (FMADotUtility.cpp,
+        # GenericFMAVectorMultiplier): the same order, with Triton's register blocking
+        rk = tl.arange(0, BK)
+        for k0 in range(0, K, BK):
+            mask_k = (k0 + rk) < K  # a masked step adds fma(0, 0, acc) == acc
+            a = tl.load(a_rows[:, None] + (k0 + rk)[None, :] * s_ak, mask=mask_m[:, None] & mask_k[None, :],
+                        other=0.0).to(tl.float32)
+            b = tl.load(b_cols[None, :] + (k0 + rk)[:, None] * s_bk, mask=mask_k[:, None] & mask_n[None, :],
+                        other=0.0).to(tl.float32)
+            acc = tl.dot(a, b, acc, input_precision="ieee")
+        k_main = K
+    elif TILE8:
+        # K-contiguous operands (x [M, K], linear's weight [N, K]): one coalesced [rows, 8]
+        # tile per operand and step, its columns taken apart in registers; same order
+        r8 = tl.arange(0, 8)
+        for k0 in range(0, k_main, 8):
+            at = tl.load(a_rows[:, None] + (k0 + r8)[None, :] * s_ak, mask=mask_m[:, None], other=0.0)
+            bt = tl.load(b_cols[:, None] + (k0 + r8)[None, :] * s_bk, mask=mask_n[:, None], other=0.0)
+            a0, a1, a2, a3, a4, a5, a6, a7 = _columns8(at.to(tl.float32))
+            b0, b1, b2, b3, b4, b5, b6, b7 = _columns8(bt.to(tl.float32))
+            acc = tl.fma(a0[:, None], b0[None, :], acc)
+            acc = tl.fma(a1[:, None], b1[None, :], acc)
+            acc = tl.fma(a2[:, None], b2[None, :], acc)
+            acc = tl.fma(a3[:, None], b3[None, :], acc)
+            acc = tl.fma(a4[:, None], b4[None, :], acc)
+            acc = tl.fma(a5[:, None], b5[None, :], acc)
+            acc = tl.fma(a6[:, None], b6[None, :], acc)
+            acc = tl.fma(a7[:, None], b7[None, :], acc)
+    else:
+        for k0 in range(0, k_main, BK):
+            for kk in tl.static_range(BK):
+                # one rank-1 update, one rounding per element, k = k0 + kk in order
+                a = tl.load(a_rows + (k0 + kk) * s_ak, mask=mask_m, other=0.0).to(tl.float32)
+                b = tl.load(b_cols + (k0 + kk) * s_bk, mask=mask_n, other=0.0).to(tl.float32)
+                acc = tl.fma(a[:, None], b[None, :], acc)
+    for k in range(k_main, K):  # the tail, same order
+        a = tl.load(a_rows + k * s_ak, mask=mask_m, other=0.0).to(tl.float32)
+        b = tl.load(b_cols + k * s_bk, mask=mask_n, other=0.0).to(tl.float32)
+        acc = tl.fma(a[:, None], b[None, :], acc)
+    if HAS_BIAS:
+        x = tl.load(bias_ptr + pid_b * s_xb + rm[:, None] * s_xm + rn[None, :] * s_xn,
+                    mask=mask_m[:, None] & mask_n[None, :], other=0.0).to(tl.float32)
+        acc = tl.fma(acc, alpha, x * beta)
+    else:
+        acc = acc * alpha
+    c = c_ptr + pid_b * s_cb + rm[:, None] * s_cm + rn[None, :] * s_cn
+    mask_c = mask_m[:, None] & mask_n[None, :]
+    if OUT_BF16:
+        # round to nearest even with integer ops (torch's and PTX cvt.rn.bf16.f32 bits):
+        # the Triton interpreter truncates a bf16 cast; NaN stays a quiet NaN
+        bits = acc.to(tl.uint32, bitcast=True)
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+        bits = tl.where(acc != acc, 0x7FC0, bits)
+        tl.store(c, bits.to(tl.uint16).to(tl.bfloat16, bitcast=True), mask=mask_c)
+    else:
+        tl.store(c, acc.to(c_ptr.dtype.element_ty), mask=mask_c)
+
+
+@triton.jit
+def _mma_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
+                s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_xb, s_xm, s_xn, s_cb, s_cm, s_cn,
+                alpha, beta,
+                HAS_BIAS: tl.constexpr, OUT_BF16: tl.constexpr, SAME16: tl.constexpr, INTERPRETED: tl.constexpr,
+                BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    pid_b = tl.program_id(2).to(tl.int64)
+    rm = pid_m.to(tl.int64) * BM + tl.arange(0, BM)
+    rn = pid_n.to(tl.int64) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    mask_m = rm < M
+    mask_n = rn < N
+    a_t = a_ptr + pid_b * s_ab + rm[:, None] * s_am + rk[None, :] * s_ak   # [BM, BK]
+    b_t = b_ptr + pid_b * s_bb + rk[:, None] * s_bk + rn[None, :] * s_bn   # [BK, BN]
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k0 in range(0, K, BK):
+        mask_k = (k0 + rk) < K
+        a = tl.load(a_t + k0 * s_ak, mask=mask_m[:, None] & mask_k[None, :], other=0.0)
+        b = tl.load(b_t + k0 * s_bk, mask=mask_k[:, None] & mask_n[None, :], other=0.0)
+        if SAME16 and not INTERPRETED:
+            acc = tl.dot(a, b, acc)
+        else:
+            acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="tf32")
+    if HAS_BIAS:
+        x = tl.load(bias_ptr + pid_b * s_xb + rm[:, None] * s_xm + rn[None, :] * s_xn,
+                    mask=mask_m[:, None] & mask_n[None, :], other=0.0).to(tl.float32)
+        acc = tl.fma(acc, alpha, x * beta)
+    else:
+        acc = acc * alpha
+    c = c_ptr + pid_b * s_cb + rm[:, None] * s_cm + rn[None, :] * s_cn
+    mask_c = mask_m[:, None] & mask_n[None, :]
+    if OUT_BF16:
+        # round to nearest even with integer ops (torch's and PTX cvt.rn.bf16.f32 bits):
+        # the Triton interpreter truncates a bf16 cast; NaN stays a quiet NaN
+        bits = acc.to(tl.uint32, bitcast=True)
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+        bits = tl.where(acc != acc, 0x7FC0, bits)
+        tl.store(c, bits.to(tl.uint16).to(tl.bfloat16, bitcast=True), mask=mask_c)
+    else:
+        tl.store(c, acc.to(c_ptr.dtype.element_ty), mask=mask_c)
+
+
+# -- launches ------------------------------------------------------------------------------
+def _check_operands(a: torch.Tensor, b: torch.Tensor, order: str) -> None:
+    check_choice("order", order, ORDERS)
+    if a.dtype not in ACTIVATION_DTYPES:
+        raise InvalidArgument(f"Cannot have activation dtype={a.dtype}: allowed values are "
+                              f"{', '.join(map(str, ACTIVATION_DTYPES))}")
+    if b.dtype not in WEIGHT_DTYPES:
+        raise InvalidArgument(f"Cannot have weight dtype={b.dtype}: allowed values are "
+                              f"{', '.join(map(str, WEIGHT_DTYPES))}")
+    if a.shape[-1] != b.shape[-2]:
+        raise InvalidArgument(f"Cannot multiply a of shape {tuple(a.shape)} by b of shape {tuple(b.shape)}: "
+                              f"K={a.shape[-1]} != {b.shape[-2]}")
+    if a.device != b.device:
+        raise InvalidArgument(f"Cannot have a on {a.device} and b on {b.device}")
+
+
+def out_dtype_for(a: torch.Tensor, b: torch.Tensor) -> torch.dtype:
+    """torch's promotion: equal dtypes keep theirs; fp32 activations with 16-bit weights
+    give fp32."""
+    return torch.promote_types(a.dtype, b.dtype)
+
+
+def _launch(a3, b3, bias3, out3, order: str, tiles: Tiles | None, alpha: float, beta: float):
+    # a3: [B, M, K], b3: [B, K, N], bias3: broadcastable view [B, M, N] or None, out3: [B, M, N]
+    B, M, K = a3.shape
+    N = b3.shape[2]
+    if out3.numel() == 0:
+        return out3
+    if K == 0:
+        out3.copy_((bias3 * beta).expand_as(out3) if bias3 is not None else torch.zeros_like(out3))
+        return out3
+    if tiles is None:
+        tiles = pick(order, N, K, b3.dtype, m=M)
+        if order == "ieee" and config.interpreter_requested():
+            tiles = INTERPRETER_IEEE
+    xb = bias3 if bias3 is not None else out3
+    grid = (triton.cdiv(M, tiles.bm), triton.cdiv(N, tiles.bn), B)
+    args = (a3, b3, xb, out3, M, N, K, *a3.stride(), *b3.stride(), *xb.stride(), *out3.stride(),
+            float(alpha), float(beta))
+    if order == "ieee":
+        _ieee_kernel[grid](*args, HAS_BIAS=bias3 is not None, OUT_BF16=out3.dtype == torch.bfloat16,
+                           TILE8=tiles.tile8, DOT=tiles.dot and not config.interpreter_requested(),
+                           BM=tiles.bm, BN=tiles.bn, BK=tiles.bk,
+                           num_warps=tiles.num_warps, num_stages=tiles.num_stages)
+    else:
+        same16 = a3.dtype == b3.dtype and a3.dtype != torch.float32
+        # the interpreter's 16-bit tl.dot is not a product (triton 3.9): it gets fp32 operands
+        _mma_kernel[grid](*args, HAS_BIAS=bias3 is not None, OUT_BF16=out3.dtype == torch.bfloat16, SAME16=same16,
+                          INTERPRETED=config.interpreter_requested(),
+                          BM=tiles.bm, BN=tiles.bn, BK=tiles.bk,
+                          num_warps=tiles.num_warps, num_stages=tiles.num_stages)
+    return out3
+
+
+def _bias3(bias: torch.Tensor | None, B: int, M: int, N: int) -> torch.Tensor | None:
+    """A [B, M, N] broadcast view (stride 0 where bias broadcasts): bias is never copied."""
+    if bias is None:
+        return None
+    while bias.dim() < 3:
+        bias = bias.unsqueeze(0)
+    return bias.expand(B, M, N)
+
+
+def mm(a: torch.Tensor, b: torch.Tensor, *, order: str = "ieee", tiles: Tiles | None = None,
+       out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``a @ b`` for a [M, K], b [K, N] in the fixed ``order``."""
+    return addmm(None, a, b, order=order, tiles=tiles, out_dtype=out_dtype)
+
+
+def addmm(bias: torch.Tensor | None, a: torch.Tensor, b: torch.Tensor, *, beta: float = 1.0,
+          alpha: float = 1.0, order: str = "ieee", tiles: Tiles | None = None,
+          out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``beta * bias + alpha * (a @ b)`` for a [M, K], b [K, N], bias broadcastable to [M, N]."""
+    if a.dim() != 2 or b.dim() != 2:
+        raise InvalidArgument(f"Cannot have a.dim()={a.dim()}, b.dim()={b.dim()} in mm/addmm: allowed values are 2")
+    _check_operands(a, b, order)
+    M, N = a.shape[0], b.shape[1]
+    out = torch.empty(M, N, dtype=out_dtype or out_dtype_for(a, b), device=a.device)
+    _launch(a.unsqueeze(0), b.unsqueeze(0), _bias3(bias, 1, M, N), out.unsqueeze(0), order, tiles, alpha, beta)
+    return out
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *,
+           order: str = "ieee", tiles: Tiles | None = None) -> torch.Tensor:
+    """``x @ weight.T + bias`` for x [..., K], weight [N, K] (read in place, transposed by strides)."""
+    if weight.dim() != 2:
+        raise InvalidArgument(f"Cannot have weight.dim()={weight.dim()} in linear: allowed values are 2")
+    lead = x.shape[:-1]
+    x2 = x.reshape(-1, x.shape[-1])
+    out = addmm(bias, x2, weight.t(), order=order, tiles=tiles)
+    return out.reshape(*lead, weight.shape[0])
+
+
+def bmm(a: torch.Tensor, b: torch.Tensor, *, order: str = "ieee", tiles: Tiles | None = None,
+        out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``a @ b`` for a [B, M, K], b [B, K, N]; every batch in the same fixed order."""
+    if a.dim() != 3 or b.dim() != 3 or a.shape[0] != b.shape[0]:
+        raise InvalidArgument(f"Cannot have a {tuple(a.shape)}, b {tuple(b.shape)} in bmm: "
+                              "allowed values are [B, M, K] and [B, K, N] with one B")
+    _check_operands(a, b, order)
+    B, M, N = a.shape[0], a.shape[1], b.shape[2]
+    out = torch.empty(B, M, N, dtype=out_dtype or out_dtype_for(a, b), device=a.device)
+    _launch(a, b, None, out, order, tiles, 1.0, 0.0)
+    return out
