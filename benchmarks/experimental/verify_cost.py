@@ -84,14 +84,19 @@ def main() -> None:
                 worst = torch.maximum(worst, (torch.bmm(ra, rb) - c[b0:b1].double()).abs().max())
 
         def kernel_only(blocks=None, num_warps=4, kernel=None):  # the fused projection alone, no spot checks
+            from freivalds_variants import freivalds_variant
+
             from kernelaudit.sweep.kernels.freivalds import freivalds
             from kernelaudit.sweep.judge.matmul import _desc, _matmul_operands
             import kernelaudit.sweep.gen as gen
             ctx = RefContext(case, placed, dev, chunk)
             Am, Bmm, _, alpha, beta = _matmul_operands(case, ctx, 0, B, B, meta=True)
             x = gen.values_at(torch.arange(256, device=dev), 1, torch.float64)
-            freivalds(c.view(B, 1, 256, 256), x, x, _desc(ctx, Am), _desc(ctx, Bmm), None, 64, alpha, beta,
-                      c.dtype, blocks=blocks, num_warps=num_warps, kernel=kernel)
+            args = (c.view(B, 1, 256, 256), x, x, _desc(ctx, Am), _desc(ctx, Bmm), None, 64, alpha, beta, c.dtype)
+            if kernel is None:  # the product's choice
+                freivalds(*args, blocks=blocks, num_warps=num_warps)
+            else:
+                freivalds_variant(kernel, *args, blocks=blocks, num_warps=num_warps)
 
         t_kernel = _time(kernel_only, reps=3) if _fused_freivalds_enabled(dev) else None
 
@@ -148,14 +153,14 @@ def main() -> None:
 
 def _explore(case, placed, c, dev, chunk, B, kernel_only) -> dict:
     """Times of the pieces at other tile shapes: the regenerating kernel (rowsum against
-    rowsum-cspec), generation with projections (A and B, elements per tile and warps),
+    the product's row-sum kernel, C's strides specialised), generation with projections (A and B, elements per tile and warps),
     and the stream over C that uses them (rows per program and warps)."""
     from kernelaudit.sweep.kernels.freivalds import freivalds_projected, generate_and_project
     from kernelaudit.sweep.judge.reference import RefContext
     from kernelaudit.sweep.judge.matmul import _desc, _matmul_operands, _projection_vector
 
     configs = {}
-    for kern, bm, bn, w in (("rowsum", 32, 32, 4), ("rowsum-cspec", 32, 32, 4)):
+    for kern, bm, bn, w in (("rowsum", 32, 32, 4), ("product", 32, 32, 4)):
         configs[f"{kern}-BM{bm}-BN{bn}-W{w}"] = _time(lambda: kernel_only((bm, bn), w, kern), reps=3)
     ctx = RefContext(case, placed, dev, chunk)
     Am, Bmm, _, alpha, beta = _matmul_operands(case, ctx, 0, B, B, meta=True)
@@ -198,7 +203,7 @@ def _explore(case, placed, c, dev, chunk, B, kernel_only) -> dict:
 def _ncu_launches(case, placed, c, dev, chunk, B) -> None:
     """One launch of each kernel of the check, in a fixed order, for ``ncu``: plain
     generation of A and B, generation with projections (B both ways), the C stream
-    (default tile, then a looped pipelined one), the split and rowsum-cspec kernels."""
+    (default tile, then a looped pipelined one), the split and the product's row-sum kernels."""
     from freivalds_variants import freivalds_split
 
     from kernelaudit.sweep.kernels.freivalds import freivalds_projected, freivalds_rowsum, generate_and_project

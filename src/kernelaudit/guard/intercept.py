@@ -283,7 +283,6 @@ class _Installed:
     overrides: _Overrides | None = None
     fault: object = None
     mode: GuardMode | None = None
-    thread: int = 0
 
     def remove(self) -> None:
         if self.overrides is not None:
@@ -340,7 +339,7 @@ def install(action: str | None = None, *, policy: Policy | None = None, rule_act
             return _STATE.engine
         uninstall()
         engine = Engine(policy, action, rule_actions)
-        state = _Installed(engine, config, thread=threading.get_ident())
+        state = _Installed(engine, config)
         try:
             if what_if:
                 # action "off" here still counts what the guard would flag

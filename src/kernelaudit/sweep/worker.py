@@ -124,7 +124,7 @@ def _worker_main(conn, cfg: WorkerConfig) -> None:
         # blocks (returning tens of GiB to the driver and mapping them again cost more
         # than many small cases), the plan counts cached blocks as available, and an op
         # that still runs out of memory (cached blocks too fragmented for one large
-        # tensor) runs again after execute() returns the cache (oracle.OOM_RETRIES).
+        # tensor) runs again after execute() returns the cache (judge.execution.OOM_RETRIES).
         conn.send(res)
 
 

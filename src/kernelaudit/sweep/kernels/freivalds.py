@@ -160,7 +160,7 @@ def _gen_rows(base, r0, key, DT: tl.constexpr, ACC: tl.constexpr, ROWS: tl.const
 # before the hashing and added after it, C rows the steps do not reach streamed after
 # them; on the H200 that was slower (``interleave``). Only
 # for operands with contiguous rows, whole tiles and no bias (:func:`flat_eligible`);
-# anything else falls back to ``rowsum-cspec``.
+# anything else falls back to the row-sum kernel.
 @triton.jit
 def _c_rows(cbase, sc2, sc3, y_ptr, i, Mdim, cols, CR: tl.constexpr, MASKC: tl.constexpr):
     """(C rows [i CR, (i+1) CR), their y weights): a chunk of one matrix of C, 0 (and
@@ -234,7 +234,7 @@ def _flat_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, v_ptr, out_ptr,
 #: (rows of C a step, pipeline stages, num_warps, elements of one A or B tile) of
 #: ``_flat_kernel``, per accumulation dtype. On the H200 (2^32-element bf16 bmm, whole
 #: check over the bmm's time, median of 7 interleaved rounds, C streamed before the
-#: hashing; ``benchmarks/flat_ab.py``, 2026-12-03 session 7) 16-bit outputs (float32
+#: hashing; ``benchmarks/flat_ab.py``, 2026-12-03, ``2026-12-03-h200-flat-check-int64-fix``) 16-bit outputs (float32
 #: sums) were fastest at (2, 1, 4, 1024): 0.954x (3.28 ms, the kernel alone 2.70 ms),
 #: against 0.995x at (4, 1, 4, 1024), 1.03x at (8, 1, 4, 1024), 1.08x with C in step with
 #: the hashing and 1.19x one chunk ahead; fp32 (float64 sums) at (8, 3, 4, 1024): 4.87
@@ -519,7 +519,7 @@ def _gen_store_tile(st_ptr, base, r0, rs, cs, rmask, cmask, s2, s3, key, DT: tl.
     of storage, generated and stored as a 1-D block (:func:`_gen_run`), then seen as
     2-D. On the H200 storing inside this per-matrix loop cost a 2^30-element bf16
     operand 0.8 ms that the 1-D generation kernel does not pay, with or without FLAT
-    (``benchmarks/genproj_parts.py``, session 6); the cause is not known."""
+    (``benchmarks/experimental/genproj_parts.py``, ``2026-12-03-h200-generate-and-project``); the cause is not known."""
     if FLAT:
         offs, v = _gen_run(base, r0, key, DT, BR, BC)
         tl.store(st_ptr + base + offs, v.to(st_ptr.dtype.element_ty))

@@ -218,7 +218,7 @@ FACTORY = [
            extra={"factory": lambda n, dtype, device: torch.full((n,), 3, dtype=dtype, device=device)}),
 ]
 
-# Flat-index ops whose result is not batch-local: custom references in oracle.py.
+# Flat-index ops whose result is not batch-local: custom references in judge/global_refs.py.
 GLOBAL = [
     OpSpec("index_select", "indexing", lambda x, i: x.index_select(0, i),
            lambda s, B, th: [Operand((B, row_len(th)), grad=False),

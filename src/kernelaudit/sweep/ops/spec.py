@@ -154,7 +154,7 @@ class OpSpec:
     ref_scale: Callable | None = None        # (*ref inputs) -> per-output-element error scale
     bwd_outputs: int = 1                     # how many leading outputs the backward uses
     bilinear: Callable | None = None         # matmul family: (tensors) -> (A, B, M, alpha, beta)
-    reference: Callable | None = None        # custom reference (see oracle.py); None = generic
+    reference: Callable | None = None        # custom reference (see judge/reference.py); None = generic
     notes: str = ""
     # ``extra``: "factory" (a length -> tensor function), "global" (a custom reference
     # in global_refs.py), "dilutes" (reduces the whole crossing tensor to a scalar),
