@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -9,12 +11,19 @@ from kernelaudit.config import use_interpreter_without_cuda
 
 use_interpreter_without_cuda()  # Triton kernels run on the CPU (in CI) through the interpreter
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # One xdist worker a core: torch's own intra-op threads (and those of the sweep
+    # workers each test spawns, which inherit OMP_NUM_THREADS) would only contend.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    torch.set_num_threads(1)
 
-#: Session fixtures that cost minutes: the tests that use one share an xdist worker
-#: (``--dist loadgroup``), so the fixture is built once, not once per worker.
-SHARED_EXPENSIVE = ("mps_run",)
+
+#: Fixtures that cost many seconds (session- or module-scoped): the tests that use one
+#: share an xdist worker (``--dist loadgroup``), so it is built once, not once per worker.
+SHARED_EXPENSIVE = ("mps_run", "table", "one_worker_clean", "forced_phases")
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items):
     for item in items:
         for name in SHARED_EXPENSIVE:
