@@ -16,7 +16,7 @@ conformance and ULP tools :mod:`kernelaudit.conform`.
 
 from __future__ import annotations
 
-import importlib
+from ._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -35,14 +35,4 @@ _EXPORTS = {
 __all__ = ["__version__", *_EXPORTS]
 
 
-def __getattr__(name: str):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'kernelaudit' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

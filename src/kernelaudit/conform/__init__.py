@@ -15,7 +15,7 @@ loads neither torch-heavy code nor Triton):
 
 from __future__ import annotations
 
-import importlib
+from .._lazy import lazy_exports
 
 _EXPORTS = {
     "Recipe": "recipe", "reference_gemm": "reference", "torch_w8a8": "torch_path", "triton_w8a8": "kernels",
@@ -26,9 +26,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'kernelaudit.conform' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -16,7 +16,7 @@ See ``docs/guard.md``.
 
 from __future__ import annotations
 
-import importlib
+from .._lazy import lazy_exports
 
 #: Public name -> the submodule that defines it (loaded on first use).
 _EXPORTS = {
@@ -26,22 +26,9 @@ _EXPORTS = {
                      "make_policy", "ACTIONS"], "policy"),
     **dict.fromkeys(["Engine", "GuardStats"], "engine"),
     **dict.fromkeys(["Plan", "make_plan"], "split"),
+    "UnsafeCallError": "kernelaudit.errors",
 }
-__all__ = [*_EXPORTS, "UnsafeCallError"]
+__all__ = list(_EXPORTS)
 
 
-def __getattr__(name: str):
-    if name == "UnsafeCallError":
-        from ..errors import UnsafeCallError
-
-        return UnsafeCallError
-    sub = _EXPORTS.get(name)
-    if sub is None:
-        raise AttributeError(f"module 'kernelaudit.guard' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{sub}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

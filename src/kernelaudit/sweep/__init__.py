@@ -8,14 +8,10 @@ the product; ``docs/architecture.md`` maps its modules.
 
 from __future__ import annotations
 
-import importlib
+from .._lazy import lazy_exports
 
 _EXPORTS = {"run_sweep": "schedule", "GridSpec": "cases", "Case": "cases", "grid": "cases", "load_run": "report"}
 __all__ = list(_EXPORTS)
 
 
-def __getattr__(name: str):
-    sub = _EXPORTS.get(name)
-    if sub is None:
-        raise AttributeError(f"module 'kernelaudit.sweep' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{sub}"), name)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
