@@ -71,6 +71,30 @@ def _columns8(t):
 
 
 @triton.jit
+def _epilogue(acc, bias_ptr, c_ptr, pid_b, rm, rn, mask_m, mask_n, s_xb, s_xm, s_xn, s_cb, s_cm, s_cn,
+              alpha, beta, HAS_BIAS: tl.constexpr, OUT_BF16: tl.constexpr):
+    """Both orders' epilogue, in one fixed order: ``fma(acc, alpha, beta * bias)`` (or
+    ``acc * alpha``), then the store, bf16 rounded to nearest even with integer ops."""
+    if HAS_BIAS:
+        x = tl.load(bias_ptr + pid_b * s_xb + rm[:, None] * s_xm + rn[None, :] * s_xn,
+                    mask=mask_m[:, None] & mask_n[None, :], other=0.0).to(tl.float32)
+        acc = tl.fma(acc, alpha, x * beta)
+    else:
+        acc = acc * alpha
+    c = c_ptr + pid_b * s_cb + rm[:, None] * s_cm + rn[None, :] * s_cn
+    mask_c = mask_m[:, None] & mask_n[None, :]
+    if OUT_BF16:
+        # torch's and PTX cvt.rn.bf16.f32 bits: the Triton interpreter truncates a bf16
+        # cast; NaN stays a quiet NaN
+        bits = acc.to(tl.uint32, bitcast=True)
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+        bits = tl.where(acc != acc, 0x7FC0, bits)
+        tl.store(c, bits.to(tl.uint16).to(tl.bfloat16, bitcast=True), mask=mask_c)
+    else:
+        tl.store(c, acc.to(c_ptr.dtype.element_ty), mask=mask_c)
+
+
+@triton.jit
 def _ieee_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
                  s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_xb, s_xm, s_xn, s_cb, s_cm, s_cn,
                  alpha, beta,
@@ -129,23 +153,8 @@ def _ieee_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
         a = tl.load(a_rows + k * s_ak, mask=mask_m, other=0.0).to(tl.float32)
         b = tl.load(b_cols + k * s_bk, mask=mask_n, other=0.0).to(tl.float32)
         acc = tl.fma(a[:, None], b[None, :], acc)
-    if HAS_BIAS:
-        x = tl.load(bias_ptr + pid_b * s_xb + rm[:, None] * s_xm + rn[None, :] * s_xn,
-                    mask=mask_m[:, None] & mask_n[None, :], other=0.0).to(tl.float32)
-        acc = tl.fma(acc, alpha, x * beta)
-    else:
-        acc = acc * alpha
-    c = c_ptr + pid_b * s_cb + rm[:, None] * s_cm + rn[None, :] * s_cn
-    mask_c = mask_m[:, None] & mask_n[None, :]
-    if OUT_BF16:
-        # round to nearest even with integer ops (torch's and PTX cvt.rn.bf16.f32 bits):
-        # the Triton interpreter truncates a bf16 cast; NaN stays a quiet NaN
-        bits = acc.to(tl.uint32, bitcast=True)
-        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-        bits = tl.where(acc != acc, 0x7FC0, bits)
-        tl.store(c, bits.to(tl.uint16).to(tl.bfloat16, bitcast=True), mask=mask_c)
-    else:
-        tl.store(c, acc.to(c_ptr.dtype.element_ty), mask=mask_c)
+    _epilogue(acc, bias_ptr, c_ptr, pid_b, rm, rn, mask_m, mask_n, s_xb, s_xm, s_xn, s_cb, s_cm, s_cn,
+              alpha, beta, HAS_BIAS, OUT_BF16)
 
 
 @triton.jit
@@ -173,23 +182,8 @@ def _mma_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
             acc = tl.dot(a, b, acc)
         else:
             acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="tf32")
-    if HAS_BIAS:
-        x = tl.load(bias_ptr + pid_b * s_xb + rm[:, None] * s_xm + rn[None, :] * s_xn,
-                    mask=mask_m[:, None] & mask_n[None, :], other=0.0).to(tl.float32)
-        acc = tl.fma(acc, alpha, x * beta)
-    else:
-        acc = acc * alpha
-    c = c_ptr + pid_b * s_cb + rm[:, None] * s_cm + rn[None, :] * s_cn
-    mask_c = mask_m[:, None] & mask_n[None, :]
-    if OUT_BF16:
-        # round to nearest even with integer ops (torch's and PTX cvt.rn.bf16.f32 bits):
-        # the Triton interpreter truncates a bf16 cast; NaN stays a quiet NaN
-        bits = acc.to(tl.uint32, bitcast=True)
-        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-        bits = tl.where(acc != acc, 0x7FC0, bits)
-        tl.store(c, bits.to(tl.uint16).to(tl.bfloat16, bitcast=True), mask=mask_c)
-    else:
-        tl.store(c, acc.to(c_ptr.dtype.element_ty), mask=mask_c)
+    _epilogue(acc, bias_ptr, c_ptr, pid_b, rm, rn, mask_m, mask_n, s_xb, s_xm, s_xn, s_cb, s_cm, s_cn,
+              alpha, beta, HAS_BIAS, OUT_BF16)
 
 
 # -- launches ------------------------------------------------------------------------------
