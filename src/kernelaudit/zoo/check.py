@@ -2,8 +2,10 @@
 
 ``check PROBLEM CANDIDATE --oracle NAME[,NAME...]`` loads a KernelBench-format problem
 and candidate, judges the candidate with the oracle (or sequence) and prints the
-verdict with its evidence. Exit codes: 0 ok; 1 wrong, error or skipped (anything
-but ok); 2 bad arguments (the message names the argument and the allowed values).
+verdict with its evidence. Exit codes (:mod:`kernelaudit.errors`): 0 ok; 1 wrong or
+error; 2 bad arguments (the message names the argument and the allowed values); 3
+could not judge (``skipped``: a reference that cannot run, a module that is not
+installed, an oracle with nothing to judge with), never blamed on the candidate.
 
 By default the check runs in a child process (``--isolate``): the candidate's code
 can segfault, call ``sys.exit`` or hang, and the result is still an ``error`` verdict
@@ -28,7 +30,7 @@ from typing import Any
 
 import click
 
-from ..errors import EXIT_FOUND, EXIT_OK, InvalidArgument, resolve_device
+from ..errors import EXIT_FOUND, EXIT_OK, EXIT_UNJUDGED, InvalidArgument, resolve_device
 from ..verdict import Status, Verdict, worst
 
 #: Seconds an isolated check may run before it is an ``error`` verdict.
@@ -50,11 +52,41 @@ TABLE_END = "<!-- detection-table:end -->"
 
 
 def _triton_mode_for(device: str) -> None:
-    """CPU tensors need the Triton interpreter, even on a machine that has a GPU."""
-    if device == "cpu":
-        from .problems import solution_kernels as kernels
+    """CPU tensors need the Triton interpreter, even on a machine that has a GPU.
 
-        kernels.set_interpret(True)
+    Triton is never imported here: a pure-PyTorch candidate is judged on a machine
+    without it. Kernels decorated later read the variable; the corpus kernels, when
+    already loaded, are switched.
+    """
+    if device == "cpu":
+        from ..config import TRITON_INTERPRET
+
+        os.environ[TRITON_INTERPRET.name] = "1"
+        kernels = sys.modules.get(f"{__package__}.problems.solution_kernels")
+        if kernels is not None:
+            kernels.set_interpret(True)
+
+
+def exit_code(verdict: Verdict) -> int:
+    """The command's exit code for a verdict: ok 0, wrong or error 1, could not judge 3."""
+    if verdict.status is Status.OK:
+        return EXIT_OK
+    return EXIT_UNJUDGED if verdict.status is Status.SKIPPED else EXIT_FOUND
+
+
+def _missing_module(exc: BaseException | None) -> str | None:
+    """The name of the module whose absence caused ``exc`` (directly or as its cause), if any."""
+    while exc is not None:
+        if isinstance(exc, ModuleNotFoundError):
+            return exc.name or str(exc)
+        exc = exc.__cause__
+    return None
+
+
+def _not_installed(what: str, module: str) -> Verdict:
+    """``skipped``: an install problem is reported as one, never as the candidate's fault."""
+    return Verdict.skipped(f"could not judge: {what} needs the module {module!r}, which is not installed "
+                           f"here (an install problem, not the candidate's fault)", missing_module=module)
 
 
 @dataclass
@@ -99,8 +131,9 @@ def run_check(
     returns the wrong thing is an ``error``/``wrong`` verdict.
     """
     from .oracles import Subject, make_oracle, parse_oracle_names
+    from .oracles.base import judge_or_unjudged
     from .problems import load_candidate, load_problem
-    from .problems.problem_case import ProblemCase
+    from .problems.problem_case import ProblemCase, reference_failure
     from .problems.loader import LoadError, torch_snapshot, torch_tampering
 
     names = parse_oracle_names(oracle)  # validate before any user code runs
@@ -111,20 +144,25 @@ def run_check(
     start = time.perf_counter()
     try:
         case = ProblemCase.make(problem, seed=seed, device=dev, small=small)
-    except Exception as exc:  # noqa: BLE001 - the problem's own code failed
-        raise LoadError(f"{problem.path}: get_inputs()/get_init_inputs() raised {type(exc).__name__}: {exc}") from exc
+    except Exception as exc:  # noqa: BLE001 - the problem's own code failed: nothing to judge against
+        verdict = Verdict.skipped(str(reference_failure(problem, "get_inputs()/get_init_inputs()", exc)))
+        return CheckResult(problem.name, Path(candidate_path).stem, ",".join(names), dev, {}, verdict,
+                           time.perf_counter() - start)
     try:
         candidate = load_candidate(candidate_path)
     except LoadError as exc:
-        verdict = Verdict.error(str(exc))
+        missing = _missing_module(exc)
+        verdict = _not_installed(f"the candidate ({exc})", missing) if missing else Verdict.error(str(exc))
     else:
         before = torch_snapshot()
         try:
-            verdict = judge.judge(case, Subject(candidate))
+            verdict = judge_or_unjudged(judge, case, Subject(candidate))
         except InvalidArgument:
             raise
-        except Exception as exc:  # noqa: BLE001 - the reference or an oracle failed on user code
-            verdict = Verdict.error(f"{case.describe()}: checking raised {type(exc).__name__}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - an oracle failed on user code
+            missing = _missing_module(exc)
+            verdict = (_not_installed(f"checking {case.describe()}", missing) if missing else
+                       Verdict.error(f"{case.describe()}: checking raised {type(exc).__name__}: {exc}"))
         tampered = torch_tampering(before)
         if tampered:  # whatever the oracles said was said with torch functions the candidate replaced
             verdict = Verdict.error(f"{candidate.path}: the candidate replaced {', '.join(tampered)} while it ran "
@@ -143,8 +181,13 @@ def run_check_isolated(
     tol: float | None = None,
     seed: int = 42,
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    sandbox: bool = True,
 ) -> CheckResult:
-    """:func:`run_check` in a child process: a crash, ``sys.exit`` or hang is an ``error`` verdict."""
+    """:func:`run_check` in a child process: a crash, ``sys.exit`` or hang is an ``error`` verdict.
+
+    With ``sandbox`` (the default) the child is confined by :mod:`.sandbox` before it loads
+    anything: no network, writes only in a scratch directory, bounded memory and processes.
+    """
     from .oracles import parse_oracle_names
 
     names = parse_oracle_names(oracle)
@@ -156,6 +199,11 @@ def run_check_isolated(
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="kernelaudit-check-") as tmp:
         out_path = Path(tmp) / "result.json"
+        if sandbox:
+            from .sandbox import Sandbox
+
+            args["sandbox"] = Sandbox.for_check(problem_path, candidate_path, Path(tmp) / "scratch",
+                                                cpu_seconds=timeout_s * (os.cpu_count() or 1), device=dev).to_json()
         cmd = [sys.executable, "-m", "kernelaudit.zoo.check", "--worker", json.dumps(args), str(out_path)]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
@@ -163,7 +211,7 @@ def run_check_isolated(
             verdict = Verdict.error(f"check timed out after {timeout_s:g} s (isolated process killed)")
             return CheckResult(Path(problem_path).stem, Path(candidate_path).stem, args["oracle"], dev, {}, verdict,
                                time.perf_counter() - start, True)
-        if out_path.exists():
+        if out_path.exists() and out_path.stat().st_size:  # the worker creates it empty, before its sandbox
             payload = json.loads(out_path.read_text())
             if "usage_error" in payload:
                 raise InvalidArgument(payload["usage_error"])
@@ -171,6 +219,10 @@ def run_check_isolated(
                 from .problems.loader import LoadError
 
                 raise LoadError(payload["load_error"])
+            if "checker_failed" in payload:  # could not judge: never blamed on the candidate
+                verdict = Verdict.skipped(f"could not judge: {payload['checker_failed']}")
+                return CheckResult(Path(problem_path).stem, Path(candidate_path).stem, args["oracle"], dev, {},
+                                   verdict, time.perf_counter() - start, True)
             result = CheckResult.from_json(payload)
             result.isolated = True
             return result
@@ -182,19 +234,78 @@ def run_check_isolated(
                            time.perf_counter() - start, True)
 
 
+class _Deadline(KeyboardInterrupt):
+    """``--timeout`` passed in an in-process check.
+
+    A KeyboardInterrupt, because every handler of user code (loading a file, running a
+    candidate) lets exactly that through: no candidate's failure handler swallows it.
+    """
+
+
+def run_check_bounded(problem_path: str | Path, candidate_path: str | Path, oracle: str = "kernelbench", *,
+                      timeout_s: float = DEFAULT_TIMEOUT_S, **kwargs: Any) -> CheckResult:
+    """:func:`run_check` in this process, ended after ``timeout_s`` with an ``error`` verdict.
+
+    ``--no-isolate`` is bounded by ``--timeout`` too. A real-time timer is used, which
+    Python only delivers to the main thread; elsewhere the check is unbounded.
+    """
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        return run_check(problem_path, candidate_path, oracle, **kwargs)
+
+    def expire(signum, frame):  # noqa: ANN001, ARG001
+        raise _Deadline()
+
+    start = time.perf_counter()
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, timeout_s)
+    try:
+        return run_check(problem_path, candidate_path, oracle, **kwargs)
+    except _Deadline:
+        verdict = Verdict.error(f"check timed out after {timeout_s:g} s (in-process check interrupted)")
+        return CheckResult(Path(problem_path).stem, Path(candidate_path).stem, oracle, str(kwargs.get("device")),
+                           {}, verdict, time.perf_counter() - start)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _checker_failure(exc: BaseException) -> str:
+    """The checker's own failure in words: a missing module by name, else the exception and where."""
+    import traceback
+
+    missing = _missing_module(exc)
+    if missing:
+        return f"the checker needs the module {missing!r}, which is not installed here"
+    tb = traceback.extract_tb(exc.__traceback__)
+    where = f" at {tb[-1].filename}:{tb[-1].lineno}" if tb else ""
+    return f"the checker raised {type(exc).__name__}{where}: {exc}"
+
+
 def _worker(args_json: str, out_path: str) -> None:
     """Child-process entry of :func:`run_check_isolated`: writes the result as JSON."""
     from .problems.loader import LoadError
 
     args = json.loads(args_json)
+    out = open(out_path, "w")  # noqa: SIM115 - opened before the sandbox, which forbids it
+    from . import sandbox
+
     try:
+        if args.get("sandbox"):
+            sandbox.enter(args["sandbox"])  # before any problem or candidate code is loaded
         result = run_check(args["problem"], args["candidate"], args["oracle"], device=args["device"],
                            small=args["small"], tol=args["tol"], seed=args["seed"]).to_json()
-    except InvalidArgument as exc:
+        result = sandbox.overrule(result)  # the candidate's violations make it an error verdict
+    except (InvalidArgument, sandbox.SandboxUnavailable) as exc:
         result = {"usage_error": str(exc)}
     except LoadError as exc:
         result = {"load_error": str(exc)}
-    Path(out_path).write_text(json.dumps(result))
+    except Exception as exc:  # noqa: BLE001 - candidate failures are verdicts already: this one is the checker's
+        result = {"checker_failed": _checker_failure(exc)}
+    out.write(json.dumps(result))
+    out.close()
     # The candidate may have left threads or a broken interpreter behind: leave at once.
     sys.stdout.flush()
     os._exit(0)
@@ -270,11 +381,15 @@ def _tol_callback(ctx, param, value):  # noqa: ANN001
 @click.option("--isolate/--no-isolate", default=True, show_default=True,
               help="Run the candidate in a child process, so a crash is an error verdict.")
 @click.option("--timeout", type=float, default=DEFAULT_TIMEOUT_S, show_default=True,
-              help="Seconds before an isolated check is an error verdict.")
-def check_command(problem, candidate, oracle, device, tol, small, seed, as_json, isolate, timeout) -> None:
+              help="Seconds the whole check may run (isolated or not) before it is an error verdict.")
+@click.option("--sandbox/--no-sandbox", default=True, show_default=True,
+              help="Confine the isolated check: no network, writes only in a scratch directory, reads only of "
+                   "the problem, the candidate and the installation, bounded memory and processes.")
+def check_command(problem, candidate, oracle, device, tol, small, seed, as_json, isolate, timeout, sandbox) -> None:
     """Judge CANDIDATE (a file with class ModelNew) on PROBLEM (a KernelBench problem file).
 
-    Exit code 0 when the verdict is ok, 1 when wrong/error/skipped, 2 on bad arguments.
+    Exit code 0 when the verdict is ok, 1 when wrong or error, 2 on bad arguments, 3 when
+    it could not judge (the verdict says which oracle and why).
     """
     from .problems.loader import LoadError
 
@@ -285,8 +400,8 @@ def check_command(problem, candidate, oracle, device, tol, small, seed, as_json,
             click.echo("note: on the CPU the kernels run in the Triton interpreter; at a problem's full shape "
                        "that can take very long (--small uses the problem's SMALL_SHAPES)", err=True)
     try:
-        runner = run_check_isolated if isolate else run_check
-        kwargs = {"timeout_s": timeout} if isolate else {}
+        runner = run_check_isolated if isolate else run_check_bounded
+        kwargs = {"timeout_s": timeout, "sandbox": sandbox} if isolate else {"timeout_s": timeout}
         result = runner(problem, candidate, oracle, device=device, small=small, tol=tol, seed=seed, **kwargs)
     except InvalidArgument as exc:
         raise click.UsageError(str(exc)) from exc
@@ -296,7 +411,7 @@ def check_command(problem, candidate, oracle, device, tol, small, seed, as_json,
         click.echo(json.dumps(result.to_json(), indent=2))
     else:
         print_result(result)
-    sys.exit(EXIT_OK if result.verdict.ok else EXIT_FOUND)
+    sys.exit(exit_code(result.verdict))
 
 
 # ---------------------------------------------------------------------------
@@ -400,7 +515,7 @@ def detection_table(
             else:
                 case = ProblemCase.make(problem, device=dev, small=small)
                 try:
-                    v = _column_oracle(column).judge(case, subject)
+                    v = _column_oracle(column).judge(case, subject.fresh())  # a fresh instance per oracle
                 except Exception as exc:  # noqa: BLE001
                     v = Verdict.error(f"{type(exc).__name__}: {exc}")
             verdicts[column] = v
