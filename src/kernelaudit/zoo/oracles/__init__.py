@@ -23,7 +23,7 @@ from __future__ import annotations
 from ...errors import InvalidArgument
 from .assert_close import AssertCloseOracle
 from .base import Comparator, Driver, Oracle, SequenceOracle, Subject
-from .bound import BoundOracle
+from .bound import BoundOracle, BoundOrClose
 from .kernelbench import KERNELBENCH_TOL, KERNELBENCH_TOL_STRICT, KernelBenchOracle
 from .shapes import ShapesOracle
 from .tamper import TamperOracle
@@ -76,9 +76,11 @@ def make_oracle(spec: str | list[str] | tuple[str, ...], *, tol: float | None = 
     names = parse_oracle_names(spec)
     comparators = [_COMPARATORS[n]() for n in names if n in COMPARATOR_NAMES]
     if not comparators:
-        inner: Comparator = BoundOracle()
+        inner: Comparator = BoundOrClose()
     elif len(comparators) == 1:
-        inner = comparators[0]
+        # bound alone cannot judge a problem without ERROR_MODEL: the drivers fall back
+        only = comparators[0]
+        inner = BoundOrClose(only) if isinstance(only, BoundOracle) else only
     else:
         inner = _ComparatorSequence(comparators)
     built: list[Oracle] = []

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from ...errors import InvalidArgument
-from ..problems.problem_case import ProblemCase, as_tensors, build_candidate_model
+from ..problems.problem_case import ProblemCase, ReferenceFailed, as_tensors, build_candidate_model
 from ..problems.loader import Candidate
 from ...verdict import Status, Verdict, worst
 
@@ -46,13 +46,23 @@ class Subject:
 
     def __init__(self, candidate: Candidate) -> None:
         self.candidate = candidate
+        self._models: dict[tuple, torch.nn.Module] = {}
 
     @property
     def name(self) -> str:
         return self.candidate.name
 
+    def fresh(self) -> "Subject":
+        """The same candidate with no instance built yet: each oracle of a sequence gets
+        one, so a stateful candidate's verdict does not depend on oracle order."""
+        return Subject(self.candidate)
+
     def model(self, case: ProblemCase) -> torch.nn.Module:
-        return build_candidate_model(case, self.candidate)
+        """This subject's ``ModelNew`` instance for the case's shape and device (built once)."""
+        key = (str(case.device), tuple(sorted(case.shapes.items())))
+        if key not in self._models:
+            self._models[key] = build_candidate_model(case, self.candidate)
+        return self._models[key]
 
     def __call__(self, case: ProblemCase, inputs: Sequence[Any] | None = None) -> list[torch.Tensor]:
         model = self.model(case)
@@ -108,9 +118,11 @@ class Comparator(Oracle):
         if isinstance(got, Subject):
             # A sequence may judge one case with one comparator twice (``bound`` and
             # ``shapes`` both look at the fixed shape): the candidate runs once.
-            key = ("verdict", type(self).__name__, self.name, id(got))
+            # Keyed by the candidate, not the subject: every oracle's instance is fresh, so
+            # the first run of a fresh instance on this case is the same for every oracle.
+            key = ("verdict", type(self).__name__, self.name, id(got.candidate))
             if key not in case._cache:
-                case._cache[key] = (got, self._judge_subject(case, got))  # got kept alive: its id stays unique
+                case._cache[key] = (got.candidate, self._judge_subject(case, got))  # kept alive: id stays unique
             return case._cache[key][1]
         return self.compare(case, as_tensors(got))
 
@@ -165,6 +177,9 @@ def combine(name: str, verdicts: dict[str, Verdict], *, context: str = "") -> Ve
         message = f"{context}{len(verdicts)} checks ok" if context else f"{len(verdicts)} checks ok"
     else:
         message = f"{context}{summary}; first {w.status.value}: [{wname}] {w.message}"
+    unjudged = [k for k, v in verdicts.items() if v.status is Status.SKIPPED and k != wname]
+    if unjudged:  # a member that could not judge is never silent, even behind a worse verdict
+        message += "; could not judge with " + "; ".join(f"[{k}] {verdicts[k].message}" for k in unjudged)
     return Verdict(
         w.status,
         metric=w.metric,
@@ -193,7 +208,20 @@ class SequenceOracle(Oracle):
     def judge(self, case: ProblemCase, got: Any) -> Verdict:
         verdicts = {}
         for oracle in self.oracles:
-            verdicts[oracle.name] = oracle.judge(case, got)
+            member = got.fresh() if isinstance(got, Subject) else got
+            verdicts[oracle.name] = judge_or_unjudged(oracle, case, member)
         if len(verdicts) == 1:
             return next(iter(verdicts.values()))
         return combine(self.name, verdicts)
+
+
+def judge_or_unjudged(oracle: Oracle, case: ProblemCase, got: Any) -> Verdict:
+    """``oracle.judge(case, got)``, or ``skipped`` saying why when the reference cannot run.
+
+    A reference that raises is the problem's failure, never the candidate's: the
+    oracle could not judge, and a sequence goes on with its other members.
+    """
+    try:
+        return oracle.judge(case, got)
+    except ReferenceFailed as exc:
+        return Verdict.skipped(f"{oracle.name}: {exc}", reason="reference failed")

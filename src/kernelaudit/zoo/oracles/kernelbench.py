@@ -23,7 +23,9 @@ from __future__ import annotations
 import torch
 
 from ...errors import InvalidArgument
-from ..problems.problem_case import KERNELBENCH_SEED, ProblemCase, as_tensors, set_seed, to_device
+from ..problems.problem_case import (
+    KERNELBENCH_SEED, ProblemCase, as_tensors, reference_failure, set_seed, to_device,
+)
 from ...verdict import Status, Verdict
 from .base import Driver, Subject, candidate_error, synchronize
 from .compare import mismatch_verdict
@@ -66,11 +68,17 @@ class KernelBenchOracle(Driver):
         diffs = []
         for trial, seed in enumerate(trial_seeds(self.trials)):
             set_seed(seed)
-            inputs = to_device(case.problem.get_inputs(case.shapes), case.device)
+            try:
+                inputs = to_device(case.problem.get_inputs(case.shapes), case.device)
+            except Exception as exc:  # noqa: BLE001 - the problem's code: raises ReferenceFailed
+                raise reference_failure(case, "get_inputs()", exc) from exc
             tcase = case.with_inputs(inputs, f"kernelbench trial {trial}")
             with torch.no_grad():
-                out = as_tensors(model(*inputs))
-                synchronize(case.device)
+                try:
+                    out = as_tensors(model(*inputs))
+                    synchronize(case.device)
+                except Exception as exc:  # noqa: BLE001 - the problem's code: raises ReferenceFailed
+                    raise reference_failure(tcase, "Model.forward", exc) from exc
                 try:
                     out_new = as_tensors(model_new(*inputs))
                     synchronize(case.device)

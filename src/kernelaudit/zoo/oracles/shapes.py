@@ -69,16 +69,18 @@ class ShapesOracle(Driver):
     name = "shapes"
 
     def __init__(self, compare: Comparator | None = None, *, fixed_judged_by: str | None = None) -> None:
-        from .bound import BoundOracle
+        from .bound import BoundOrClose
 
-        self.compare = compare or BoundOracle()
+        self.compare = compare or BoundOrClose()
         #: Set when an earlier member of a sequence already judged the fixed shape with
         #: the same comparators: that check is not repeated (the sequence reports it).
         self.fixed_judged_by = fixed_judged_by
 
     def drive(self, case: ProblemCase, subject: Subject) -> Verdict:
         verdicts = {}
-        if self.fixed_judged_by is None:
+        # The earlier comparator could not judge the fixed shape when this one falls back.
+        fell_back = getattr(self.compare, "falls_back", lambda c: False)(case)
+        if self.fixed_judged_by is None or fell_back:
             verdicts[f"shape {case.label}"] = self.compare.judge(case, subject)
         skipped = []
         for label, shapes in shape_variants(case.shapes):

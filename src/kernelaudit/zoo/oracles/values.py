@@ -29,7 +29,7 @@ import torch
 
 from ..problems.problem_case import ProblemCase
 from ...verdict import Verdict
-from .base import Comparator, Driver, Subject, combine
+from .base import Comparator, Driver, Subject, combine, judge_or_unjudged
 
 #: Value kinds every problem gets.
 VALUE_KINDS = ("normal", "negative", "large", "small", "mixed")
@@ -112,9 +112,9 @@ class ValuesOracle(Driver):
     name = "values"
 
     def __init__(self, compare: Comparator | None = None) -> None:
-        from .bound import BoundOracle
+        from .bound import BoundOrClose
 
-        self.compare = compare or BoundOracle()
+        self.compare = compare or BoundOrClose()
 
     def kinds(self, case: ProblemCase) -> tuple[str, ...]:
         return VALUE_KINDS + tuple(k for k in case.problem.adversarial if k in ADVERSARIAL_KINDS)
@@ -126,7 +126,7 @@ class ValuesOracle(Driver):
             if kind in skip:  # seeds stay tied to the kind's position, skipped or not
                 continue
             vcase = case.with_inputs(value_inputs(case, kind, case.seed * 1000 + i), f"values {kind}")
-            verdicts[f"values {kind}"] = self.compare.judge(vcase, subject)
+            verdicts[f"values {kind}"] = judge_or_unjudged(self.compare, vcase, subject)  # one kind, not all
         v = combine(self.name, verdicts, context="values: ")
         if skip:
             note = "; ".join(f"{k} skipped: {why}" for k, why in skip.items())

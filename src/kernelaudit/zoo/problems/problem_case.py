@@ -24,6 +24,25 @@ from .loader import Candidate, Problem
 KERNELBENCH_SEED = 42
 
 
+class ReferenceFailed(Exception):
+    """The problem's own code (``Model``, ``get_inputs``) raised: the case cannot be judged.
+
+    Never the candidate's fault: an oracle that meets it says it could not judge.
+    """
+
+
+def reference_failure(case_or_problem: Any, what: str, exc: BaseException) -> ReferenceFailed:
+    """A :class:`ReferenceFailed` naming the problem, what raised and where in the problem file."""
+    import traceback
+
+    problem = getattr(case_or_problem, "problem", case_or_problem)
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == str(problem.path)]
+    where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    label = case_or_problem.describe() if isinstance(case_or_problem, ProblemCase) else str(problem.path)
+    return ReferenceFailed(f"{label}: could not judge: the reference ({what}) raised {type(exc).__name__}"
+                           f"{where}: {exc}")
+
+
 def set_seed(seed: int) -> None:
     """Seed torch (CPU and every CUDA device), numpy and random, as KernelBench does."""
     torch.manual_seed(seed)
@@ -124,8 +143,14 @@ class ProblemCase:
 
     # -- models and the reference -------------------------------------------
     def model(self) -> torch.nn.Module:
-        """The problem's ``Model`` built KernelBench-style, cached per shape and device."""
-        return build_model(self.problem, self.problem.Model, self.init_inputs, self.device, self.shapes)
+        """The problem's ``Model`` built KernelBench-style, cached per shape and device.
+
+        Raises :class:`ReferenceFailed` when the constructor raises.
+        """
+        try:
+            return build_model(self.problem, self.problem.Model, self.init_inputs, self.device, self.shapes)
+        except Exception as exc:  # noqa: BLE001 - the problem's code failed, not the candidate's
+            raise reference_failure(self, "Model(*get_init_inputs())", exc) from exc
 
     def reference(self, dtype: torch.dtype = torch.float64) -> list[torch.Tensor]:
         """``Model``'s output at ``dtype`` (float64: the trusted answer), cached on the case.
@@ -136,11 +161,14 @@ class ProblemCase:
         key = f"ref:{dtype}"
         if key not in self._cache:
             model = self.model()
-            if dtype != self.dtype:
-                model = copy.deepcopy(model).to(dtype)
-            inputs = cast_floating(self.inputs, dtype)
-            with torch.no_grad():
-                self._cache[key] = [t.detach() for t in as_tensors(model(*inputs))]
+            try:
+                if dtype != self.dtype:
+                    model = copy.deepcopy(model).to(dtype)
+                inputs = cast_floating(self.inputs, dtype)
+                with torch.no_grad():
+                    self._cache[key] = [t.detach() for t in as_tensors(model(*inputs))]
+            except Exception as exc:  # noqa: BLE001 - the problem's code failed, not the candidate's
+                raise reference_failure(self, f"Model.forward at {dtype}", exc) from exc
         return self._cache[key]
 
 
@@ -152,20 +180,28 @@ def cast_floating(values: Sequence[Any], dtype: torch.dtype) -> list[Any]:
 def build_model(
     problem: Problem, cls: type, init_inputs: Sequence[Any], device: str, shapes: Mapping[str, int]
 ) -> torch.nn.Module:
-    """``cls(*init_inputs)`` after seeding with 42, on ``device``, in eval mode; cached."""
+    """``cls(*init_inputs)`` after seeding with 42, on ``device``, in eval mode; cached per problem."""
     cache = problem.__dict__.setdefault("_model_cache", {})
     key = (id(cls), str(device), tuple(sorted(shapes.items())))
     hit = cache.get(key)
     if hit is None or hit[0] is not cls:  # the class is kept alive so its id stays unique
-        set_seed(KERNELBENCH_SEED)
-        with torch.no_grad():
-            m = cls(*init_inputs)
-        if isinstance(m, torch.nn.Module):
-            m = m.to(device).eval()
-        hit = cache[key] = (cls, m)
+        hit = cache[key] = (cls, new_model(cls, init_inputs, device))
     return hit[1]
 
 
+def new_model(cls: type, init_inputs: Sequence[Any], device: str, *, eval_mode: bool = True) -> torch.nn.Module:
+    """A fresh ``cls(*init_inputs)`` after seeding with 42, on ``device`` (eval mode unless told)."""
+    set_seed(KERNELBENCH_SEED)
+    with torch.no_grad():
+        m = cls(*init_inputs)
+    if isinstance(m, torch.nn.Module):
+        m = m.to(device)
+        if eval_mode:
+            m = m.eval()
+    return m
+
+
 def build_candidate_model(case: ProblemCase, candidate: Candidate) -> torch.nn.Module:
-    """The candidate's ``ModelNew`` for the case's shape, built like ``Model``."""
-    return build_model(case.problem, candidate.ModelNew, case.init_inputs, case.device, case.shapes)
+    """A fresh ``ModelNew`` for the case's shape, built like ``Model`` (never shared: a
+    stateful candidate must not carry state from one oracle into the next)."""
+    return new_model(candidate.ModelNew, case.init_inputs, case.device)
