@@ -63,8 +63,8 @@ def _knob(name: str, default: str, doc: str, choices: tuple[str, ...] = ()) -> K
 # --- Triton -----------------------------------------------------------------------
 TRITON_INTERPRET = _knob(
     "TRITON_INTERPRET", "0",
-    "Triton's own switch: run @triton.jit kernels on CPU tensors (set by use_interpreter before triton loads).",
-    ("0", "1", "true", "false", "on", "off"))
+    "Triton's own switch: run @triton.jit kernels on CPU tensors (use_interpreter_without_cuda sets it "
+    "before triton loads).")
 
 # --- sweep: how matmul outputs are judged ------------------------------------------
 FUSED_FREIVALDS = _knob(
@@ -125,7 +125,7 @@ def fused_enabled(knob: Knob, device) -> bool:
 
 def interpreter_requested() -> bool:
     """Is ``TRITON_INTERPRET`` on (Triton reads it when a kernel is decorated)?"""
-    return TRITON_INTERPRET.get().lower() in ("1", "true", "on")
+    return TRITON_INTERPRET.raw().strip().lower() in ("1", "true", "on")  # Triton's own spellings
 
 
 def use_interpreter_without_cuda() -> None:
