@@ -22,7 +22,8 @@ import triton
 import triton.language as tl
 
 from kernelaudit.sweep.kernels.freivalds import (_DESC_INTS, _DT, _SIZES, _TL, ACCUMULATE, Desc, _freivalds_body,
-                                                 _gen_tile, _pre_args, freivalds_rowsum)
+                                                 _gen_tile, _pre_args, freivalds_rowsum,
+                                                 rowsum_blocks)
 
 @triton.jit(do_not_specialize=_DESC_INTS + ["H", "Mdim", "Ndim", "Kdim"])
 def _freivalds_acc2d_kernel(c_ptr, sc0, sc1, sc2, sc3, x_ptr, y_ptr, out_ptr,
@@ -225,11 +226,7 @@ def freivalds_variant(kernel: str, C: torch.Tensor, x: torch.Tensor, y: torch.Te
     acc = ACCUMULATE[dtype]
     out = torch.empty((nb, H, 3), dtype=torch.float64, device=C.device)
     m = M or Desc(0, 0, (0, 0, 0, 0))
-    BK = max(16, triton.next_power_of_2(K))
-    BN = max(16, min(32, triton.next_power_of_2(Ndim)))
-    BM = max(16, min(32, 8192 // max(BN, BK)))
-    if blocks is not None:
-        BM, BN = blocks
+    BM, BN, BK = rowsum_blocks(K, Ndim, blocks)
     args = [C, *C.stride(), x.to(acc), y.to(acc), out, A.key, A.offset, *A.strides, B.key, B.offset, *B.strides,
             m.key, m.offset, *m.strides, H, Mdim, Ndim, K, float(alpha), float(beta)]
     extra = {}
