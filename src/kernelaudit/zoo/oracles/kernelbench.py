@@ -60,9 +60,11 @@ class KernelBenchOracle(Driver):
             self.name = f"kernelbench@{tol:g}"
 
     def drive(self, case: ProblemCase, subject: Subject) -> Verdict:
-        model = case.model()
+        # Both in training mode, as the official checker leaves them: a BatchNorm
+        # problem then normalises with batch statistics, and a candidate must too.
+        model = case.model(eval_mode=False)
         try:
-            model_new = subject.model(case)
+            model_new = subject.model(case, eval_mode=False)
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - sys.exit() in a kernel is an error too
             return candidate_error(case, exc)
         diffs = []

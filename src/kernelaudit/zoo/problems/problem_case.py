@@ -142,12 +142,16 @@ class ProblemCase:
         return [tuple(v.shape) for v in self.inputs if isinstance(v, torch.Tensor)]
 
     # -- models and the reference -------------------------------------------
-    def model(self) -> torch.nn.Module:
-        """The problem's ``Model`` built KernelBench-style, cached per shape and device.
+    def model(self, *, eval_mode: bool = True) -> torch.nn.Module:
+        """The problem's ``Model`` built KernelBench-style, cached per shape and device;
+        ``eval_mode=False``: a fresh one left in training mode, as KernelBench's own
+        checker runs it (it never calls ``.eval()``).
 
         Raises :class:`ReferenceFailed` when the constructor raises.
         """
         try:
+            if not eval_mode:
+                return new_model(self.problem.Model, self.init_inputs, self.device, eval_mode=False)
             return build_model(self.problem, self.problem.Model, self.init_inputs, self.device, self.shapes)
         except Exception as exc:  # noqa: BLE001 - the problem's code failed, not the candidate's
             raise reference_failure(self, "Model(*get_init_inputs())", exc) from exc
@@ -201,7 +205,7 @@ def new_model(cls: type, init_inputs: Sequence[Any], device: str, *, eval_mode: 
     return m
 
 
-def build_candidate_model(case: ProblemCase, candidate: Candidate) -> torch.nn.Module:
+def build_candidate_model(case: ProblemCase, candidate: Candidate, *, eval_mode: bool = True) -> torch.nn.Module:
     """A fresh ``ModelNew`` for the case's shape, built like ``Model`` (never shared: a
     stateful candidate must not carry state from one oracle into the next)."""
-    return new_model(candidate.ModelNew, case.init_inputs, case.device)
+    return new_model(candidate.ModelNew, case.init_inputs, case.device, eval_mode=eval_mode)
