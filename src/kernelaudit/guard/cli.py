@@ -38,11 +38,19 @@ def write_bootstrap(folder: Path) -> Path:
 
 
 def child_env(action: str, fault_model: str, scale: int, bootstrap: Path, stats_json: Path | None = None,
-              base: dict | None = None) -> dict:
-    """The environment of a guarded child (``bootstrap``: the folder holding its sitecustomize)."""
+              base: dict | None = None, rules: tuple = ()) -> dict:
+    """The environment of a guarded child (``bootstrap``: the folder holding its
+    sitecustomize; ``rules``: rule files, each checked here, loaded by the child)."""
+    from ..config import GUARD_RULES
+    from .rules import load_rules
+
     check_choice("guard", action, ACTIONS)
     Thresholds(scale)
     env = dict(os.environ if base is None else base)
+    for r in rules:
+        load_rules(r)  # a bad file is a usage error here, not a warning in the child
+    if rules:
+        env[GUARD_RULES.name] = os.pathsep.join(str(Path(r).resolve()) for r in rules)
     env[ENV_ACTION] = action
     env[ENV_FAULT_MODEL] = fault_model
     env[ENV_SCALE] = str(scale)
@@ -62,15 +70,18 @@ def child_env(action: str, fault_model: str, scale: int, bootstrap: Path, stats_
               help="The fault model's 2^32 threshold becomes 2^SCALE.")
 @click.option("--stats-json", type=click.Path(path_type=Path), default=None,
               help="Write the guard's counters to this JSON file at exit.")
+@click.option("--rules", "rules", multiple=True, type=click.Path(path_type=Path),
+              help="A rule file (JSON, e.g. a sweep's rules.json) to load on top of the known-fault database; "
+                   "with --fault-model, the rules to enforce instead of the fault model's own. Repeatable.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
-def run_command(action, fault_model, scale, stats_json, command):
+def run_command(action, fault_model, scale, stats_json, rules, command):
     """Run COMMAND (after --) with the guard installed in every Python process it starts."""
     with tempfile.TemporaryDirectory(prefix="kernelaudit-run-") as tmp:
         try:
             from ..faults import FAULT_MODELS
 
             check_choice("fault_model", fault_model, FAULT_MODELS)
-            env = child_env(action, fault_model, scale, write_bootstrap(Path(tmp)), stats_json)
+            env = child_env(action, fault_model, scale, write_bootstrap(Path(tmp)), stats_json, rules=tuple(rules))
         except InvalidArgument as e:
             click.echo(f"error: {e}", err=True)
             sys.exit(EXIT_USAGE)

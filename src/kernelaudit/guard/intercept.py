@@ -33,11 +33,11 @@ from dataclasses import dataclass
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ..config import GUARD, GUARD_FAULT_MODEL, GUARD_SCALE
+from ..config import GUARD, GUARD_FAULT_MODEL, GUARD_RULES, GUARD_SCALE
 from ..errors import InvalidArgument, check_choice
 from ..thresholds import REAL, Thresholds
 from .engine import WITH_BIAS, Engine, GuardStats
-from .policy import ACTIONS, SDPA_MPS, Policy, mps_policy, policy_for
+from .policy import ACTIONS, SDPA_MPS, Policy, policy_for
 
 aten = torch.ops.aten
 
@@ -140,6 +140,95 @@ def _make_attention_override(engine: Engine, kernel, device_type: str):
     return override
 
 
+#: Backends whose own ``aten::linear`` kernel (and ``aten::linear_backward``) bypasses
+#: the matmul ops: ``native_functions.yaml`` gives ``linear`` a ``MPS: _mps_linear``
+#: entry, so on MPS ``F.linear`` never reaches ``addmm``/``mm``. The guard intercepts
+#: linear there and decomposes the calls past the floor into the guarded matmul ops.
+LINEAR_OPS = ("linear", "linear_backward")
+
+
+def _kernel_named(name: str, key: str):
+    """The computed kernel of ``aten::name`` (``op`` or ``op.overload``) on ``key``, or None."""
+    qual = f"aten::{name}"
+    dk = getattr(torch._C.DispatchKey, key)
+    if not torch._C._dispatch_has_kernel_for_dispatch_key(qual, dk):
+        return None
+    return torch._C._dispatch_get_computed_kernel_for_dispatch_key(qual, dk)
+
+
+def linear_decomposed(input, weight, bias=None):
+    """``F.linear`` as the matmul ops it is made of (what ``aten::linear``'s
+    CompositeImplicitAutograd kernel does): ``addmm`` for a 2-D input with a bias, else
+    ``matmul`` (``mm``, or ``bmm`` for broadcast batches) plus the bias."""
+    if input.dim() == 2 and bias is not None:
+        return torch.addmm(bias, input, weight.t())
+    out = torch.matmul(input, weight.t())
+    return out + bias if bias is not None else out
+
+
+def linear_backward_decomposed(input, grad_output, weight, output_mask):
+    """``aten::linear_backward`` as matmul ops: grad_input = g W, grad_weight = g^T x
+    (over the flattened batch), grad_bias = sum of g. Outputs not asked for are empty
+    tensors (autograd does not read them)."""
+    out_f, in_f = weight.shape[0], weight.shape[-1]
+    g2 = grad_output.reshape(-1, out_f)
+    gi = torch.matmul(grad_output, weight) if output_mask[0] else grad_output.new_empty(0)
+    gw = torch.mm(g2.t(), input.reshape(-1, in_f)) if output_mask[1] else grad_output.new_empty(0)
+    gb = g2.sum(0) if output_mask[2] else grad_output.new_empty(0)
+    return gi, gw, gb
+
+
+def _make_linear_overrides(engine: Engine, device_type: str, kernels: dict) -> dict:
+    """``{aten name: Python kernel}`` for ``linear`` and ``linear_backward`` on one
+    backend key: below the floor of ``addmm``/``mm`` the backend's own kernel
+    (``kernels``; decomposed when it has none), past it the decomposition, whose
+    matmul calls meet the guard's overrides on the same key."""
+    floor = min(engine.floor(op, device_type) for op in ("addmm", "mm", "bmm"))
+    keyset = torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, DISPATCH_KEYS[device_type]))
+    fwd, bwd = kernels.get("linear"), kernels.get("linear_backward")
+    cell_of = engine.counters.cell
+
+    def linear(input, weight, bias=None):
+        cell_of()[0] += 1
+        n_out = (input.numel() // input.shape[-1] if input.shape[-1] else 0) * weight.shape[0]
+        if fwd is not None and max(input.numel(), weight.numel(), n_out) < floor:
+            return fwd.call_boxed(keyset, input, weight, bias)
+        return linear_decomposed(input, weight, bias)
+
+    def linear_backward(input, grad_output, weight, output_mask):
+        cell_of()[0] += 1
+        if bwd is not None and max(input.numel(), grad_output.numel(), weight.numel()) < floor:
+            return bwd.call_boxed(keyset, input, grad_output, weight, output_mask)
+        return linear_backward_decomposed(input, grad_output, weight, output_mask)
+    return {"linear": linear, "linear_backward": linear_backward}
+
+
+def entry_points(policy: Policy, device_type: str, has_kernel=None) -> set[str]:
+    """The aten entry points (``op`` or ``op.overload``, as ``native_functions.yaml``
+    names them) the guard intercepts on ``device_type``'s dispatch key for ``policy``.
+    ``has_kernel(name)``: whether the backend has its own kernel for ``name`` (default:
+    ask this build's dispatcher; tests pass the table torch ships)."""
+    if has_kernel is None:
+        key = DISPATCH_KEYS[device_type]
+
+        def has_kernel(name):
+            return _kernel_named(name, key) is not None
+    out: set[str] = set()
+    ops = set(policy.ops())
+    for op in sorted(ops & set(WITH_BIAS)):
+        dts = policy.device_types_for(op)
+        if dts is not None and device_type not in dts:
+            continue
+        out.update(_qualified(op, ov) for ov in OVERLOADS_FOR[op])
+    if out & {"addmm", "mm"}:
+        out.update(name for name in LINEAR_OPS if has_kernel(name))
+    if SDPA_MPS in ops:
+        dts = policy.device_types_for(SDPA_MPS)
+        if (dts is None or device_type in dts) and has_kernel(SDPA_MPS_ATEN):
+            out.add(SDPA_MPS_ATEN)
+    return out
+
+
 class _Overrides:
     """The registrations of one engine (removed by :meth:`remove`): per covered op and
     overload, a native (C++) screen with a Python slow path, or a Python override."""
@@ -187,6 +276,8 @@ class _Overrides:
                     else:
                         self.lib.impl(_qualified(op, ov), _make_override(engine, op, ov, dt, originals[dt]), key)
                     self.registered.append((op, ov, dt))
+            for dt in sorted({dt for op, dt in plan if op in ("addmm", "mm") and dt in originals}):
+                self._linear(engine, dt, originals[dt])
             if SDPA_MPS in policy.ops():
                 self._attention(engine)
         self.engine = engine
@@ -194,6 +285,19 @@ class _Overrides:
             self.native.reset_inspected()
             engine.counters.external = self.native.inspected
             engine.counters.external_reset = self.native.reset_inspected
+
+    def _linear(self, engine: Engine, dt: str, originals: dict) -> None:
+        """Intercept ``aten::linear``/``linear_backward`` on backends with their own
+        kernels for them (MPS): there ``F.linear`` never reaches addmm/mm. Their matmul
+        originals are ``originals``, captured before anything was overridden."""
+        key = DISPATCH_KEYS[dt]
+        kernels = {name: _kernel_named(name, key) for name in LINEAR_OPS}
+        if all(k is None for k in kernels.values()):
+            return  # linear decomposes into the matmul ops here (CPU, CUDA)
+        for name, fn in _make_linear_overrides(engine, dt, kernels).items():
+            if kernels[name] is not None:
+                self.lib.impl(name, fn, key)
+                self.registered.append((name, "default", dt))
 
     def _attention(self, engine: Engine) -> None:
         dts = engine.policy.device_types_for(SDPA_MPS) or tuple(DISPATCH_KEYS)
@@ -215,6 +319,87 @@ class _Overrides:
             self.engine.counters.external_reset = None
         self.lib._destroy()
         self.registered = []
+
+
+class _Screens:
+    """Overrides for the rules on ops outside the engine (a sweep's findings on
+    ``arange``, attention, ...): at each rule's aten entry points, on its backend's key,
+    a call the rule flags is refused (``UnsafeCallError``; ``warn``/``off`` let it
+    through, counted); every other call goes to the captured original kernel. The
+    outputs' sizes come from the op's meta kernel, so only screened ops pay for it."""
+
+    def __init__(self, engine: Engine, faults, th: Thresholds) -> None:
+        self.lib = torch.library.Library("aten", "IMPL")
+        self.registered: list[tuple[str, str]] = []
+        by_entry: dict = {}
+        for f in faults:
+            for dt in ((f.device,) if f.device != "any" else tuple(DISPATCH_KEYS)):
+                if dt not in DISPATCH_KEYS:
+                    continue
+                for name in f.aten:
+                    by_entry.setdefault((name, dt), []).append(f)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            for (name, dt), fs in sorted(by_entry.items(), key=lambda kv: kv[0]):
+                kernel = _kernel_named(name, DISPATCH_KEYS[dt])
+                if kernel is None:
+                    continue  # this build has no such kernel on that backend
+                self.lib.impl(name, _make_screen(engine, name, dt, kernel, fs, th), DISPATCH_KEYS[dt])
+                self.registered.append((name, dt))
+
+    def remove(self) -> None:
+        self.lib._destroy()
+        self.registered = []
+
+
+def _make_screen(engine: Engine, name: str, device_type: str, kernel, faults, th: Thresholds):
+    from torch.utils._pytree import tree_flatten, tree_map
+
+    from ..errors import UnsafeCallError
+    from .rules import screen_reason
+
+    op, _, overload = name.partition(".")
+    func = getattr(getattr(aten, op), overload or "default")
+    keyset = torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, DISPATCH_KEYS[device_type]))
+    cell_of = engine.counters.cell
+
+    def to_meta(x):
+        return x.to("meta") if isinstance(x, torch.Tensor) else x
+
+    def screen(*args, **kwargs):
+        cell_of()[0] += 1
+        tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+        try:
+            outs = [t.numel() for t in tree_flatten(func(*tree_map(to_meta, args), **tree_map(to_meta, kwargs)))[0]
+                    if isinstance(t, torch.Tensor)]
+        except Exception:  # no meta kernel: judge on the inputs (and out= tensors) alone
+            outs = [t.numel() for t in tensors]
+        hits = [(f, why) for f in faults if (why := screen_reason(f, tensors, outs, th))]
+        if not hits:
+            return kernel.call_boxed(keyset, *args, **kwargs)
+        action = strongest_action(engine, [f for f, _ in hits])
+        shapes = ", ".join(f"{tuple(t.shape)} {str(t.dtype).replace('torch.', '')}" for t in tensors) or "no tensors"
+        text = (f"aten::{name} on {device_type}: [{shapes}] -> {outs} elements; "
+                + "; ".join(f"rule {f.name} ({f.explain or f.effect}; {f.provenance.get('source', 'user rule')}): {why}"
+                            for f, why in hits))
+        if action in ("off", "warn", "pass"):
+            engine.counters.add("ignored" if action == "off" else "warned", [])
+            if action == "warn":
+                import logging
+
+                logging.getLogger("kernelaudit.guard").warning("unsafe call passed through (action warn): %s", text)
+            return kernel.call_boxed(keyset, *args, **kwargs)
+        engine.counters.add("refused", [])
+        raise UnsafeCallError(f"kernelaudit guard refused: {text}. This op cannot be split by the guard: "
+                              "run it in smaller pieces.")
+    screen.__name__ = f"kernelaudit_screen_{op}_{overload or 'default'}_{device_type}"
+    return screen
+
+
+def strongest_action(engine: Engine, faults) -> str:
+    """A screened call's action: ``raise`` unless the user chose ``warn`` or ``off``
+    (a screen cannot fix, and cannot verify what it cannot recompute)."""
+    return engine.action if engine.action in ("warn", "off") else "raise"
 
 
 def _make_slow(engine: Engine, op: str, overload: str, device_type: str, kernels: dict):
@@ -281,12 +466,15 @@ class _Installed:
     engine: Engine
     config: tuple
     overrides: _Overrides | None = None
+    screens: _Screens | None = None
     fault: object = None
     mode: GuardMode | None = None
 
     def remove(self) -> None:
         if self.overrides is not None:
             self.overrides.remove()
+        if self.screens is not None:
+            self.screens.remove()
         if self.mode is not None:
             self.mode.__exit__(None, None, None)
         if self.fault is not None:
@@ -297,6 +485,9 @@ _LOCK = threading.RLock()
 _STATE: _Installed | None = None
 #: Counters of the last engine, kept after uninstall so a summary can still be read.
 _LAST: Engine | None = None
+#: (active rules, thresholds) -> (policy, screened rules): an equal set of rules gives
+#: the same policy object, so install() stays idempotent.
+_RULE_POLICIES: dict = {}
 
 
 def _env_action() -> str:
@@ -305,31 +496,63 @@ def _env_action() -> str:
     return a
 
 
-def install(action: str | None = None, *, policy: Policy | None = None, rule_actions: dict | None = None,
+def policy_from_rules(faults, th: Thresholds = REAL) -> tuple[Policy, tuple]:
+    """(policy of the engine-op rules, the screened rules) for active rules ``faults``."""
+    import json
+
+    from .rules import rules_policy, screened
+
+    key = (tuple(json.dumps(f.to_json(), sort_keys=True) for f in faults), th.bits)
+    got = _RULE_POLICIES.get(key)
+    if got is None:
+        got = _RULE_POLICIES[key] = (rules_policy(faults, th), tuple(screened(faults)))
+    return got
+
+
+def install(action: str | None = None, *, policy: Policy | None = None, rules=None, rule_actions: dict | None = None,
             fault_model: str | None = None, scale: int | None = None, native: bool | None = None) -> Engine | None:
-    """Guard every later call the policy covers. Idempotent and thread-safe.
+    """Guard every later call the active rules cover. Idempotent and thread-safe.
 
     ``action``: ``fix`` (default), ``raise``, ``verify``, ``warn`` or ``off`` (same as
-    :func:`uninstall`); when omitted, ``$KERNELAUDIT_GUARD`` decides. ``policy``: default
-    the ``mps`` policy for MPS tensors, or, with ``fault_model``, the fault model's own
-    policy at ``scale`` for every device. ``fault_model`` (``mps``, ``wrap32``, ...)
-    starts a what-if run on this thread: the fault model and the guard above it.
-    ``rule_actions``: per-rule actions, e.g. ``{"B": "raise"}``. ``native``: ``None``
-    (default) uses the C++ fast path when it builds (``$KERNELAUDIT_GUARD_NATIVE``),
-    ``False`` forces the Python overrides. Returns the engine
-    (``None`` when the action is ``off``; with a fault model, ``off`` runs the fault
-    model alone and only counts the calls the guard would flag).
+    :func:`uninstall`); when omitted, ``$KERNELAUDIT_GUARD`` decides.
+
+    Which calls: by default the known-fault database shipped with kernelaudit
+    (:mod:`.rules`: the MPS study's rules, the rules of the sweeps of record) plus the
+    rule files of ``$KERNELAUDIT_GUARD_RULES``, **gated**: only rules whose backend this
+    process has and whose torch / CUDA / driver versions match are hooked; when none
+    matches, nothing is hooked. ``rules``: a rule file (or a list of files and
+    :class:`~.rules.KnownFault` objects) added to the database; a list of
+    ``KnownFault`` objects alone replaces it. ``policy``: a hand-built policy instead
+    (no gating). ``fault_model`` (``mps``, ``wrap32``, ...) starts a what-if run on this
+    thread: the fault model and the guard above it, with the fault model's own policy
+    at ``scale``, or ``rules`` (gated on versions only: a what-if run has every
+    device). ``rule_actions``: per-rule actions, e.g. ``{"mps-B": "raise"}``.
+    ``native``: ``None`` (default) uses the C++ fast path when it builds
+    (``$KERNELAUDIT_GUARD_NATIVE``), ``False`` forces the Python overrides. Returns the
+    engine (``None`` when the action is ``off``; with a fault model, ``off`` runs the
+    fault model alone and only counts the calls the guard would flag).
     """
-    global _STATE, _LAST
+    from .rules import active, gather
+
     action = action or _env_action()
     check_choice("action", action, ACTIONS)
     if fault_model is None and scale is not None:
         raise InvalidArgument(f"Cannot have scale={scale} without a fault model: scale moves a fault model's thresholds")
     th = Thresholds(scale) if scale is not None else REAL
-    if fault_model is not None and fault_model != "none":
-        policy = policy or policy_for(fault_model, th)
-    policy = policy or mps_policy()
-    config = (action, policy, tuple(sorted((rule_actions or {}).items())), fault_model, th.bits, native)
+    what_if = fault_model is not None and fault_model != "none"
+    screens: tuple = ()
+    if policy is None:
+        if what_if and rules is None:
+            policy = policy_for(fault_model, th)
+        else:
+            policy, screens = policy_from_rules(active(gather(rules), what_if=what_if), th)
+    config = (action, policy, tuple(sorted((rule_actions or {}).items())), fault_model, th.bits, native, screens)
+    return _install(config)
+
+
+def _install(config: tuple) -> Engine | None:
+    global _STATE, _LAST
+    action, policy, rule_actions, fault_model, bits, native, screens = config
     what_if = fault_model is not None and fault_model != "none"
     with _LOCK:
         if action == "off" and not what_if:
@@ -338,25 +561,39 @@ def install(action: str | None = None, *, policy: Policy | None = None, rule_act
         if _STATE is not None and _STATE.config == config:
             return _STATE.engine
         uninstall()
-        engine = Engine(policy, action, rule_actions)
+        engine = Engine(policy, action, dict(rule_actions))
         state = _Installed(engine, config)
         try:
             if what_if:
                 # action "off" here still counts what the guard would flag
                 from ..faults import make_fault_model
 
-                state.fault = make_fault_model(fault_model, th)
+                state.fault = make_fault_model(fault_model, Thresholds(bits))
                 state.fault.__enter__()
                 state.mode = GuardMode(engine)
                 state.mode.__enter__()
             else:
-                state.overrides = _Overrides(engine, native=native)
+                if policy.rules:
+                    state.overrides = _Overrides(engine, native=native)
+                if screens:
+                    state.screens = _Screens(engine, screens, Thresholds(bits))
         except Exception:
             state.remove()
             raise
         _STATE = state
         _LAST = engine
         return engine
+
+
+def hooked() -> list[tuple[str, str, str]]:
+    """What the installed guard registered: ``(aten op, overload, device type)`` per
+    override (empty when nothing is installed, or when no rule matched this process)."""
+    st = _STATE
+    if st is None:
+        return []
+    out = list(st.overrides.registered) if st.overrides is not None else []
+    out += [(name, "screen", dt) for name, dt in (st.screens.registered if st.screens is not None else [])]
+    return out
 
 
 def uninstall() -> None:
@@ -403,9 +640,7 @@ def guarding(action: str | None = None, **kwargs):
         with _LOCK:
             uninstall()
             if prev is not None:
-                a, policy, ra, fm, bits, nat = prev
-                install(a, policy=policy, rule_actions=dict(ra), fault_model=fm,
-                        scale=bits if fm is not None else None, native=nat)
+                _install(prev)
 
 
 def install_from_env() -> Engine | None:
@@ -413,5 +648,13 @@ def install_from_env() -> Engine | None:
     ``$KERNELAUDIT_SCALE`` say (what ``kernelaudit run`` sets up in the child)."""
     fm = GUARD_FAULT_MODEL.raw() or None
     scale = GUARD_SCALE.raw()
-    return install(_env_action(), fault_model=fm if fm != "none" else None,
-                   scale=int(scale) if (scale and fm and fm != "none") else None)
+    what_if = bool(fm and fm != "none")
+    # in a what-if run, rule files given to `kernelaudit run --rules` replace the fault
+    # model's own policy (the database's real-hardware rules do not apply there)
+    user = None
+    if what_if and GUARD_RULES.raw().strip():
+        from .rules import load_rules, user_rule_paths
+
+        user = [r for p in user_rule_paths() for r in load_rules(p)]
+    return install(_env_action(), rules=user, fault_model=fm if what_if else None,
+                   scale=int(scale) if (scale and what_if) else None)

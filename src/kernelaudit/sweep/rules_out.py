@@ -1,0 +1,142 @@
+"""A sweep's findings as guard rules: ``rules.json`` next to the verdicts.
+
+:func:`write_rules` (called at the end of every sweep) turns each group of ``wrong`` or
+``error`` verdicts of one op, dtype, layout, direction and size series into one
+:class:`~kernelaudit.guard.rules.KnownFault`:
+
+* op: the guard's name for what the sweep's op reaches (``bmm``; ``matmul`` for the
+  ops that decompose into the matmul family; other ops are screened at their aten
+  entry points, :data:`ATEN_ENTRY`);
+* dtype, layout (forward only: a backward's failing calls have other layouts), device
+  type, and the size predicate: the crossing tensor (the case's ``crossing_numel``)
+  at least one more than the largest correct size below the smallest wrong one (or the
+  smallest wrong size when no smaller size was correct);
+* a version gate on what the sweep ran on: torch and CUDA to the minor release, the
+  driver to its major (the exact versions are in ``provenance.ran_on``);
+* action ``fix`` with ``split_dim`` 0 when the op is batch-separable (an operand has one
+  row per batch) and the guard's engine can split it, else ``raise``.
+
+``kernelaudit run --rules RUN/rules.json`` (or ``guard.install(rules=...)``) loads them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..thresholds import Thresholds
+from ..verdict import Status
+from .cases import Case
+from .store import RunStore
+
+RULES_FILE = "rules.json"
+
+#: Sweep op -> the guard op its calls reach (the engine's matmul family).
+ENGINE_OP = {"bmm": "bmm", "mm": "mm", "addmm": "addmm", "baddbmm": "baddbmm", "matmul3d": "matmul",
+             "matmul4d": "matmul", "einsum": "matmul", "linear": "matmul", "attention": "matmul"}
+#: (sweep op, direction) -> the aten entry points where the guard screens it on CUDA
+#: and other backends (ops the engine cannot split); ``*``: either direction.
+ATEN_ENTRY = {
+    ("arange", "*"): ("arange.start_out",),
+    ("sdpa", "fwd"): ("_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention",
+                      "_scaled_dot_product_efficient_attention"),
+    ("sdpa", "bwd"): ("_scaled_dot_product_cudnn_attention_backward",),
+}
+#: Tensor arguments holding query and key at a screened attention entry point (the
+#: backward takes grad_out first).
+SCORES_ARGS = {"fwd": (0, 1), "bwd": (1, 2)}
+
+
+def _gate(env: dict) -> dict:
+    def minor(v: str | None) -> str | None:
+        if not v:
+            return None
+        parts = v.split("+", 1)[0].split(".")
+        return "==" + ".".join(parts[:2]) + ".*"
+
+    gate = {"torch": minor(env.get("torch"))}
+    if env.get("cuda"):
+        gate["cuda"] = minor(env["cuda"])
+    if env.get("driver"):
+        gate["driver"] = "==" + str(env["driver"]).split(".")[0] + ".*"
+    return {k: v for k, v in gate.items() if v}
+
+
+def _separable(case: Case) -> bool:
+    """Whether the op splits along dim 0 into independent pieces (an operand has one row
+    per batch)."""
+    ops = case.spec.operands(case.series, 2, case.thresholds)
+    return any(o.rows_per_batch == 1 for o in ops)
+
+
+def rules_from_store(store: RunStore) -> tuple[list, list[str]]:
+    """(rules, notes) for the wrong/error verdicts of ``store`` (notes: groups no rule
+    could be written for, and why)."""
+    from ..guard.rules import ENGINE_OPS, KnownFault  # the rule format (data only): docs/architecture.md
+
+    m = store.manifest()
+    device = (m.get("device") or {}).get("type", "cpu")
+    fault_model = m.get("fault_model", "none")
+    groups: dict = {}
+    sizes: dict = {}
+    for r in store.latest().values():
+        case = Case.from_json(r["case"])
+        status = r["verdict"]["status"]
+        crossing = r["case"].get("crossing_numel")
+        if crossing is None:
+            continue
+        key = (case.op, case.dtype, case.layout, case.direction, case.series)
+        sizes.setdefault(key, []).append((int(crossing), status))
+        if status in (Status.WRONG.value, Status.ERROR.value):
+            groups.setdefault(key, []).append((case, r))
+    rules, notes = [], []
+    ran_on = {k: m.get(k) for k in ("torch", "cuda", "driver")}
+    gate = _gate(m)
+    for key in sorted(groups):
+        op, dtype, layout, direction, series = key
+        bad = groups[key]
+        case0 = bad[0][0]
+        smallest = min(int(r["case"]["crossing_numel"]) for _, r in bad)
+        below_ok = [n for n, s in sizes[key] if s == Status.OK.value and n < smallest]
+        at_least = max(below_ok) + 1 if below_ok else smallest
+        effects = {r["verdict"]["status"] for _, r in bad}
+        effect = "wrong" if "wrong" in effects else "error"
+        separable = _separable(case0)
+        guard_op = ENGINE_OP.get(op)
+        aten: tuple = ()
+        if guard_op is None:
+            aten = ATEN_ENTRY.get((op, direction)) or ATEN_ENTRY.get((op, "*")) or ()
+            if not aten:
+                notes.append(f"{op}/{dtype}/{layout}/{direction}/{series}: {len(bad)} {effect} case(s), no aten entry "
+                             "point known for this op: no rule written")
+                continue
+            guard_op = op
+        if case0.spec.family == "attention" and guard_op not in ENGINE_OPS:
+            qi, ki = SCORES_ARGS[direction]
+            when = {"kind": "attention-scores", "at_least": at_least, "query_arg": qi, "key_arg": ki}
+        else:
+            when = {"kind": "numel", "tensor": "output" if case0.spec.family == "factory" else "any",
+                    "at_least": at_least}
+        first = bad[0][1]["verdict"]
+        th = Thresholds(case0.scale)
+        rules.append(KnownFault(
+            name=f"sweep-{device}-{op}-{dtype}-{layout}-{direction}-{series}",
+            op=guard_op, device=device, effect=effect, when=when, dtypes=(dtype,),
+            layouts=(layout,) if direction == "fwd" and guard_op in ENGINE_OPS else (),
+            versions=gate, action="fix" if separable and guard_op in ENGINE_OPS else "raise",
+            split_dim=0 if separable else None, aten=aten,
+            explain=(f"{op} {dtype} {layout} {direction}: {len(bad)} {effect} case(s) from {at_least} crossing "
+                     f"elements (2^32 = {th.t32} here); e.g. {(first.get('message') or '')[:160]}"),
+            provenance={"source": f"kernelaudit sweep, run store {store.path.name}", "date": m.get("started"),
+                        "git": m.get("git"), "device": (m.get("device") or {}).get("name"), "ran_on": ran_on,
+                        "fault_model": fault_model, "cases": sorted(c.id for c, _ in bad)[:12]},
+        ))
+    return rules, notes
+
+
+def write_rules(store: RunStore, path: Path | None = None) -> Path:
+    """Write the rules of ``store``'s findings to ``path`` (default ``rules.json`` in the
+    store); a sweep with no wrong or error case writes an empty rule list."""
+    from ..guard.rules import dump_rules
+    rules, notes = rules_from_store(store)
+    return dump_rules(rules, path or store.path / RULES_FILE, source=f"kernelaudit sweep {store.path.name}",
+                      notes=notes)
