@@ -1,0 +1,281 @@
+"""The campaign: every planned mutant judged by every oracle, in worker processes, into a store.
+
+Planning enumerates the mutants of the chosen subjects and operators (``limit``: a
+seeded sample of that many, the same sample every time), drops those already recorded
+(resume), and cuts the rest into batches of one subject each. A batch runs in a worker
+process (:mod:`.worker`), so imports and the subject's setup are paid once per batch;
+``jobs`` batches run at a time. The worker bounds each mutant with ``timeout_s``; a
+worker that dies (a segfault, ``os._exit``) or stops answering is killed, its current
+mutant recorded as a ``crash`` or ``timeout``, and a fresh worker takes the rest of the
+batch. The first batch of a subject also checks the clean candidate (every oracle must
+pass it) and a forced failure (every oracle must catch it).
+
+:func:`run_pool` is the one place work is handed to processes: a local thread per job,
+each driving its own worker subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import select
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ...errors import InvalidArgument
+from .generate import Mutant, enumerate_mutants
+from .operators import Operator, OPERATORS
+from .store import CampaignStore, now
+from .subjects import Subject
+
+#: Columns judged when ``--oracle`` is not given (the detection table's, with ``strongest`` from its parts).
+DEFAULT_COLUMNS = ("kernelbench", "kernelbench@1e-4", "assert-close", "ulp", "bound", "shapes", "values", "tamper",
+                   "static", "strongest")
+#: Mutants a worker judges before it is replaced (bounds what one process accumulates).
+DEFAULT_BATCH = 60
+#: Extra seconds the parent waits past a mutant's own deadline before it kills the worker.
+GRACE_S = 30.0
+#: Seconds a worker may take to start and set its subject up (imports, clean checks).
+SETUP_TIMEOUT_S = 900.0
+
+
+def parse_columns(spec: str | None) -> list[str]:
+    """``--oracle`` columns: comma list of oracle names, ``strongest``, ``kernelbench@TOL``; None: the default.
+
+    Raises :class:`InvalidArgument` naming ``--oracle`` and the allowed values.
+    """
+    from ..oracles import ALIASES, ORACLE_NAMES
+
+    if spec is None or not spec.strip():
+        return list(DEFAULT_COLUMNS)
+    allowed = list(ORACLE_NAMES) + list(ALIASES) + ["kernelbench@TOL"]
+    out = []
+    for item in (s.strip() for s in spec.split(",") if s.strip()):
+        if item.startswith("kernelbench@"):
+            try:
+                ok = float(item.split("@", 1)[1]) > 0
+            except ValueError:
+                ok = False
+            if not ok:
+                raise InvalidArgument(f"Cannot have --oracle={item!r}: kernelbench@TOL needs a positive tolerance, "
+                                      "e.g. kernelbench@1e-4")
+        elif item not in ORACLE_NAMES and item not in ALIASES:
+            raise InvalidArgument(f"Cannot have --oracle={item!r}: allowed values are {', '.join(allowed)}")
+        if item not in out:
+            out.append(item)
+    return out
+
+
+def plan(subjects: Sequence[Subject], operators: Sequence[Operator] = OPERATORS, *, limit: int | None = None,
+         seed: int = 0) -> list[Mutant]:
+    """The campaign's mutants, subject by subject; ``limit``: a seeded sample of that many."""
+    mutants = list(enumerate_mutants(subjects, operators))
+    if limit is not None and limit < len(mutants):
+        if limit < 0:
+            raise InvalidArgument(f"Cannot have --limit={limit}: allowed is a count of mutants >= 0")
+        keep = set(random.Random(seed).sample(range(len(mutants)), limit))
+        mutants = [m for i, m in enumerate(mutants) if i in keep]
+    return mutants
+
+
+@dataclass
+class Unit:
+    """One batch: mutants of one subject for one worker."""
+
+    subject: Subject
+    mutants: list[str]
+    check_clean: bool
+
+
+@dataclass
+class Progress:
+    """Counts as records arrive (for the progress line and the final summary)."""
+
+    total: int
+    done: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+    started: float = field(default_factory=time.perf_counter)
+
+    def add(self, rec: dict[str, Any]) -> None:
+        self.done += 1
+        self.outcomes[rec["outcome"]] = self.outcomes.get(rec["outcome"], 0) + 1
+
+
+def _spawn(unit: Unit, mutants: list[str], check_clean: bool, cfg: dict[str, Any], scratch: Path):  # noqa: ANN202
+    """A worker process for ``mutants`` of ``unit``'s subject, and the read end of its events pipe."""
+    r, w = os.pipe()
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    s = unit.subject
+    job = {"subject": {"id": s.id, "kind": s.kind, "problem_path": str(s.problem_path), "source": s.source,
+                       "scope": list(s.scope)},
+           "mutants": mutants, "columns": cfg["columns"], "device": cfg["device"], "small": cfg["small"],
+           "timeout_s": cfg["timeout_s"], "check_clean": check_clean, "scratch": str(scratch)}
+    scratch.mkdir(parents=True, exist_ok=True)
+    log = open(cfg["log"], "ab")  # noqa: SIM115 - owned by the process
+    proc = subprocess.Popen([sys.executable, "-m", "kernelaudit.zoo.mutate.worker", "--events-fd", str(w)],
+                            stdin=subprocess.PIPE, stdout=log, stderr=log, env=env, pass_fds=(w,),
+                            start_new_session=True)
+    os.close(w)
+    log.close()
+    proc.stdin.write(json.dumps(job).encode())
+    proc.stdin.close()
+    return proc, os.fdopen(r, "r")
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    import signal
+
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # the worker's own session: it and what it started
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
+def drive_unit(unit: Unit, cfg: dict[str, Any], record: Callable[[dict[str, Any]], None]) -> None:
+    """Run one batch to the end, replacing its worker after a crash or a hang."""
+    todo = list(unit.mutants)
+    check_clean = unit.check_clean
+    with tempfile.TemporaryDirectory(prefix="kernelaudit-mutate-") as tmp:
+        while todo or check_clean:
+            proc, events = _spawn(unit, todo, check_clean, cfg, Path(tmp) / "scratch")
+            current: str | None = None
+            saw_start = False
+            deadline = time.monotonic() + SETUP_TIMEOUT_S
+            buf = ""
+            ended = None
+            while True:
+                left = deadline - time.monotonic()
+                ready, _, _ = select.select([events], [], [], max(0.0, min(left, 5.0)))
+                if not ready:
+                    if time.monotonic() >= deadline:
+                        ended = "timeout"
+                        break
+                    continue
+                chunk = os.read(events.fileno(), 1 << 16).decode()
+                if not chunk:
+                    ended = "crash"
+                    break
+                buf += chunk
+                while "\n" in buf:
+                    line, buf = buf.split("\n", 1)
+                    rec = json.loads(line)
+                    if rec["type"] == "start":
+                        current = rec["id"]
+                        saw_start = True
+                        deadline = time.monotonic() + cfg["timeout_s"] + GRACE_S
+                        continue
+                    if rec["type"] == "subject":
+                        check_clean = False
+                    elif rec["type"] == "mutant":
+                        if rec["id"] in todo:
+                            todo.remove(rec["id"])
+                        current = None
+                    record(rec)
+            events.close()
+            if ended == "crash" and not todo and not check_clean:
+                proc.wait()
+                return
+            _kill(proc)
+            code = proc.returncode
+            if not saw_start:  # the worker died setting up: nothing of this subject can be judged
+                why = f"the worker ended during setup ({ended}, exit {code}); see worker.log"
+                if check_clean:
+                    record({"type": "subject", "subject": unit.subject.id, "digest": unit.subject.digest,
+                            "kind": unit.subject.kind, "error": why})
+                for mid in todo:
+                    m = Mutant.parse(mid)
+                    record({"type": "mutant", "id": mid, "subject": m.subject, "operator": m.operator,
+                            "family": m.family, "site": m.site, "outcome": "unjudged", "reason": why})
+                return
+            if current is None:
+                if not todo:
+                    return
+                current = todo[0]
+            m = Mutant.parse(current)
+            how = f"no verdict within {cfg['timeout_s']:g} s (worker killed)" if ended == "timeout" else \
+                f"the worker process ended (exit {code}) while judging it"
+            record({"type": "mutant", "id": current, "subject": m.subject, "operator": m.operator,
+                    "family": m.family, "site": m.site, "outcome": "timeout" if ended == "timeout" else "crash",
+                    "reason": how})
+            todo.remove(current)
+
+
+def run_pool(units: Sequence[Unit], jobs: int, work: Callable[[Unit], None]) -> None:
+    """Run ``work(unit)`` for every unit, ``jobs`` at a time (threads, each driving its own process)."""
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for f in [pool.submit(work, u) for u in units]:
+            f.result()
+
+
+def run_campaign(subjects: Sequence[Subject], out: Path, *, columns: Sequence[str] = DEFAULT_COLUMNS,
+                 operators: Sequence[Operator] = OPERATORS, device: str = "cpu", small: bool = True,
+                 limit: int | None = None, seed: int = 0, jobs: int = 1, timeout_s: float = 120.0,
+                 batch: int = DEFAULT_BATCH, resume: bool = False,
+                 on_record: Callable[[dict[str, Any], Progress], None] | None = None) -> Progress:
+    """Plan, then judge every mutant not yet recorded in ``out``; returns the counts of this run."""
+    if jobs < 1:
+        raise InvalidArgument(f"Cannot have --jobs={jobs}: allowed is a number of worker processes >= 1")
+    if timeout_s <= 0:
+        raise InvalidArgument(f"Cannot have --timeout={timeout_s}: allowed is a positive number of seconds")
+    mutants = plan(subjects, operators, limit=limit, seed=seed)
+    manifest = {"columns": list(columns), "device": device, "small": small, "operators": [o.name for o in operators],
+                "subjects": {s.id: s.digest for s in subjects}, "plan": {"mutants": len(mutants), "limit": limit,
+                                                                          "seed": seed, "at": now()},
+                "environment": _environment()}
+    store = CampaignStore.create(out, manifest, resume=resume)
+    done = store.recorded_mutants()
+    checked = store.recorded_subjects()
+    by_subject: dict[str, list[str]] = {}
+    for m in mutants:
+        if m.id not in done:
+            by_subject.setdefault(m.subject, []).append(m.id)
+    units = []
+    planned = {m.subject for m in mutants}
+    for s in subjects:
+        ids = by_subject.get(s.id, [])
+        first = s.id not in checked
+        if s.id not in planned or (not ids and not first):
+            continue  # a subject the sample left out is not set up at all
+        for k in range(0, max(len(ids), 1), batch):
+            units.append(Unit(s, ids[k:k + batch], first and k == 0))
+    progress = Progress(sum(len(u.mutants) for u in units))
+    cfg = {"columns": list(columns), "device": device, "small": small, "timeout_s": float(timeout_s),
+           "log": str(store.path / "worker.log")}
+    lock = threading.Lock()
+
+    def record(rec: dict[str, Any]) -> None:
+        store.append(rec)
+        with lock:
+            if rec["type"] == "mutant":
+                progress.add(rec)
+            if on_record:
+                on_record(rec, progress)
+
+    run_pool(units, jobs, lambda u: drive_unit(u, cfg, record))
+    store.write_manifest({**store.manifest(), "finished": now(),
+                          "wall_s": round(time.perf_counter() - progress.started, 1)})
+    return progress
+
+
+def _environment() -> dict[str, Any]:
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    env = {"python": platform.python_version()}
+    for name in ("kernelaudit", "torch", "triton", "libcst"):
+        try:
+            env[name] = version(name)
+        except PackageNotFoundError:
+            env[name] = None
+    return env

@@ -1,0 +1,418 @@
+"""The campaign's worker: one process judges a batch of mutants of one subject.
+
+Started by :mod:`.campaign` as ``python -m kernelaudit.zoo.mutate.worker``, it reads one
+job (JSON) on stdin and writes events, one JSON object a line, on the descriptor the
+parent passes (``--events-fd``): ``start`` before each mutant, then its record; one
+``subject`` record first when asked to check the clean candidate. Anything the
+candidates print goes to stderr, never into the events.
+
+Per subject, once: the problem and the clean candidate load; the *equivalence inputs*
+(the small case at three seeds, every value kind, two boundary shapes) run through the
+clean candidate, recording its outputs, its inputs afterwards and (kernels interpreted
+on the CPU, or PyTorch code) the lines it executed. With ``check_clean``: every oracle
+judges the clean candidate (it must pass) and a forced failure (its outputs doubled plus one:
+it must be caught).
+
+Per mutant, under a deadline: materialise and load it (a failure is *stillborn*); a
+mutant whose changed lines the clean candidate never executed is *equivalent* without
+running; otherwise it runs on the equivalence inputs: raising on the first is
+*stillborn* (a Triton compile error) or a *crash*; bit-identical outputs and inputs on
+all of them is *equivalent*; else every oracle judges it (``killed``: wrong or error;
+``survived``: ok; ``unjudged``: skipped).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+import types
+from pathlib import Path
+from typing import Any
+
+#: Outcomes of a mutant, in the order reports list them.
+OUTCOMES = ("killed", "survived", "equivalent", "stillborn", "crash", "timeout", "unjudged")
+#: Seeds of the equivalence inputs drawn with the problem's own get_inputs().
+EQUIVALENCE_SEEDS = (42, 1, 2)
+#: Characters of a verdict message kept in a record.
+MESSAGE_CHARS = 240
+
+
+class Deadline(KeyboardInterrupt):
+    """The mutant's time is up (a KeyboardInterrupt: no candidate handler swallows it)."""
+
+
+# ---------------------------------------------------------------------------
+# oracles by column name
+# ---------------------------------------------------------------------------
+
+def make_column(column: str):  # noqa: ANN201
+    """The oracle of a column: ``kernelbench@1e-4`` sets the tolerance, anything else is ``--oracle`` text."""
+    from ..oracles import make_oracle
+
+    if column.startswith("kernelbench@"):
+        return make_oracle("kernelbench", tol=float(column.split("@", 1)[1]))
+    return make_oracle(column)
+
+
+def judge_columns(problem, candidate, columns: list[str], device: str, small: bool) -> dict[str, Any]:  # noqa: ANN001
+    """Every column's verdict of one candidate (a fresh case and subject each); aliases from their parts."""
+    from ...verdict import worst
+    from ..oracles import ALIASES, Subject
+    from ..oracles.base import judge_or_unjudged
+    from ..problems.problem_case import ProblemCase
+
+    verdicts: dict[str, Any] = {}
+    subject = Subject(candidate)
+    for column in columns:
+        parts = ALIASES.get(column)
+        if parts and all(p in verdicts for p in parts):
+            verdicts[column] = worst([verdicts[p] for p in parts])
+            continue
+        case = ProblemCase.make(problem, device=device, small=small)
+        try:
+            verdicts[column] = judge_or_unjudged(make_column(column), case, subject.fresh())
+        except Deadline:
+            raise
+        except Exception as exc:  # noqa: BLE001 - an oracle failing on a mutant is an error verdict
+            from ...verdict import Verdict
+
+            verdicts[column] = Verdict.error(f"{case.describe()}: checking raised {type(exc).__name__}: {exc}")
+    return verdicts
+
+
+def column_outcome(verdict) -> str:  # noqa: ANN001
+    """killed (wrong or error), survived (ok) or unjudged (skipped)."""
+    from ...verdict import Status
+
+    if verdict.status is Status.OK:
+        return "survived"
+    return "unjudged" if verdict.status is Status.SKIPPED else "killed"
+
+
+# ---------------------------------------------------------------------------
+# equivalence inputs and bit-identical comparison
+# ---------------------------------------------------------------------------
+
+def equivalence_cases(problem, device: str, small: bool) -> list:  # noqa: ANN001
+    """The varied input set: the small case at several seeds, every value kind, two boundary shapes."""
+    from ..oracles.shapes import shape_variants
+    from ..oracles.values import VALUE_KINDS, value_inputs
+    from ..problems.problem_case import ProblemCase
+
+    base = ProblemCase.make(problem, device=device, small=small)
+    cases = [base] + [ProblemCase.make(problem, device=device, small=small, seed=s, label=f"seed {s}")
+                      for s in EQUIVALENCE_SEEDS[1:]]
+    for i, kind in enumerate(VALUE_KINDS):
+        cases.append(base.with_inputs(value_inputs(base, kind, 7000 + i), f"values {kind}"))
+    over = dict(problem.small()) if small else {}
+    for label, shapes in [v for v in shape_variants(base.shapes) if v[0].startswith(("prime below", "one past"))]:
+        try:
+            c = ProblemCase.make(problem, device=device, shapes={**over, **shapes}, label=f"shape {label}")
+            c.reference()
+        except Exception:  # noqa: BLE001 - the reference rejects that shape: not an input of the set
+            continue
+        cases.append(c)
+    return cases
+
+
+def _bits(t) -> bytes:  # noqa: ANN001
+    return t.detach().contiguous().cpu().reshape(-1).view(__import__("torch").uint8).numpy().tobytes() \
+        if t.numel() else b""
+
+
+def run_on(candidate, case) -> tuple[list, list]:  # noqa: ANN001
+    """(output fingerprints, input fingerprints after the run) of one fresh candidate instance on ``case``."""
+    import torch
+
+    from ..oracles import Subject
+
+    inputs = [x.clone() if isinstance(x, torch.Tensor) else x for x in case.inputs]
+    outs = Subject(candidate)(case, inputs)
+    fp = [(tuple(o.shape), str(o.dtype), _bits(o)) for o in outs]
+    after = [_bits(x) for x in inputs if isinstance(x, torch.Tensor)]
+    return fp, after
+
+
+# ---------------------------------------------------------------------------
+# coverage of the clean candidate
+# ---------------------------------------------------------------------------
+
+def statement_heads(source: str) -> dict[int, int]:
+    """line -> first line of the innermost statement (a compound statement: its header) holding it."""
+    heads: dict[int, int] = {}
+    for node in ast.walk(ast.parse(source)):  # breadth first: inner statements overwrite outer ones
+        if not isinstance(node, ast.stmt):
+            continue
+        body = getattr(node, "body", None)
+        end = body[0].lineno - 1 if isinstance(body, list) and body and isinstance(body[0], ast.stmt) \
+            else node.end_lineno
+        start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        for line in range(start, max(end, node.lineno) + 1):
+            heads[line] = node.lineno
+    return heads
+
+
+class LineTrace:
+    """Lines of one file executed while active (``sys.settrace``, only that file's frames traced)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = str(Path(path).resolve())
+        self.lines: set[int] = set()
+
+    def _local(self, frame, event, arg):  # noqa: ANN001
+        if event == "line":
+            self.lines.add(frame.f_lineno)
+        return self._local
+
+    def _global(self, frame, event, arg):  # noqa: ANN001
+        if frame.f_code.co_filename == self.path:
+            self.lines.add(frame.f_lineno)
+            return self._local
+        return None
+
+    def __enter__(self) -> "LineTrace":
+        self._previous = sys.gettrace()
+        sys.settrace(self._global)
+        return self
+
+    def __exit__(self, *exc) -> None:  # noqa: ANN002
+        sys.settrace(self._previous)
+
+
+# ---------------------------------------------------------------------------
+# the job
+# ---------------------------------------------------------------------------
+
+def _forced_failure(clean):  # noqa: ANN001, ANN202
+    """The clean candidate with every output doubled plus one (integers: plus one), wrong at any scale:
+    a value-comparing oracle that passes it cannot judge this subject."""
+    import torch
+
+    from ..problems.loader import Candidate
+
+    base = clean.ModelNew
+
+    class Forced(base):  # type: ignore[misc, valid-type]
+        def forward(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            out = super().forward(*args, **kwargs)
+            def bump(t):  # noqa: ANN001, ANN202
+                if not isinstance(t, torch.Tensor):
+                    return t
+                return t * 2 + 1 if t.is_floating_point() or t.is_complex() else t + 1
+
+            return type(out)(bump(t) for t in out) if isinstance(out, (tuple, list)) else bump(out)
+
+    module = types.ModuleType("forced_failure")
+    module.ModelNew = Forced
+    module.__file__ = str(clean.path)
+    return Candidate(name="forced-failure", path=clean.path, module=module)
+
+
+def _short(v) -> str:  # noqa: ANN001
+    return (v.message or "")[:MESSAGE_CHARS]
+
+
+def _stillborn_error(exc: BaseException) -> bool:
+    """A program Triton rejects (a compile error; in the interpreter, the type and shape errors it raises
+    while tracing a kernel, which the compiler raises before any launch), as opposed to a crash while running."""
+    for e in (exc, exc.__cause__, exc.__context__):
+        if e is not None and (type(e).__name__ in ("CompilationError", "InterpreterError", "IncompatibleTypeErrorImpl")
+                              or type(e).__module__.startswith("triton.")):
+            return True
+    return False
+
+
+def _exc_text(exc: BaseException) -> str:
+    tb = traceback.extract_tb(exc.__traceback__)
+    where = f" at line {tb[-1].lineno}" if tb else ""
+    return f"{type(exc).__name__}{where}: {exc}"[:MESSAGE_CHARS]
+
+
+class Job:
+    """One batch: a subject, its mutants, the columns, the device, the deadline."""
+
+    def __init__(self, job: dict[str, Any], emit) -> None:  # noqa: ANN001
+        from .subjects import Subject
+
+        s = job["subject"]
+        self.subject = Subject(s["id"], s["kind"], Path(s["problem_path"]), s["source"], tuple(s["scope"]))
+        self.mutants: list[str] = job["mutants"]
+        self.columns: list[str] = job["columns"]
+        self.device: str = job["device"]
+        self.small: bool = job["small"]
+        self.timeout_s: float = job["timeout_s"]
+        self.check_clean: bool = job["check_clean"]
+        self.scratch = Path(job["scratch"])
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        self.emit = emit
+
+    # -- setup ----------------------------------------------------------------
+    def setup(self) -> str | None:
+        """Load the problem and the clean candidate and run the equivalence inputs; None, or why not."""
+        from ..problems import load_candidate, load_problem
+
+        try:
+            self.problem = load_problem(self.subject.problem_path)
+        except Exception as exc:  # noqa: BLE001
+            return f"the problem does not load: {exc}"[:MESSAGE_CHARS]
+        clean_path = self.scratch / "clean.py"
+        clean_path.write_text(self.subject.source)
+        # kernels whose lines Python runs (the interpreter on the CPU) or PyTorch code: coverage is exact
+        self.traced = self.subject.kind == "torch" or self.device == "cpu"
+        trace = LineTrace(clean_path)  # loading counts: a class body runs then
+        try:
+            with trace:
+                self.clean = load_candidate(clean_path)
+            self.cases = equivalence_cases(self.problem, self.device, self.small)
+        except Exception as exc:  # noqa: BLE001
+            return f"the clean candidate or its inputs do not load: {_exc_text(exc)}"
+        self.reference: list[tuple] = []
+        kept = []
+        for i, case in enumerate(self.cases):
+            try:
+                if self.traced:
+                    with trace:
+                        fp = run_on(self.clean, case)
+                else:
+                    fp = run_on(self.clean, case)
+            except Exception as exc:  # noqa: BLE001
+                if i == 0:
+                    return f"the clean candidate raises on {case.describe()}: {_exc_text(exc)}"
+                continue  # an input the clean candidate itself cannot take is not in the set
+            kept.append(case)
+            self.reference.append(fp)
+        self.cases = kept
+        self.executed = {h for h in (statement_heads(self.subject.source).get(n, n) for n in trace.lines)}
+        self.heads = statement_heads(self.subject.source)
+        return None
+
+    def subject_record(self, failure: str | None) -> dict[str, Any]:
+        rec: dict[str, Any] = {"type": "subject", "subject": self.subject.id, "digest": self.subject.digest,
+                               "kind": self.subject.kind, "problem": str(self.subject.problem_path)}
+        if failure:
+            rec["error"] = failure
+            return rec
+        rec["equivalence_inputs"] = [c.label for c in self.cases]
+        rec["executed_lines"] = len(self.executed) if self.traced else None
+        clean = judge_columns(self.problem, self.clean, self.columns, self.device, self.small)
+        forced = judge_columns(self.problem, _forced_failure(self.clean), self.columns, self.device, self.small)
+        rec["clean"] = {c: column_outcome(v) for c, v in clean.items()}
+        rec["clean_messages"] = {c: _short(v) for c, v in clean.items() if column_outcome(v) != "survived"}
+        rec["forced"] = {c: column_outcome(v) for c, v in forced.items()}
+        if self.subject.id.startswith("corpus/"):  # the problem's known-correct variants: false rejections
+            from ..problems import load_candidate
+            from .subjects import correct_variants
+
+            rec["variants"] = {}
+            for name, problem_path, path in correct_variants():
+                if Path(problem_path).resolve() == Path(self.subject.problem_path).resolve():
+                    got = judge_columns(self.problem, load_candidate(path), self.columns, self.device, self.small)
+                    rec["variants"][name] = {c: column_outcome(v) for c, v in got.items()}
+        return rec
+
+    # -- one mutant -------------------------------------------------------------
+    def judge(self, mutant_id: str, index: int) -> dict[str, Any]:
+        from ..problems import load_candidate
+        from .generate import Mutant, materialise
+
+        m = Mutant.parse(mutant_id)
+        rec: dict[str, Any] = {"type": "mutant", "id": mutant_id, "subject": m.subject, "operator": m.operator,
+                               "family": m.family, "site": m.site}
+        try:
+            mat = materialise(self.subject, m)
+        except Exception as exc:  # noqa: BLE001 - no such site, or a rewrite that does not print
+            return {**rec, "outcome": "stillborn", "reason": f"not produced: {_exc_text(exc)}"}
+        rec.update(lines=list(mat.lines), before=mat.before, after=mat.after)
+        if self.traced and not any(self.heads.get(n, n) in self.executed for n in mat.lines):
+            return {**rec, "outcome": "equivalent", "reason": "changed lines never run by the clean candidate "
+                                                              "on the equivalence inputs"}
+        path = self.scratch / f"m{index}.py"
+        path.write_text(mat.source)
+        try:
+            cand = load_candidate(path)
+        except Exception as exc:  # noqa: BLE001
+            return {**rec, "outcome": "stillborn", "reason": _exc_text(exc)}
+        same = True
+        for i, (case, ref) in enumerate(zip(self.cases, self.reference)):
+            try:
+                got = run_on(cand, case)
+            except Deadline:
+                raise
+            except BaseException as exc:  # noqa: BLE001 - even SystemExit from the candidate
+                if i == 0:
+                    kind = "stillborn" if _stillborn_error(exc) else "crash"
+                    return {**rec, "outcome": kind, "reason": f"{case.describe()}: {_exc_text(exc)}"}
+                same = False
+                break
+            if got != ref:
+                same = False
+                break
+        if same:
+            return {**rec, "outcome": "equivalent", "reason": f"bit-identical outputs and inputs on "
+                                                              f"{len(self.cases)} equivalence inputs"}
+        verdicts = judge_columns(self.problem, cand, self.columns, self.device, self.small)
+        rec["oracles"] = {c: column_outcome(v) for c, v in verdicts.items()}
+        rec["messages"] = {c: _short(v) for c, v in verdicts.items() if column_outcome(v) == "killed"}
+        rec["outcome"] = "killed" if "killed" in rec["oracles"].values() else \
+            "survived" if "survived" in rec["oracles"].values() else "unjudged"
+        return rec
+
+    # -- the loop ---------------------------------------------------------------
+    def run(self) -> None:
+        failure = self.setup()
+        if self.check_clean or failure:
+            self.emit(self.subject_record(failure))
+        for i, mid in enumerate(self.mutants):
+            self.emit({"type": "start", "id": mid})
+            start = time.perf_counter()
+            if failure:
+                rec = {"type": "mutant", "id": mid, "outcome": "unjudged", "reason": failure}
+            else:
+                signal.setitimer(signal.ITIMER_REAL, self.timeout_s)
+                try:
+                    rec = self.judge(mid, i)
+                except Deadline:
+                    from .generate import Mutant
+
+                    m = Mutant.parse(mid)
+                    rec = {"type": "mutant", "id": mid, "subject": m.subject, "operator": m.operator,
+                           "family": m.family, "site": m.site, "outcome": "timeout",
+                           "reason": f"no verdict within {self.timeout_s:g} s"}
+                finally:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+            rec["seconds"] = round(time.perf_counter() - start, 3)
+            self.emit(rec)
+
+
+def main(argv: list[str]) -> int:
+    """``python -m kernelaudit.zoo.mutate.worker --events-fd N`` with the job as JSON on stdin."""
+    fd = int(argv[argv.index("--events-fd") + 1])
+    events = os.fdopen(fd, "w", buffering=1)
+    os.dup2(2, 1)  # whatever candidates print goes to stderr
+    job = json.loads(sys.stdin.read())
+    if job["device"] == "cpu":
+        from ...config import TRITON_INTERPRET
+
+        os.environ[TRITON_INTERPRET.name] = "1"  # before triton is imported
+
+    def expire(signum, frame):  # noqa: ANN001, ARG001
+        raise Deadline()
+
+    signal.signal(signal.SIGALRM, expire)
+
+    def emit(rec: dict[str, Any]) -> None:
+        events.write(json.dumps(rec) + "\n")
+
+    Job(job, emit).run()
+    events.close()
+    sys.stdout.flush()
+    os._exit(0)  # a candidate may have left threads behind
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

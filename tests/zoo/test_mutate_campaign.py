@@ -1,0 +1,110 @@
+"""A campaign slice: killed, survived, equivalent and stillborn mutants; the store resumes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kernelaudit.errors import InvalidArgument
+from kernelaudit.zoo.mutate.campaign import parse_columns, run_campaign
+from kernelaudit.zoo.mutate.generate import enumerate_mutants
+from kernelaudit.zoo.mutate.scores import score
+from kernelaudit.zoo.mutate.store import RECORDS, CampaignStore
+from kernelaudit.zoo.mutate.subjects import Subject, model_as_candidate
+from kernelaudit.zoo.mutate.worker import Job
+
+PROBLEM = '''\
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    ONES = torch.full((8,), fill_value=1.0)
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.relu(x) * self.ONES + 0.5
+
+
+B = 4
+D = 8
+
+
+def get_inputs():
+    return [torch.randn(B, D)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+#: mutant -> what it must be with the kernelbench oracle
+EXPECTED = {
+    "kwarg-dropped:0": "stillborn",      # torch.full((8,), ) raises while the class body loads
+    "add-term-dropped:0": "killed",      # + 0.5 dropped
+    "inplace-call:0": "survived",        # x.relu_(): the output is right, the caller's input is clobbered
+    "mul-to-div:0": "equivalent",        # / ONES == * ONES, bit for bit
+}
+
+
+@pytest.fixture
+def subject(tmp_path):
+    path = tmp_path / "scaled_relu.py"
+    path.write_text(PROBLEM)
+    return Subject("kb/test/scaled_relu", "torch", path, model_as_candidate(PROBLEM), ("ModelNew",))
+
+
+def test_job_classifies_each_mutant(subject, tmp_path):
+    ids = [f"{subject.id}:{k}" for k in EXPECTED]
+    assert set(ids) <= {m.id for m in enumerate_mutants([subject])}
+    events = []
+    job = {"subject": {"id": subject.id, "kind": "torch", "problem_path": str(subject.problem_path),
+                       "source": subject.source, "scope": ["ModelNew"]},
+           "mutants": ids, "columns": ["kernelbench"], "device": "cpu", "small": True, "timeout_s": 60,
+           "check_clean": True, "scratch": str(tmp_path / "scratch")}
+    Job(job, events.append).run()
+    subj = [e for e in events if e["type"] == "subject"]
+    assert subj and subj[0]["clean"] == {"kernelbench": "survived"} and subj[0]["forced"] == {"kernelbench": "killed"}
+    got = {e["id"].split(":", 1)[1]: e for e in events if e["type"] == "mutant"}
+    assert {k: r["outcome"] for k, r in got.items()} == EXPECTED
+    assert got["add-term-dropped:0"]["oracles"] == {"kernelbench": "killed"}
+    assert "0.5" in got["add-term-dropped:0"]["before"] and got["add-term-dropped:0"]["lines"] == [12]
+    s = score(subj + list(got.values()), ["kernelbench"])
+    assert (s.kill["kernelbench"].killed, s.kill["kernelbench"].survived) == (1, 1)
+    assert s.outcomes["equivalent"] == 1 and s.outcomes["stillborn"] == 1 and not s.false_rejections
+
+
+def test_campaign_resumes_an_interrupted_store(subject, tmp_path):
+    out = tmp_path / "campaign"
+    ops = [m for m in enumerate_mutants([subject]) if m.operator in ("add-term-dropped", "mul-to-div")]
+    from kernelaudit.zoo.mutate.operators import get_operators
+
+    operators = get_operators("add-term-dropped,mul-to-div")
+    manifest = {"columns": ["kernelbench"], "device": "cpu", "small": True, "subjects": {subject.id: subject.digest}}
+    store = CampaignStore.create(out, manifest, resume=False)
+    # an earlier run recorded the subject and one mutant, then died mid-write
+    store.append({"type": "subject", "subject": subject.id, "clean": {"kernelbench": "survived"},
+                  "forced": {"kernelbench": "killed"}})
+    store.append({"type": "mutant", "id": ops[0].id, "subject": subject.id, "operator": ops[0].operator,
+                  "family": "arith", "site": 0, "outcome": "killed", "oracles": {"kernelbench": "killed"}})
+    with open(out / RECORDS, "a") as f:
+        f.write('{"type": "mutant", "id": "torn')
+    with pytest.raises(InvalidArgument, match="--resume"):
+        run_campaign([subject], out, columns=["kernelbench"], operators=operators)
+    p = run_campaign([subject], out, columns=["kernelbench"], operators=operators, resume=True, timeout_s=60)
+    assert p.done == len(ops) - 1  # only what was not recorded
+    recs = CampaignStore.open(out).records()
+    ids = [r["id"] for r in recs if r["type"] == "mutant"]
+    assert sorted(ids) == sorted(m.id for m in ops) and len(ids) == len(set(ids))
+    assert sum(r["type"] == "subject" for r in recs) == 1  # the clean check is not repeated
+    assert (out / "records.torn.jsonl").exists()
+    assert json.loads((out / "manifest.json").read_text())["resumed"]
+
+
+def test_columns_name_the_allowed_values():
+    assert parse_columns("kernelbench@1e-4,bound") == ["kernelbench@1e-4", "bound"]
+    with pytest.raises(InvalidArgument, match="--oracle.*allowed values"):
+        parse_columns("nope")
