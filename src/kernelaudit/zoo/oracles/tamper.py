@@ -19,15 +19,39 @@ One case, three runs of the candidate (A, B, C), and these checks:
   caller's stream right after the call returns and again after a device-wide
   synchronise. Work the caller's stream does not wait for shows up as a difference.
 * **determinism** - runs B and C (same poison, same inputs) must agree bit for bit.
+* **plain outputs** - every output must be a plain dense ``torch.Tensor`` on the case's
+  device: a tensor subclass can defer its work until someone reads it (a timer sees
+  nothing) or answer ``torch.allclose`` itself.
+* **patched functions and flags** - the functions checks and timers call
+  (``torch.allclose``, ``torch.testing.assert_close``, ``torch.cuda.synchronize``,
+  ``torch.cuda.Event``, ``time.perf_counter``, the ops a reference calls: see
+  :mod:`.integrity`) must be the objects they were before any candidate was loaded, and
+  the numerics switches (TF32, matmul precision, default dtype) unchanged by a run.
+  Replacements are reported and undone.
+* **threads** - no Python thread the candidate started may still run when its forward
+  returns (work deferred past the timer and the check).
+* **history** - the same instance is called :data:`HISTORY_CALLS` more times, each on
+  other inputs and judged against the float64 reference at a loose tolerance
+  (:data:`HISTORY_TOL`; rounding is ``bound``'s business): new values at the
+  *same* input addresses (a cache keyed on pointers or object ids), the same values
+  with the largest and smallest of their last row swapped (a cache keyed on a partial
+  fingerprint or a sum), and fresh values at new addresses while a decoy of the expected output is alive
+  in the caller's frame (a candidate that reads the reference's output through ``gc``
+  or stack frames finds the decoy, which holds no answer; writing into it is caught
+  too). The reference of a history call is computed after the candidate returns. With
+  runs A-C that is six calls: more than KernelBench's five correctness trials, so a
+  kernel that counts its calls and goes wrong after the trials is caught (the
+  ``static`` oracle catches counters of any length).
 
-Tamper judges the candidate against itself; it needs no reference (it runs ``Model``
-only to decide whether an alias is legitimate).
+Tamper judges the candidate against itself, except in the history calls; it runs
+``Model`` otherwise only to decide whether an alias is legitimate.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
@@ -35,12 +59,23 @@ from torch.overrides import TorchFunctionMode
 
 from ..problems.problem_case import ProblemCase, as_tensors
 from ...verdict import Status, Verdict
+from . import integrity
 from .base import Driver, Subject, candidate_error, synchronize
+from .compare import mismatch_verdict, nonfinite_mismatch, structure_verdict
 
 #: Poison of run B and C for floating outputs (finite, and no plausible result).
 POISON_B = -31337.0
 #: GPU cycles a side stream sleeps before the candidate's work on it (about 25 ms).
 SIDE_STREAM_DELAY_CYCLES = 50_000_000
+#: Calls after runs A-C, each on other inputs, judged against the reference.
+HISTORY_CALLS = 3
+#: Tolerance of a history call against the float64 reference: rtol, and atol as a
+#: fraction of the output's largest magnitude (softmax outputs are all below 1e-2, so an
+#: absolute 1e-2 would pass anything). A stale, cached or copied answer is wrong far
+#: beyond it; rounding is ``bound``'s and ``values``' business, not tamper's.
+HISTORY_TOL = 1e-2
+#: Seconds a thread the candidate left running gets to end before it is reported.
+THREAD_GRACE_S = 0.05
 
 _FACTORIES = {
     torch.empty, torch.empty_like, torch.empty_strided,
@@ -57,8 +92,20 @@ def _poison_value(dtype: torch.dtype, run: str) -> Any:
     return info.min if run == "A" else info.max
 
 
+def _sizes_only(args: Sequence[Any]) -> bool:
+    """``x.new(2, 3)`` or ``x.new((2, 3))``: sizes, so the memory is uninitialised."""
+    rest = list(args[1:])
+    if len(rest) == 1 and isinstance(rest[0], (tuple, list, torch.Size)):
+        rest = list(rest[0])
+    return bool(rest) and all(isinstance(r, int) and not isinstance(r, bool) for r in rest)
+
+
 class PoisonEmpty(TorchFunctionMode):
-    """Fill every uninitialised tensor created while active with the poison of ``run``."""
+    """Fill every uninitialised tensor created while active with the poison of ``run``.
+
+    Covers the ``empty`` factories, the legacy ``x.new(sizes)`` and the elements a
+    ``resize_`` adds.
+    """
 
     def __init__(self, run: str) -> None:
         super().__init__()
@@ -66,9 +113,15 @@ class PoisonEmpty(TorchFunctionMode):
         self.count = 0
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        grown_from = args[0].numel() if func is torch.Tensor.resize_ and args else None
         out = func(*args, **(kwargs or {}))
-        if func in _FACTORIES and isinstance(out, torch.Tensor) and out.numel():
+        if not isinstance(out, torch.Tensor) or not out.numel():
+            return out
+        if func in _FACTORIES or (func is torch.Tensor.new and _sizes_only(args)):
             out.fill_(_poison_value(out.dtype, self.run))
+            self.count += 1
+        elif grown_from is not None and out.numel() > grown_from and out.is_contiguous():
+            out.view(-1)[grown_from:].fill_(_poison_value(out.dtype, self.run))
             self.count += 1
         return out
 
@@ -149,8 +202,34 @@ def _overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
     return sa.data_ptr() == sb.data_ptr()
 
 
+def _plain_output_problems(case: ProblemCase, raw: Any) -> list[str]:
+    """Why each output is not a plain dense tensor on the case's device (empty when all are)."""
+    outs = list(raw) if isinstance(raw, (tuple, list)) else [raw]
+    problems = []
+    for j, o in enumerate(outs):
+        if not isinstance(o, torch.Tensor):
+            problems.append(f"output {j} is a {type(o).__name__}, not a tensor")
+        elif type(o) is not torch.Tensor:
+            problems.append(f"output {j} is a {type(o).__module__}.{type(o).__qualname__}, a torch.Tensor subclass "
+                            "(it can defer its work until read, or answer comparisons itself)")
+        elif o.layout != torch.strided or o.is_meta or o.device.type != torch.device(case.device).type:
+            problems.append(f"output {j} is not a dense tensor on {case.device} (layout {o.layout}, device {o.device})")
+    return problems
+
+
+def _call_with_decoy(model: torch.nn.Module, inputs: list[Any], expected: list[torch.Tensor]) -> Any:
+    """Run the candidate from a frame whose locals hold the decoy ``expected`` outputs.
+
+    A candidate that walks the stack or the garbage collector for "the reference's
+    output" finds ``expected``: the poison, never an answer.
+    """
+    with torch.no_grad():
+        return model(*inputs)
+
+
 class TamperOracle(Driver):
-    """Unwritten outputs, input mutation, aliasing, unsynchronised streams, determinism."""
+    """Unwritten outputs, input mutation, aliasing, streams, determinism, plain outputs,
+    patched functions, threads and call history."""
 
     name = "tamper"
 
@@ -161,43 +240,64 @@ class TamperOracle(Driver):
         streams: list[str] = []
         poison = PoisonEmpty(run)
         with torch.no_grad(), delayed_side_streams(case.device, streams), poison:
-            out = as_tensors(model(*case.inputs))
+            raw = model(*case.inputs)
+        problems = _plain_output_problems(case, raw)
+        if problems:
+            raise _NotPlain(problems)
+        out = as_tensors(raw)
         # Copy on the caller's stream before any device-wide wait: what a caller sees.
         early = [o.clone() for o in out]
         synchronize(case.device)
         return out, early, streams, poison.count
 
     def drive(self, case: ProblemCase, subject: Subject) -> Verdict:
+        watch = _Watch(case)
+        watch.check("before tamper ran (when its file was loaded, or in an earlier oracle's run)")
         try:
             model = subject.model(case)
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - sys.exit() in a kernel is an error too
+            watch.check("while its model was built")
             return candidate_error(case, exc)
+        watch.check("while its model was built")
         snapshot = [x.clone() if isinstance(x, torch.Tensor) else None for x in case.inputs]
         findings: list[Verdict] = []
         runs = {}
         try:
             for run in ("A", "B", "C"):
                 runs[run] = self._run(case, model, run)
+                watch.check(f"during run {run}")
                 if run == "A":
                     findings += self._check_inputs(case, snapshot)
                     findings += self._check_alias(case, runs["A"][0])
+            findings += self._check_history(case, model, snapshot, runs["A"][0], watch)
+        except _NotPlain as exc:
+            watch.check("while it ran")
+            findings.append(Verdict(Status.WRONG, metric="plain tensor outputs", value=float(len(exc.problems)),
+                                    tolerance=0.0, message=f"{case.describe()}: " + "; ".join(exc.problems)))
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - sys.exit() in a kernel is an error too
-            return candidate_error(case, exc)
+            watch.check("while it ran")
+            if not watch.findings:
+                return candidate_error(case, exc)
+            findings.append(candidate_error(case, exc))
         finally:
             for x, s in zip(case.inputs, snapshot):
                 if s is not None:
                     x.copy_(s)  # later oracles must see the original inputs
+        findings = watch.findings + watch.finish() + findings
         streams = sorted({s for r in runs.values() for s in r[2]})
-        findings += self._check_streams(case, runs, streams)
-        findings += self._check_unwritten(case, runs)
+        if len(runs) == 3:
+            findings += self._check_streams(case, runs, streams)
+            findings += self._check_unwritten(case, runs)
+        poisoned = runs["A"][3] if "A" in runs else 0
         if findings:
             first = findings[0]
             msg = "; ".join(f.message for f in findings)
             return Verdict(Status.WRONG, metric=first.metric, value=first.value, tolerance=first.tolerance,
                            first_bad_index=first.first_bad_index, message=msg,
                            details={"findings": [f.to_json() for f in findings], "side_streams": streams,
-                                    "poisoned_allocations": runs["A"][3]})
-        return Verdict.passed("tamper findings", 0.0, 0.0, side_streams=streams, poisoned_allocations=runs["A"][3])
+                                    "poisoned_allocations": poisoned})
+        return Verdict.passed("tamper findings", 0.0, 0.0, side_streams=streams, poisoned_allocations=poisoned,
+                              history_calls=HISTORY_CALLS)
 
     # -- the checks -----------------------------------------------------------
     def _finding(self, case: ProblemCase, metric: str, bad: torch.Tensor, what: str) -> Verdict:
@@ -258,3 +358,160 @@ class TamperOracle(Driver):
                 out.append(self._finding(case, "nondeterministic elements", nondet,
                                          f"output {j} differs bit for bit between two identical runs"))
         return out
+
+    def _check_history(self, case: ProblemCase, model: torch.nn.Module, snapshot: list, seen: list[torch.Tensor],
+                       watch: "_Watch") -> list[Verdict]:
+        """Calls 4-6 of the same instance, on other inputs, each judged against the reference."""
+        fresh1 = _fresh_inputs(case, 1)
+        fresh2 = _fresh_inputs(case, 2)
+        same_address = list(case.inputs)
+        for x, v in zip(same_address, fresh1):
+            if isinstance(x, torch.Tensor):
+                x.copy_(v)
+        variants = [
+            ("same input addresses, new values", same_address, fresh1),
+            ("the previous values, largest and smallest of the last row swapped", *_twice(_swap_in_last_row(case, fresh1))),
+            ("fresh values at new addresses, a decoy of the expected output alive", *_twice(fresh2)),
+        ][:HISTORY_CALLS]
+        findings = []
+        for k, (what, inputs, values) in enumerate(variants):
+            label = f"tamper call {4 + k} of {3 + len(variants)}: {what}"
+            expected = [torch.full_like(o, _decoy_value(o.dtype)) for o in seen] if "decoy" in what else []
+            decoys = [e.clone() for e in expected]
+            raw = _call_with_decoy(model, inputs, expected)
+            synchronize(case.device)
+            watch.check(f"during {label}")
+            problems = _plain_output_problems(case, raw)
+            if problems:
+                raise _NotPlain(problems)
+            outs = as_tensors(raw)
+            vcase = case.with_inputs([v.clone() if isinstance(v, torch.Tensor) else v for v in values], label)
+            for j, (e, d) in enumerate(zip(expected, decoys)):
+                if bool(bit_diff(e, d).any()):
+                    findings.append(self._finding(vcase, "reference output reachable", bit_diff(e, d),
+                                                  f"the candidate wrote into decoy {j} of the expected output, a "
+                                                  "tensor it was never given (found through gc or the caller's frame)"))
+                for i, o in enumerate(outs):
+                    if (o.dtype != torch.bool and o.numel() and o.shape == e.shape and o.dtype == e.dtype
+                            and not bool(bit_diff(o, e).any())):
+                        findings.append(Verdict(Status.WRONG, metric="reference output reachable", value=1.0,
+                                                tolerance=0.0, message=f"{vcase.describe()}: output {i} is a copy of "
+                                                "the decoy expected output in the caller's frame: the candidate reads "
+                                                "the checker's answer instead of computing it"))
+            v = _judge_history_call(vcase, outs)  # the reference runs after the candidate, in another frame
+            if v is not None:
+                findings.append(v)
+        return findings
+
+
+def _judge_history_call(case: ProblemCase, outputs: list[torch.Tensor]) -> Verdict | None:
+    """``wrong`` unless ``|got - ref| <= HISTORY_TOL * (max|ref| + |ref|)`` against the float64
+    reference (NaN must meet NaN); ``None`` when the outputs pass."""
+    refs = case.reference()
+    metric = "history err/(atol+rtol*|ref|)"
+    bad_structure = structure_verdict(case, outputs, refs, metric=metric)
+    if bad_structure is not None:
+        return bad_structure
+    for i, (got, ref) in enumerate(zip(outputs, refs)):
+        ref64 = ref.to(torch.float64)
+        err = (got.to(torch.float64) - ref64).abs()
+        finite_ref = ref64[torch.isfinite(ref64)]
+        scale = float(finite_ref.abs().max()) if finite_ref.numel() else 1.0
+        allowed = HISTORY_TOL * (scale + ref64.abs())
+        finite = torch.isfinite(err)
+        bad = nonfinite_mismatch(got, ref) | (finite & (err > allowed))
+        if bool(bad.any()):
+            ratio = torch.where(finite, err / allowed, torch.zeros_like(err))
+            return mismatch_verdict(case, i, got, ref, bad, metric=metric, value=max(float(ratio.max()), 1.0),
+                                    tolerance=1.0, allowed=allowed,
+                                    extra=f"wrong on a later call of the same instance (|err| <= {HISTORY_TOL:g} x "
+                                          "(max|ref| + |ref|) against the float64 reference): the candidate's answer "
+                                          "depends on earlier calls, their inputs' addresses or its call count")
+    return None
+
+
+def _twice(values: list[Any]) -> tuple[list[Any], list[Any]]:
+    """(inputs at new addresses, the values they hold) for a history call."""
+    return [v.clone() if isinstance(v, torch.Tensor) else v for v in values], values
+
+
+def _fresh_inputs(case: ProblemCase, k: int) -> list[Any]:
+    """The problem's own inputs at the case's shape for another seed (on the case's device)."""
+    return ProblemCase.make(case.problem, seed=case.seed + 7919 * k, device=case.device, shapes=case.shapes).inputs
+
+
+def _swap_in_last_row(case: ProblemCase, values: list[Any]) -> list[Any]:
+    """``values`` with the largest and smallest elements of the last row of each floating input swapped.
+
+    Sums, means, row sums (so probabilities stay normalised), the multiset of values and
+    every earlier row are unchanged: what a partial fingerprint of the input would hash.
+    The two extremes make the largest change a swap can.
+    """
+    kinds = case.problem.input_kinds(len(values))
+    out = []
+    for v, kind in zip(values, kinds):
+        if isinstance(v, torch.Tensor) and v.is_floating_point() and kind != "fixed" and v.numel() >= 2:
+            v = v.clone().contiguous()
+            row = v.view(-1, v.shape[-1] if v.dim() else 1)[-1]
+            hi, lo = int(row.argmax()), int(row.argmin())
+            row[hi], row[lo] = row[lo].clone(), row[hi].clone()
+        out.append(v)
+    return out
+
+
+def _decoy_value(dtype: torch.dtype) -> Any:
+    if dtype.is_floating_point or dtype.is_complex:
+        return POISON_B
+    return True if dtype == torch.bool else torch.iinfo(dtype).max
+
+
+class _NotPlain(Exception):
+    """An output is not a plain dense tensor: nothing else about it can be trusted."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+class _Watch:
+    """Patched functions, changed switches and threads left running, seen around each call."""
+
+    def __init__(self, case: ProblemCase) -> None:
+        self.case = case
+        self.flags = integrity.flags()
+        self.threads = set(threading.enumerate())
+        self.started: list[threading.Thread] = []
+        self.findings: list[Verdict] = []
+        self._seen: set[str] = set()
+
+    def check(self, when: str) -> None:
+        """Record (and undo) every replaced function and changed switch, and every thread the
+        candidate left running, saying when it happened."""
+        names = [n for n in integrity.replaced() if n not in self._seen]
+        self._seen.update(names)
+        if names:
+            self.findings.append(Verdict(
+                Status.WRONG, metric="patched functions", value=float(len(names)), tolerance=0.0,
+                message=f"{self.case.describe()}: the candidate replaced {', '.join(names)} {when} (restored): "
+                        "checks and timers that call them would be fooled"))
+        changed = integrity.flag_changes(self.flags)
+        if changed:
+            self.findings.append(Verdict(
+                Status.WRONG, metric="changed global switches", value=float(len(changed)), tolerance=0.0,
+                message=f"{self.case.describe()}: the candidate changed {'; '.join(changed)} {when} (restored): "
+                        "the reference computed after it would share its numerics"))
+        left = [t for t in threading.enumerate() if t not in self.threads and t.is_alive()]
+        self.threads.update(left)
+        self.started += left
+        if left:
+            names_t = ", ".join(f"{t.name!r}" + (" (daemon)" if t.daemon else "") for t in left)
+            self.findings.append(Verdict(
+                Status.WRONG, metric="threads left running", value=float(len(left)), tolerance=0.0,
+                message=f"{self.case.describe()}: the candidate started thread(s) {names_t} that were still running "
+                        f"when its call returned ({when}): work deferred past the timer and the check"))
+
+    def finish(self) -> list[Verdict]:
+        """Give the threads it left a moment to end, so they do not write into later checks."""
+        for t in self.started:
+            t.join(THREAD_GRACE_S)
+        return []
