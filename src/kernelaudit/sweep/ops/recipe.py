@@ -1,0 +1,176 @@
+"""A derived op as data: the JSON recipe of an op taken from PyTorch's op database, and
+the :class:`~.spec.OpSpec` built from it.
+
+A recipe names the op's function (a dotted path such as ``torch.nn.functional.conv2d``,
+or ``opinfo:NAME|VARIANT`` for a function only the op database holds), the sample's
+arguments with every tensor replaced by ``{"t": i}``, and per tensor operand its
+sample shape and the dim the sweep scales (``None``: shared by every batch). The
+sweep stores operands batch-first (that dim outermost in storage); the call moves it
+back, so the op sees the sample's dim order, and returns every judged output with
+its batch dim first again.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Any, Callable
+
+import torch
+
+from .spec import Operand, OpSpec, Series
+
+#: Value transforms tried, in order, when the generated values ([-1, 1)) leave an op's
+#: domain (log, sqrt, acosh, ...): the transform is part of the op's call.
+DOMAINS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "none": lambda t: t,
+    "pos": lambda t: t.abs() + 0.5,
+    "ge1": lambda t: t.abs() + 1.5,
+    "half": lambda t: t * 0.5,
+}
+_INDEX_TAGS = {"int64": torch.int64, "int32": torch.int32, "bool": torch.bool, "uint8": torch.uint8,
+               "int16": torch.int16, "int8": torch.int8}
+#: Explicit SDPA backends, one op each (``torch.nn.attention.SDPBackend`` member names).
+
+
+class NotScalable(Exception):
+    """A sample (or a whole entry) that cannot become a scaled op; the message says why."""
+
+
+# -- the sample's arguments as JSON ------------------------------------------------------
+def encode(x: Any, tensors: list[torch.Tensor]) -> Any:
+    """``x`` (a sample's input, args or kwargs) as JSON, every tensor replaced by
+    ``{"t": i}`` and appended to ``tensors``. Raises :class:`NotScalable` on a value
+    JSON cannot hold (a dtype or a device argument would change what is computed)."""
+    if isinstance(x, torch.Tensor):
+        tensors.append(x)
+        return {"t": len(tensors) - 1}
+    if isinstance(x, bool) or x is None or isinstance(x, (int, str)):
+        return x
+    if isinstance(x, float):
+        if not math.isfinite(x):
+            return {"float": repr(x)}
+        return x
+    if isinstance(x, torch.Size):
+        return {"tuple": list(x)}
+    if isinstance(x, tuple):
+        return {"tuple": [encode(v, tensors) for v in x]}
+    if isinstance(x, list):
+        return [encode(v, tensors) for v in x]
+    if isinstance(x, dict):
+        if not all(isinstance(k, str) for k in x):
+            raise NotScalable("sample has a dict argument with non-string keys")
+        return {"dict": {k: encode(v, tensors) for k, v in x.items()}}
+    raise NotScalable(f"sample has an argument of type {type(x).__name__}")
+
+
+def decode(x: Any, tensors: list[torch.Tensor]) -> Any:
+    """The inverse of :func:`encode`, with ``tensors`` put back in their places."""
+    if isinstance(x, list):
+        return [decode(v, tensors) for v in x]
+    if isinstance(x, dict):
+        if "t" in x:
+            return tensors[x["t"]]
+        if "tuple" in x:
+            return tuple(decode(v, tensors) for v in x["tuple"])
+        if "float" in x:
+            return float(x["float"])
+        return {k: decode(v, tensors) for k, v in x["dict"].items()}
+    return x
+
+
+def resolve_fn(ref: str) -> Callable:
+    """The function a recipe names: a dotted path (``torch.nn.functional.conv2d``), or
+    ``opinfo:NAME|VARIANT`` for an entry whose function is only reachable through the
+    op database (a lambda there): that imports it, once per process."""
+    if ref.startswith("opinfo:"):
+        name, _, variant = ref[len("opinfo:"):].partition("|")
+        return _opinfo_entries()[(name, variant)].op
+    obj: Any = torch
+    for part in ref.split(".")[1:]:
+        obj = getattr(obj, part)
+    return obj
+
+
+@lru_cache(maxsize=1)
+def _opinfo_entries() -> dict:
+    from torch.testing._internal.common_methods_invocations import op_db
+    return {(o.name, o.variant_test_name): o for o in op_db}
+
+
+def fn_ref(op) -> str:
+    """A dotted path that resolves to ``op.op`` itself, else ``opinfo:NAME|VARIANT``."""
+    for path in (f"torch.{op.name}", f"torch.Tensor.{op.name}"):
+        try:
+            if resolve_fn(path) is op.op:
+                return path
+        except AttributeError:
+            pass
+    return f"opinfo:{op.name}|{op.variant_test_name}"
+
+
+# -- recipe -> OpSpec ---------------------------------------------------------------------
+def _flat_outputs(res) -> list[torch.Tensor]:
+    if isinstance(res, torch.Tensor):
+        res = (res,)
+    out = []
+    for r in res if isinstance(res, (tuple, list)) else ():
+        if isinstance(r, torch.Tensor):
+            out.append(torch.view_as_real(r) if r.is_complex() else r)
+        elif isinstance(r, (tuple, list)):
+            out.extend(_flat_outputs(r))
+    return out
+
+
+def make_call(recipe: dict) -> Callable:
+    """The call of a derived op: operands arrive batch-first (the scaled dim is dim 0 of
+    storage), go back to the sample's dim order, through the domain transform, into the
+    function; the judged outputs leave batch-first."""
+    fn_cache: list = []
+    operands, outs, template = recipe["operands"], recipe["outs"], recipe["template"]
+    domain = DOMAINS[recipe.get("domain", "none")]
+
+    def call(*tensors):
+        if not fn_cache:
+            fn_cache.append(resolve_fn(recipe["fn"]))
+        ts = []
+        for t, od in zip(tensors, operands):
+            if od["dim"] is not None:
+                t = t.movedim(0, od["dim"])
+            if od["kind"] == "index":
+                tag = _INDEX_TAGS[od["tag"]]
+                t = t if t.dtype == tag else t.to(tag)
+            else:
+                t = domain(t)
+            ts.append(t)
+        inp, args, kwargs = decode(template, ts)
+        flat = _flat_outputs(fn_cache[0](inp, *args, **kwargs))
+        return tuple(flat[o["index"]].movedim(o["dim"], 0) for o in outs)
+
+    return call
+
+
+def _operand_objects(recipe: dict, B: int) -> list[Operand]:
+    ops = []
+    for od in recipe["operands"]:
+        shape = list(od["shape"])
+        kw = dict(kind="index", high=od["high"], grad=False) if od["kind"] == "index" else dict(grad=od["grad"])
+        if od["dim"] is None:
+            ops.append(Operand(tuple(shape), rows_per_batch=None, **kw))
+        else:
+            s = shape.pop(od["dim"])
+            ops.append(Operand((B * s, *shape), rows_per_batch=s, **kw))
+    return ops
+
+
+def spec_from_recipe(name: str, family: str, recipe: dict) -> OpSpec:
+    """The :class:`OpSpec` of a derived op."""
+    per = int(recipe["per_batch"])
+    rows = tuple(o["rows"] for o in recipe["outs"])
+    return OpSpec(
+        name, family, make_call(recipe), lambda s, B, th: _operand_objects(recipe, B),
+        {recipe["series"]: Series(recipe["series"], lambda th: per)},
+        dtypes=tuple(recipe["dtypes"]), directions=tuple(recipe["directions"]),
+        out_rows=lambda s, th: rows, exact=bool(recipe.get("exact")), bwd_outputs=len(rows),
+        notes=f"derived from OpInfo {recipe['opinfo']}", extra={"opinfo": recipe["opinfo"]})
+
