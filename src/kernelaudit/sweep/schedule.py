@@ -6,16 +6,19 @@ in the run store are never recomputed, tolerances already calibrated are reused.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from .cases import Case, GridSpec, calibration_batch, grid
 from ..faults import FAULT_MODELS
 from ..errors import InvalidArgument, check_choice, resolve_device
-from .worker import DEFAULT_CASE_TIMEOUT_S, WorkerConfig, WorkerPool
+from ..executors import EXECUTORS, import_ray, open_executor, parse_devices
+from .worker import DEFAULT_CASE_TIMEOUT_S, WorkerConfig, WorkerPool, pool_on
 from .store import RunStore, environment, now
 from ..thresholds import Thresholds
 from .tolerance import CALIBRATION_FACTOR, calibrated
@@ -24,6 +27,11 @@ from ..verdict import Status, Verdict
 
 #: Order in which thresholds are swept.
 SCHEDULE = ("2^32", "2^31", "2*2^32")
+
+
+def _schedule_rank(case) -> int:
+    """Elements limits in :data:`SCHEDULE` order; the other size axes' limits after them."""
+    return SCHEDULE.index(case.threshold) if case.threshold in SCHEDULE else len(SCHEDULE)
 
 
 @dataclass
@@ -74,7 +82,8 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
               resume: bool = False, case_timeout_s: float = DEFAULT_CASE_TIMEOUT_S,
               memory_limit: int | None = None, mode: str = "auto", reference: str = "device",
               progress: Callable | None = None, calibration_workers: int | None = None,
-              case_workers: int | None = None) -> SweepResult:
+              case_workers: int | None = None, devices: str | Sequence[str] | None = None,
+              executor: str = "local", ray_address: str | None = None) -> SweepResult:
     """Run the grid ``spec`` into the run store at ``out``.
 
     ``reference``: ``device`` computes the float64 reference on the device under test,
@@ -85,7 +94,14 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
     for the device type). With N > 1, the cases whose planned bytes fit a 1/N share of
     the device's memory run N at a time first; every other case, and any that was
     ``skipped`` or ``error`` side by side, then runs alone (only that verdict is
-    recorded). With 1, every case runs in one worker, one after another."""
+    recorded). With 1, every case runs in one worker, one after another.
+
+    ``devices`` (``--devices cuda:0,cuda:1``, or ``cpu:0,cpu:1`` stand-ins) spreads the
+    sweep over one worker per device, pinned to it; ``executor="ray"`` over one Ray
+    actor per GPU of the cluster at ``ray_address`` (a local Ray when None; ``devices``
+    then only says how many of which type). Results come back here and this process
+    alone writes the store, so it is the same one append-only file either way
+    (:mod:`kernelaudit.executors`); each record names the device that ran it."""
     check_choice("fault_model", fault_model, FAULT_MODELS)
     if calibration_workers is not None and calibration_workers < 1:
         raise InvalidArgument(f"Cannot have calibration_workers={calibration_workers}: it must be 1 or more")
@@ -93,12 +109,23 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
         raise InvalidArgument(f"Cannot have case_workers={case_workers} (--workers): it must be 1 or more")
     check_choice("mode", mode, ("auto", "full"))
     check_choice("reference", reference, ("device", "cpu"))
+    check_choice("executor", executor, EXECUTORS)
+    spread = devices is not None or executor != "local"
+    if ray_address is not None and executor != "ray":
+        raise InvalidArgument(f"Cannot have ray_address={ray_address!r} (--ray-address) with executor={executor!r}: "
+                              "it needs --executor ray")
+    if executor == "ray":
+        import_ray()  # missing: refused before anything is written
+    if spread and case_workers not in (None, 1):
+        raise InvalidArgument(f"Cannot have case_workers={case_workers} (--workers) with --devices or --executor ray: "
+                              "each device runs one case at a time; allowed is 1")
     cases = grid(spec)
-    device = resolve_device(device)
+    device, devices = _spread_devices(device, devices, executor) if spread else (resolve_device(device), None)
     th = Thresholds(spec.scale)
     manifest = {
         **environment(),
-        "device": device_info(device),
+        "device": device_info(device) if not spread else _spread_device_info(device, devices, executor),
+        **({"executor": executor, "devices": list(devices or ())} if spread else {}),
         "thresholds": th.as_dict(),
         "fault_model": fault_model,
         "seeds": [spec.seed],
@@ -115,7 +142,7 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
     done = store.recorded_keys() if resume else set()
     tolerances: dict = dict(store.manifest().get("tolerances", {}))
     # 2^32 first: a run cut short by its time budget still maps the main boundary.
-    todo = sorted((c for c in cases if c.key not in done), key=lambda c: SCHEDULE.index(c.threshold))
+    todo = sorted((c for c in cases if c.key not in done), key=_schedule_rank)
     cfg = WorkerConfig(device=device, fault_model=fault_model, memory_limit=memory_limit, mode=mode,
                        ref_device="cpu" if reference == "cpu" else None)
     need_cal = sorted({c.tolerance_key for c in todo} - set(tolerances))
@@ -130,9 +157,14 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
     n_cal = calibration_workers or CALIBRATION_WORKERS.get(device.split(":")[0], 1)
     n_cases = case_workers or CASE_WORKERS.get(device.split(":")[0], 1)
     segment["case_workers"] = n_cases
+    on = None
+    if spread:
+        on = functools.partial(open_executor, executor, functools.partial(pool_on, cfg, case_timeout_s),
+                               devices=devices, device_type=device, ray_address=ray_address)
+        n_cal = n_cal if executor == "local" else 1
     try:
         _run_cases(store, pool_args=(cfg, case_timeout_s), todo=todo, need_cal=need_cal, tolerances=tolerances,
-                   tick=tick, segment=segment, calibration_workers=n_cal, case_workers=n_cases)
+                   tick=tick, segment=segment, calibration_workers=n_cal, case_workers=n_cases, spread=on)
         segment["completed"] = True
     finally:
         segment.update(ended=now(), wall_s=round(time.perf_counter() - t0, 1))
@@ -144,25 +176,62 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
             s = r["verdict"]["status"]
             counts[s] = counts.get(s, 0) + 1
     store.update_manifest(finished=now(), counts=counts)
+    # the findings as guard rules (rules.json next to the verdicts: `kernelaudit run --rules`)
+    from .rules_out import write_rules
+
+    write_rules(store)
     return SweepResult(store, counts, len(todo), len(cases) - len(todo))
 
 
+def _spread_devices(device: str, devices, executor: str) -> tuple[str, tuple[str, ...] | None]:
+    """(device type, devices) of a sweep spread over an executor: ``devices`` checked
+    (:func:`~kernelaudit.executors.parse_devices`; with ray only their form, since the
+    cluster's GPUs are not this host's), and ``device`` left ``auto`` or of their type.
+    Ray without ``devices``: every GPU of the cluster (``device=cpu``: every CPU)."""
+    if devices is None:
+        return ("cpu" if device == "cpu" else "cuda"), None
+    devices = parse_devices(devices, here=executor == "local")
+    kind = devices[0].split(":")[0]
+    if device != "auto" and device.split(":")[0] != kind:
+        raise InvalidArgument(f"Cannot have device={device!r} with devices={','.join(devices)!r}: --devices names "
+                              f"the devices; leave --device at auto or make it {kind}")
+    return kind, devices
+
+
+def _spread_device_info(kind: str, devices, executor: str) -> dict:
+    """The manifest's ``device``: the first local device, or the device type of a Ray
+    cluster whose GPUs this process may not see (then name and memory are unknown)."""
+    if executor == "local":
+        return device_info(devices[0] if kind == "cuda" else "cpu")
+    import torch
+
+    if kind == "cuda" and not torch.cuda.is_available():
+        return {"type": "cuda", "name": "unknown (GPUs of the Ray cluster)", "memory_bytes": None}
+    return device_info(kind)
+
+
 def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, tick, segment: dict,
-               calibration_workers: int = 1, case_workers: int = 1) -> None:
+               calibration_workers: int = 1, case_workers: int = 1, spread: Callable | None = None) -> None:
     """Calibrate the missing tolerance keys, then run every case in ``todo``, appending
     each verdict to ``store`` as it comes (``segment`` counts what this call did).
 
     With ``case_workers`` > 1, the cases that fit a 1/N share of the device run side by
     side first (:func:`_cases_side_by_side`); the rest, and any that failed there, then
     run alone in this function's one worker, exactly as with ``case_workers`` = 1.
+    With ``spread`` (slots per device -> an executor, :func:`~kernelaudit.executors.open_executor`),
+    calibration and cases run on the executor's devices instead, one case per device
+    at a time (calibration side by side first, ``calibration_workers`` per device, as
+    on one device); this function's worker is never started.
     Everything that touches the store, ``segment`` or ``tick`` runs in this thread."""
     # Calibration sizes sit far below every threshold (cases.calibration_batch), where
     # no fault model changes anything, so calibration runs in workers like the cases'.
-    with WorkerPool(*pool_args) as pool:
+    with WorkerPool(*pool_args) as pool, (spread(slots_per_device=1) if spread else contextlib.nullcontext()) as ex:
         # Its start (seconds: imports, the device) overlaps calibration's: it measures
         # the device's capacity right after, and takes the jobs that must run alone.
-        if todo:
+        if todo and ex is None:
             pool.prestart()
+        if ex is not None:
+            segment["devices"] = list(ex.devices)
         by_key = {}
         for c in todo:
             by_key.setdefault(c.tolerance_key, c)
@@ -184,11 +253,19 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
             # Anything but ok is tried again below, alone: it may have met another
             # worker's memory, not its own limit.
             retry = []
-            for key, res in _calibrate_side_by_side(pool_args, jobs, calibration_workers):
+            if ex is not None and hasattr(ex, "prestart"):
+                ex.prestart()  # the cases' workers start while calibration runs, as pool's does
+            side = (_calibrate_side_by_side(pool_args, jobs, calibration_workers) if ex is None
+                    else _calibrate_spread(spread, jobs, calibration_workers))
+            for key, res in side:
                 if res["verdict"]["status"] == Status.OK.value:
                     record(key, res)
                 else:
                     retry.append(key)
+        if ex is not None:  # alone on each device
+            for key, res in _results(ex, {key: {"case": jobs[key].to_json(), "tolerances": None} for key in retry}):
+                record(key, res)
+            retry = []
         for key in retry:
             record(key, pool.run({"case": jobs[key].to_json(), "tolerances": None}))
 
@@ -198,13 +275,15 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
                 tol = {}  # the case cannot fit either: the worker's plan will say so
             return tol
 
-        def record_case(c: Case, v: Verdict, elapsed_s: float) -> None:
-            store.append(c, v, elapsed_s)
+        def record_case(c: Case, v: Verdict, elapsed_s: float, **extra) -> None:
+            store.append(c, v, elapsed_s, **extra)
             segment["cases_run"] += 1
             tick(advance=1, description=c.id, status=v.status.value)
 
         alone = todo
-        if case_workers > 1:
+        if ex is not None:
+            alone = _cases_on(ex, todo, tolerance=tolerance, record=record_case, segment=segment)
+        elif case_workers > 1:
             alone = _cases_side_by_side(pool, todo, tolerance=tolerance, record=record_case, tick=tick,
                                         segment=segment, workers=case_workers)
         for c in alone:
@@ -310,6 +389,36 @@ def _calibrate_side_by_side(pool_args, jobs: dict, workers: int):
     ``workers`` worker processes at once, as they finish (:func:`_side_by_side`)."""
     return _side_by_side(pool_args, {key: {"case": case.to_json(), "tolerances": None} for key, case in jobs.items()},
                          workers)
+
+
+def _results(ex, jobs: dict):
+    """Yield (key, result) for every job (key -> the job a worker runs) run on the
+    executor ``ex``, as they finish; each result names its ``device``, and a job its
+    worker could not run (the executor's ``error``: the actor died, the worker could
+    not start) becomes an ``error`` verdict saying so."""
+    for d in ex.map(jobs):
+        res = d.value if d.ok else {"verdict": Verdict.error(f"the worker on {d.device} could not run it: {d.error}",
+                                                             device=d.device).to_json(),
+                                    "worst": {}, "elapsed_s": 0.0}
+        yield d.key, {**res, "device": d.device}
+
+
+def _calibrate_spread(spread, jobs: dict, workers: int):
+    """As :func:`_calibrate_side_by_side`, with ``workers`` slots on each of the
+    executor's devices (stopped at the end, so the devices' memory is back)."""
+    with spread(slots_per_device=workers) as ex:
+        yield from _results(ex, {key: {"case": case.to_json(), "tolerances": None} for key, case in jobs.items()})
+
+
+def _cases_on(ex, todo: list[Case], *, tolerance, record, segment: dict) -> list[Case]:
+    """Run every case of ``todo`` that has a tolerance on the executor ``ex``, in
+    ``todo``'s order, one at a time per device, recording each verdict as it comes with
+    the device that ran it; return the others (the caller records why they cannot run)."""
+    cases = {c.key: c for c in todo if tolerance(c) is not None}
+    for key, res in _results(ex, {k: {"case": c.to_json(), "tolerances": tolerance(c)} for k, c in cases.items()}):
+        segment["workers_replaced"] += bool(res.get("worker_replaced"))
+        record(cases[key], Verdict.from_json(res["verdict"]), res["elapsed_s"], device=res["device"])
+    return [c for c in todo if c.key not in cases]
 
 
 def _side_by_side(pool_args, jobs: dict, workers: int):

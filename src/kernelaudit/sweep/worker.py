@@ -20,7 +20,7 @@ import signal
 import sys
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .cases import Case
@@ -78,6 +78,10 @@ def _worker_main(conn, cfg: WorkerConfig) -> None:
 
         device = torch.device(cfg.device)
         if device.type == "cuda":
+            if device.index is not None:
+                # Pinned before CUDA starts: one context, on this GPU only; Triton and
+                # every "cuda" without an index launch here (--devices cuda:1,...).
+                torch.cuda.set_device(device)
             torch.cuda.init()
             if cfg.memory_fraction is not None:
                 index = device.index if device.index is not None else torch.cuda.current_device()
@@ -253,6 +257,13 @@ class WorkerPool:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def pool_on(cfg: WorkerConfig, case_timeout_s: float, device: str) -> WorkerPool:
+    """The sweep's slot for an executor (:mod:`kernelaudit.executors`): a
+    :class:`WorkerPool` with ``cfg`` on ``device``. A CPU stand-in (``cpu:N``) is the
+    CPU; ``cuda:N`` pins the worker to that GPU."""
+    return WorkerPool(replace(cfg, device="cpu" if device.startswith("cpu") else device), case_timeout_s)
 
 
 def needs_restart(device: str, res: dict[str, Any]) -> bool:
