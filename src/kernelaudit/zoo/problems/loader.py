@@ -13,7 +13,9 @@ candidate's *execution* lives in :mod:`kernelaudit.zoo.check`).
 Optional module-level names a problem may define (the project's corpus defines all):
 
 ``SMALL_SHAPES``  dict of shape constant -> smaller value, applied by ``small=True``
-                  (CPU tests under the Triton interpreter).
+                  (CPU tests under the Triton interpreter). Without it, ``small=True``
+                  searches for small shapes the reference runs at
+                  (:mod:`kernelaudit.zoo.problems.small_shapes`).
 ``SHAPE_PARAMS``  the names of the constants that are tensor sizes (default: the
                   upper/lower-case int globals that ``get_inputs`` reads and
                   ``get_init_inputs`` does not).
@@ -42,6 +44,7 @@ from types import ModuleType
 from typing import Any
 
 from ...errors import KernelAuditError
+from .size_slots import SizeSlots, analyse
 
 #: Names every problem file must define.
 PROBLEM_NAMES = ("Model", "get_inputs", "get_init_inputs")
@@ -191,6 +194,8 @@ class Problem:
     module: ModuleType
     shape_params: tuple[str, ...]
     small_shapes: dict[str, int] = field(default_factory=dict)
+    #: Every size the file sets (constants, tuple elements, get_inputs literals): see :mod:`.size_slots`.
+    sizes: SizeSlots | None = None
 
     # -- metadata -------------------------------------------------------------
     @property
@@ -227,30 +232,35 @@ class Problem:
         return {k: getattr(self.module, k) for k in self.shape_params}
 
     # -- inputs at a shape ----------------------------------------------------
+    def size_names(self) -> tuple[str, ...]:
+        """Every name :meth:`at_shapes` accepts: the shape constants and the file's size slots."""
+        slots = self.sizes.names() if self.sizes else ()
+        return tuple(dict.fromkeys((*self.shape_params, *slots)))
+
     @contextlib.contextmanager
     def at_shapes(self, overrides: Mapping[str, int] | None) -> Iterator[dict[str, int]]:
-        """Temporarily set shape constants in the problem's namespace.
+        """Temporarily set sizes in the problem's namespace.
 
         ``get_inputs``/``get_init_inputs`` read module globals when called, so this
-        moves the whole problem to another shape without editing the file.
+        moves the whole problem to another shape without editing the file. Besides the
+        shape constants, any size slot of the file may be set (``input_shape[0]``,
+        ``get_inputs[1]``, a constant ``get_init_inputs`` reads); assignments derived
+        from a moved size (``bias_shape = (out_channels, 1, 1)``) follow it. Yields the
+        sizes in effect: the shape constants plus every override.
         """
-        overrides = dict(overrides or {})
-        unknown = sorted(set(overrides) - set(self.shape_params))
+        overrides = {k: int(v) for k, v in (overrides or {}).items()}
+        allowed = self.size_names()
+        unknown = sorted(set(overrides) - set(allowed))
         if unknown:
             from ...errors import InvalidArgument
 
             raise InvalidArgument(
                 f"Cannot set shape {', '.join(unknown)} of problem {self.name}: "
-                f"allowed shape names are {', '.join(self.shape_params) or '(none)'}"
+                f"allowed shape names are {', '.join(allowed) or '(none)'}"
             )
-        saved = {k: getattr(self.module, k) for k in overrides}
-        try:
-            for k, v in overrides.items():
-                setattr(self.module, k, int(v))
-            yield self.shapes()
-        finally:
-            for k, v in saved.items():
-                setattr(self.module, k, v)
+        sizes = self.sizes or SizeSlots({}, [], frozenset(), frozenset(), {})
+        with sizes.apply(self.module, overrides):
+            yield {**self.shapes(), **overrides}
 
     def get_inputs(self, shapes: Mapping[str, int] | None = None) -> list[Any]:
         with self.at_shapes(shapes):
@@ -261,14 +271,16 @@ class Problem:
             return list(self.module.get_init_inputs())
 
     def small(self) -> dict[str, int]:
-        """Shape overrides for CPU runs: ``SMALL_SHAPES`` or every size capped at 16."""
+        """Shape overrides for CPU runs: ``SMALL_SHAPES`` when the file declares it, else
+        small shapes found by :func:`~kernelaudit.zoo.problems.small_shapes.find_small_shapes`
+        (searched once per problem object, cached per file content on disk)."""
         if self.small_shapes:
             return dict(self.small_shapes)
-        return {k: min(v, DEFAULT_SMALL_CAP) for k, v in self.shapes().items()}
+        if "_small_found" not in self.__dict__:
+            from .small_shapes import find_small_shapes
 
-
-#: Cap applied to every shape constant of a problem that declares no ``SMALL_SHAPES``.
-DEFAULT_SMALL_CAP = 16
+            self.__dict__["_small_found"] = find_small_shapes(self)
+        return {**self.shapes(), **self.__dict__["_small_found"].shapes}
 
 
 @dataclass
@@ -338,7 +350,8 @@ def load_problem(path: str | Path) -> Problem:
         raise LoadError(
             f"{path}: INPUT_KINDS has {', '.join(map(repr, bad_kinds))}: allowed kinds are {', '.join(INPUT_KIND_NAMES)}"
         )
-    return Problem(name=path.stem, path=path, module=module, shape_params=params, small_shapes=small)
+    sizes = analyse(module, path.read_text(), str(path))
+    return Problem(name=path.stem, path=path, module=module, shape_params=params, small_shapes=small, sizes=sizes)
 
 
 def load_candidate(path: str | Path) -> Candidate:
