@@ -22,6 +22,8 @@ PRODUCT_COMMANDS = {
     "run": "kernelaudit.guard.cli",
     "check": "kernelaudit.zoo.cli",
     "oracle-table": "kernelaudit.zoo.cli",
+    "mutate": "kernelaudit.zoo.cli",
+    "suite": "kernelaudit.zoo.cli",
     "conform": "kernelaudit.conform.cli",
     "ulp": "kernelaudit.conform.cli",
     "repro": "kernelaudit.repro.cli",

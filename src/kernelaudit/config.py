@@ -82,6 +82,24 @@ PROJECT_AT_GENERATION = _knob(
     "KERNELAUDIT_PROJECT_AT_GENERATION", "1",
     "Bilinear forwards get their projections y A, B x while their inputs are generated (CUDA).", _FLAG)
 
+# --- executors: more than one device (executors.py) --------------------------------
+EXECUTOR = _knob(
+    "KERNELAUDIT_EXECUTOR", "local",
+    "Default of `--executor`: local (one worker per device of this host) or ray (a Ray cluster).",
+    ("local", "ray"))
+RAY_ADDRESS = _knob(
+    "KERNELAUDIT_RAY_ADDRESS", "",
+    "Default of `--ray-address` with `--executor ray`: empty starts a local Ray (or joins RAY_ADDRESS's), "
+    "auto joins this node's cluster, ray://host:10001 a remote one.")
+WORKER_DEVICE = _knob(
+    "KERNELAUDIT_WORKER_DEVICE", "",
+    "Set in each executor worker process: the device it is pinned to, as it names it (cuda:0, cpu:N).")
+
+CACHE_DIR = _knob(
+    "KERNELAUDIT_CACHE_DIR", "",
+    "Directory of the sweep's OpInfo-derived op catalogue, one JSON file per torch version "
+    "(empty: $XDG_CACHE_HOME/kernelaudit, else ~/.cache/kernelaudit).")
+
 # --- guard ---------------------------------------------------------------------------
 GUARD = _knob(
     "KERNELAUDIT_GUARD", "",
@@ -100,6 +118,27 @@ GUARD_STATS = _knob(
     "Path where a `kernelaudit run` child writes the guard's counters as JSON at exit.")
 GUARD_QUIET = _knob(
     "KERNELAUDIT_GUARD_QUIET", "0", "1: no one-line guard summary on stderr at exit.", _FLAG)
+GUARD_RULES = _knob(
+    "KERNELAUDIT_GUARD_RULES", "",
+    "Rule files (JSON, os.pathsep-separated) the guard loads on top of its known-fault database "
+    "(set by `kernelaudit run --rules`).")
+
+# --- zoo: KernelBench problems ---------------------------------------------------
+SMALL_SHAPES_CACHE = _knob(
+    "KERNELAUDIT_SMALL_SHAPES_CACHE", "",
+    "Directory where --small keeps the shapes it found per problem file (empty: "
+    "~/.cache/kernelaudit/small-shapes; off: no disk cache).")
+KERNELBENCH = _knob(
+    "KERNELAUDIT_KERNELBENCH", "/work/shared/kernelbench/KernelBench",
+    "KernelBench as published (the directory holding level1, level2, level3): the false-rejection "
+    "benchmark and its CI sample read it; tests skip when it is absent.")
+PEAK_BANDWIDTH = _knob(
+    "KERNELAUDIT_PEAK_BANDWIDTH", "",
+    "check --time: peak memory bandwidth in bytes/s for the physical floor (empty: per-device table, "
+    "else a measured copy with a margin).")
+PEAK_FLOPS = _knob(
+    "KERNELAUDIT_PEAK_FLOPS", "",
+    "check --time: peak arithmetic rate in FLOP/s for the matmul floor (empty: per-device table; none on CPU).")
 
 # --- conform (product 4) ------------------------------------------------------------
 

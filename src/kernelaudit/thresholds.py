@@ -28,16 +28,35 @@ MIN_SCALE_BITS = 8
 
 @dataclass(frozen=True)
 class Thresholds:
-    """The three crossings at a given scale (``bits`` = log2 of the 2^32 threshold)."""
+    """The three crossings at a given scale (``bits`` = log2 of the 2^32 threshold).
+
+    ``shape_bits`` (default: ``bits``) is the scale the ops' per-batch shapes are cut
+    for: the size axes that cross a limit with the batch count alone (one dimension,
+    attention batch, :mod:`kernelaudit.sweep.axes`) keep per-batch shapes tiny while
+    the limits stay at ``bits``.
+    """
 
     bits: int = REAL_SCALE_BITS
+    shape_bits: int | None = None
 
     def __post_init__(self) -> None:
-        if not (MIN_SCALE_BITS <= self.bits <= REAL_SCALE_BITS):
-            raise InvalidArgument(
-                f"Cannot have scale={self.bits}: allowed values are "
-                f"{MIN_SCALE_BITS}..{REAL_SCALE_BITS} (log2 of the 2^32 threshold)"
-            )
+        for name, v in (("scale", self.bits), ("shape_bits", self.shape_bits)):
+            if v is not None and not (MIN_SCALE_BITS <= v <= REAL_SCALE_BITS):
+                raise InvalidArgument(
+                    f"Cannot have {name}={v}: allowed values are "
+                    f"{MIN_SCALE_BITS}..{REAL_SCALE_BITS} (log2 of the 2^32 threshold)"
+                )
+
+    @property
+    def shape_scale(self) -> int:
+        """The scale per-batch shapes are cut for (``shape_bits``, else ``bits``)."""
+        return self.bits if self.shape_bits is None else self.shape_bits
+
+    @cached_property
+    def dim_limit(self) -> int:
+        """The grid-dimension limit, 2^16 at the real scale, 2^(bits//2) scaled: one
+        dimension of that many blocks or rows no longer fits a CUDA grid's y/z (65535)."""
+        return 2 ** (self.bits // 2)
 
     @cached_property
     def t31(self) -> int:

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.usefixtures("triton_interpreter")
 
 def test_oracle_sequence_parses_in_order_expands_strongest_and_deduplicates():
     assert parse_oracle_names("tamper, bound,tamper") == ["tamper", "bound"]
-    assert parse_oracle_names("strongest") == ["bound", "shapes", "values", "tamper"]
+    assert parse_oracle_names("strongest") == ["bound", "shapes", "values", "tamper", "static"]
     assert make_oracle("bound").name == "bound"
     assert make_oracle("bound,tamper").name == "bound,tamper"
 
@@ -175,7 +175,8 @@ def test_kernelbench_trial_seeds_are_drawn_like_the_official_script():
 def test_kernelbench_tolerance_names_the_column():
     assert KernelBenchOracle().name == "kernelbench"
     assert KernelBenchOracle(tol=1e-4).name == "kernelbench@0.0001"
-    assert set(ORACLE_NAMES) == {"kernelbench", "assert-close", "ulp", "bound", "shapes", "values", "tamper"}
+    assert set(ORACLE_NAMES) == {"kernelbench", "assert-close", "ulp", "bound", "shapes", "values", "tamper",
+                                 "static"}
     assert isinstance(Subject, type)
 
 

@@ -5,12 +5,15 @@ from __future__ import annotations
 from ..errors import check_choice
 from ..thresholds import Thresholds
 from .base import FaultModel, NoFault
+from .limits import Bytes32FaultModel, Grid16FaultModel
 from .mps import MpsAbortFaultModel, MpsFaultModel
 from .predicates import Decision, Effect, TensorMeta, attention_scores_decision, mps_matmul_decision
+from .unwritten import UnwrittenTailFaultModel
 from .wrap32 import Wrap32FaultModel
 
 FAULT_MODELS = {"none": NoFault, "mps": MpsFaultModel, "mps-abort": MpsAbortFaultModel,
-                "wrap32": Wrap32FaultModel}
+                "wrap32": Wrap32FaultModel, "unwritten-tail": UnwrittenTailFaultModel,
+                "grid16": Grid16FaultModel, "bytes32": Bytes32FaultModel}
 
 
 def make_fault_model(name: str, th: Thresholds):
@@ -20,6 +23,7 @@ def make_fault_model(name: str, th: Thresholds):
 
 
 __all__ = [
-    "FAULT_MODELS", "FaultModel", "NoFault", "MpsFaultModel", "Wrap32FaultModel", "make_fault_model",
+    "FAULT_MODELS", "FaultModel", "NoFault", "MpsFaultModel", "Wrap32FaultModel", "UnwrittenTailFaultModel",
+    "Grid16FaultModel", "Bytes32FaultModel", "make_fault_model",
     "Decision", "Effect", "TensorMeta", "mps_matmul_decision", "attention_scores_decision",
 ]

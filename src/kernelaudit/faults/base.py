@@ -58,6 +58,27 @@ def wrapped_writing(out: torch.Tensor, t32: int) -> torch.Tensor:
     return flat.view(out.shape)
 
 
+def written_tensors(func, args, kwargs) -> list[torch.Tensor]:
+    """The tensors a call writes into: its ``out=`` buffers and the ``self`` of an
+    in-place op (schema arguments marked as written), so a fault model can leave
+    their elements as they were where the faulty kernel never writes them."""
+    found = []
+    for i, a in enumerate(func._schema.arguments):
+        if a.alias_info is None or not a.alias_info.is_write:
+            continue
+        v = kwargs.get(a.name, args[i] if i < len(args) else None)
+        for t in (v if isinstance(v, (list, tuple)) else (v,)):
+            if isinstance(t, torch.Tensor):
+                found.append(t)
+    return found
+
+
+def aliases(y: torch.Tensor, xs: list[torch.Tensor]) -> bool:
+    """Whether ``y`` shares its storage with one of ``xs`` (an op's result that is its out= buffer)."""
+    ptr = y.untyped_storage().data_ptr()
+    return any(x.untyped_storage().data_ptr() == ptr for x in xs)
+
+
 @dataclass
 class FaultStats:
     """How many calls each rule changed (for tests and reports)."""

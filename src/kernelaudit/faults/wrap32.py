@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from .base import FaultModel, wrapped_reading, wrapped_writing
+from .base import FaultModel, aliases, written_tensors, wrapped_reading, wrapped_writing
 
 aten = torch.ops.aten
 
@@ -24,6 +24,20 @@ WRAP32_OPS = frozenset({
     aten.clone, aten.cat, aten.stack, aten.mm, aten.bmm, aten.addmm, aten.baddbmm,
     aten.arange, aten.ones, aten.full, aten.fill, aten.nonzero, aten.index, aten.scatter_add,
     aten.threshold_backward, aten.gelu_backward, aten.index_add, aten.where, aten.lt, aten.eq,
+    # factories and ranges (their out= forms included: the packet covers every overload);
+    # not new_zeros: autograd makes its gradient buffers with it, and a wrapped write of
+    # zeros into a fresh tensor is still all zeros (nothing to plant)
+    aten.linspace, aten.logspace, aten.eye, aten.zeros, aten.new_ones, aten.new_full,
+    aten.tril_indices, aten.triu_indices,
+    # whole-tensor reductions and scans
+    aten.min, aten.amin, aten.argmin, aten.prod, aten.var, aten.std, aten.var_mean, aten.std_mean,
+    aten.linalg_vector_norm, aten.norm, aten.logsumexp, aten.cumprod, aten.cummax, aten.cummin,
+    # index ops
+    aten.take, aten.searchsorted, aten.masked_select, aten.argsort, aten.trace, aten.native_dropout_backward,
+    # random generators (in place into a buffer, or functional)
+    aten.rand, aten.rand_like, aten.randn, aten.randn_like, aten.randint, aten.randint_like, aten.normal,
+    aten.normal_, aten.uniform_, aten.bernoulli, aten.bernoulli_, aten.exponential_, aten.cauchy_,
+    aten.geometric_, aten.log_normal_, aten.random_, aten.multinomial, aten.rrelu_with_noise,
 })
 
 
@@ -36,10 +50,14 @@ class Wrap32FaultModel(FaultModel):
     def handle(self, func, args, kwargs):
         t32 = self.th.t32
         changed = False
+        # Buffers the call writes into (out=, in place) are passed as they are; past
+        # 2^32 the faulty kernel never writes them, so their tails keep what they held.
+        written = written_tensors(func, args, kwargs)
+        tails = [(w, w.view(-1)[t32:].clone()) for w in written if w.numel() > t32 and w.is_contiguous()]
 
         def read(x):
             nonlocal changed
-            if isinstance(x, torch.Tensor) and x.numel() > t32:
+            if isinstance(x, torch.Tensor) and x.numel() > t32 and not any(x is w for w in written):
                 changed = True
                 return wrapped_reading(x, t32)
             if isinstance(x, (list, tuple)):
@@ -52,6 +70,14 @@ class Wrap32FaultModel(FaultModel):
             nonlocal changed
             if isinstance(y, torch.Tensor) and y.numel() > t32:
                 changed = True
+                if tails and aliases(y, [w for w, _ in tails]) and y.is_contiguous():
+                    flat = y.view(-1)
+                    wrapped = wrapped_writing(y, t32).view(-1)
+                    flat[:t32].copy_(wrapped[:t32])
+                    for w, tail in tails:
+                        if aliases(y, [w]):
+                            flat[t32:].copy_(tail)
+                    return y
                 return wrapped_writing(y, t32)
             return y
 

@@ -138,6 +138,13 @@ class _Counters:
             for h in hits:
                 self._rules[h.rule.name] = self._rules.get(h.rule.name, 0) + 1
 
+    def add_names(self, what: str, names) -> None:
+        """:meth:`add` for calls flagged by rules known by name (the screened ops' rules)."""
+        with self._lock:
+            self._flagged[what] = self._flagged.get(what, 0) + 1
+            for n in names:
+                self._rules[n] = self._rules.get(n, 0) + 1
+
     def snapshot(self) -> GuardStats:
         with self._lock:
             inspected = sum(c[0] for c in self._threads) + (self.external() if self.external else 0)

@@ -324,11 +324,13 @@ class _Overrides:
 class _Screens:
     """Overrides for the rules on ops outside the engine (a sweep's findings on
     ``arange``, attention, ...): at each rule's aten entry points, on its backend's key,
-    a call the rule flags is refused (``UnsafeCallError``; ``warn``/``off`` let it
-    through, counted); every other call goes to the captured original kernel. The
-    outputs' sizes come from the op's meta kernel, so only screened ops pay for it."""
+    a call the rules flag is fixed in safe pieces (:mod:`.separable`) when they all say
+    ``fix`` and the op splits, else refused (``UnsafeCallError``; ``warn``/``off`` let
+    it through, counted); every other call goes to the captured original kernel."""
 
     def __init__(self, engine: Engine, faults, th: Thresholds) -> None:
+        from .separable import FACTORY_PIECE, op_of
+
         self.lib = torch.library.Library("aten", "IMPL")
         self.registered: list[tuple[str, str]] = []
         by_entry: dict = {}
@@ -338,13 +340,20 @@ class _Screens:
                     continue
                 for name in f.aten:
                     by_entry.setdefault((name, dt), []).append(f)
+        # every original kernel (and the out= overload a factory's pieces use) is
+        # captured before anything is overridden: the pieces must never reach a screen
+        originals: dict = {}
+        for name, dt in by_entry:
+            for n in (name, FACTORY_PIECE.get(op_of(name))):
+                if n is not None and (n, dt) not in originals:
+                    originals[(n, dt)] = _kernel_named(n, DISPATCH_KEYS[dt])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             for (name, dt), fs in sorted(by_entry.items(), key=lambda kv: kv[0]):
-                kernel = _kernel_named(name, DISPATCH_KEYS[dt])
-                if kernel is None:
+                if originals[(name, dt)] is None:
                     continue  # this build has no such kernel on that backend
-                self.lib.impl(name, _make_screen(engine, name, dt, kernel, fs, th), DISPATCH_KEYS[dt])
+                kernels = {n: k for (n, d), k in originals.items() if d == dt and k is not None}
+                self.lib.impl(name, _make_screen(engine, name, dt, kernels, fs, th), DISPATCH_KEYS[dt])
                 self.registered.append((name, dt))
 
     def remove(self) -> None:
@@ -352,54 +361,116 @@ class _Screens:
         self.registered = []
 
 
-def _make_screen(engine: Engine, name: str, device_type: str, kernel, faults, th: Thresholds):
-    from torch.utils._pytree import tree_flatten, tree_map
-
-    from ..errors import UnsafeCallError
-    from .rules import screen_reason
-
+def _aten_overload(name: str):
+    """The aten overload object of entry point ``op`` or ``op.overload``."""
     op, _, overload = name.partition(".")
-    func = getattr(getattr(aten, op), overload or "default")
+    return getattr(getattr(aten, op), overload or "default")
+
+
+def _make_screen(engine: Engine, name: str, device_type: str, kernels: dict, faults, th: Thresholds):
+    """The Python kernel screening ``aten::name`` on one backend key; ``kernels``: entry
+    point -> its original kernel on that key (the call's own, and its pieces')."""
+    func = _aten_overload(name)
     keyset = torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, DISPATCH_KEYS[device_type]))
     cell_of = engine.counters.cell
+
+    def run(n, *args, **kwargs):
+        return kernels[n].call_boxed(keyset, *args, **kwargs)
+
+    def screen(*args, **kwargs):
+        cell_of()[0] += 1
+        return screen_call(engine, name, device_type, faults, th, func, args, kwargs, run)
+    screen.__name__ = f"kernelaudit_screen_{name.replace('.', '_')}_{device_type}"
+    return screen
+
+
+def _out_numels(func, args, kwargs, tensors) -> list[int]:
+    """The element counts of a call's outputs, from the op's meta kernel (no data, no
+    mode: a fault model must not see it); the inputs' when it has none."""
+    from torch.utils._python_dispatch import _disable_current_modes
+    from torch.utils._pytree import tree_flatten, tree_map
 
     def to_meta(x):
         return x.to("meta") if isinstance(x, torch.Tensor) else x
 
-    def screen(*args, **kwargs):
-        cell_of()[0] += 1
-        tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
-        try:
-            outs = [t.numel() for t in tree_flatten(func(*tree_map(to_meta, args), **tree_map(to_meta, kwargs)))[0]
-                    if isinstance(t, torch.Tensor)]
-        except Exception:  # no meta kernel: judge on the inputs (and out= tensors) alone
-            outs = [t.numel() for t in tensors]
-        hits = [(f, why) for f in faults if (why := screen_reason(f, tensors, outs, th))]
-        if not hits:
-            return kernel.call_boxed(keyset, *args, **kwargs)
-        action = strongest_action(engine, [f for f, _ in hits])
-        shapes = ", ".join(f"{tuple(t.shape)} {str(t.dtype).replace('torch.', '')}" for t in tensors) or "no tensors"
-        text = (f"aten::{name} on {device_type}: [{shapes}] -> {outs} elements; "
-                + "; ".join(f"rule {f.name} ({f.explain or f.effect}; {f.provenance.get('source', 'user rule')}): {why}"
-                            for f, why in hits))
-        if action in ("off", "warn", "pass"):
-            engine.counters.add("ignored" if action == "off" else "warned", [])
-            if action == "warn":
-                import logging
+    try:
+        with _disable_current_modes():
+            kw = {k: ("meta" if k == "device" else tree_map(to_meta, v)) for k, v in kwargs.items()}
+            outs = func(*tree_map(to_meta, args), **kw)
+        return [t.numel() for t in tree_flatten(outs)[0] if isinstance(t, torch.Tensor)]
+    except Exception:  # no meta kernel: judge on the inputs (and out= tensors) alone
+        return [t.numel() for t in tensors]
 
-                logging.getLogger("kernelaudit.guard").warning("unsafe call passed through (action warn): %s", text)
-            return kernel.call_boxed(keyset, *args, **kwargs)
-        engine.counters.add("refused", [])
-        raise UnsafeCallError(f"kernelaudit guard refused: {text}. This op cannot be split by the guard: "
-                              "run it in smaller pieces.")
-    screen.__name__ = f"kernelaudit_screen_{op}_{overload or 'default'}_{device_type}"
-    return screen
+
+def screen_call(engine: Engine, name: str, device_type: str, faults, th: Thresholds, func, args, kwargs, run):
+    """One call of a screened entry point ``name``: passed to ``run`` when no rule flags
+    it, else fixed in pieces, refused, or let through, as :func:`strongest_action` says.
+    ``run(entry, *args, **kwargs)`` reaches the unguarded kernels."""
+    from torch.utils._pytree import tree_flatten
+
+    from ..errors import UnsafeCallError
+    from . import separable as sep
+    from .rules import screen_reason
+
+    tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+    op = sep.op_of(name)
+    factory = op in sep.FACTORIES
+    dtype = None
+    if factory:
+        n, dtype = sep.factory_numel_dtype(op, func, args, kwargs)
+        outs = [n]
+    else:
+        outs = _out_numels(func, args, kwargs, tensors)
+    hits = [(f, why) for f in faults if (why := screen_reason(f, tensors, outs, th, dtype))]
+    if not hits:
+        return run(name, *args, **kwargs)
+    flagged = [f for f, _ in hits]
+    names = [f.name for f in flagged]
+    action = strongest_action(engine, flagged)
+    shapes = ", ".join(f"{tuple(t.shape)} {str(t.dtype).replace('torch.', '')}" for t in tensors) or \
+        f"no tensors, dtype {str(dtype).replace('torch.', '')}"
+    text = (f"aten::{name} on {device_type}: [{shapes}] -> {outs} elements; "
+            + "; ".join(f"rule {f.name} ({f.explain or f.effect}; {f.provenance.get('source', 'user rule')}): {why}"
+                        for f, why in hits))
+    if action in ("off", "warn"):
+        engine.counters.add_names("ignored" if action == "off" else "warned", names)
+        if action == "warn":
+            import logging
+
+            logging.getLogger("kernelaudit.guard").warning("unsafe call passed through (action warn): %s", text)
+        return run(name, *args, **kwargs)
+    why_not = " This op cannot be split by the guard (its rules say raise, or name no split_dim): run it in " \
+              "smaller pieces."
+    if action == "fix":
+        def safe(ts, out_numels) -> bool:
+            return all(screen_reason(f, ts, out_numels, th, dtype) is None for f in flagged)
+        try:
+            if factory:
+                out = sep.fix_factory(op, func, args, kwargs, run, lambda k: safe([], [k]))
+            else:
+                out = sep.fix_split(func, args, kwargs, run, safe, sep.split_dims(flagged), outs)
+        except sep.CannotSplit as e:
+            why_not = f" It cannot be split into safe pieces: {e}."
+        else:
+            engine.counters.add_names("fixed", names)
+            return out
+    engine.counters.add_names("refused", names)
+    raise UnsafeCallError(f"kernelaudit guard refused: {text}.{why_not}")
 
 
 def strongest_action(engine: Engine, faults) -> str:
-    """A screened call's action: ``raise`` unless the user chose ``warn`` or ``off``
-    (a screen cannot fix, and cannot verify what it cannot recompute)."""
-    return engine.action if engine.action in ("warn", "off") else "raise"
+    """A screened call's action. Each rule's is the per-rule setting, else ``raise`` for
+    a rule that says so, else the global action. ``warn``/``off`` when every rule's is;
+    ``fix`` when every rule's is fix and the guard can split the op
+    (:func:`.separable.fixable`); else ``raise`` (a screen does not verify)."""
+    from .separable import fixable
+
+    acts = [engine.rule_actions.get(f.name) or ("raise" if f.action == "raise" else engine.action) for f in faults]
+    if all(a in ("warn", "off") for a in acts):
+        return "warn" if "warn" in acts else "off"
+    if all(a == "fix" for a in acts) and all(fixable(f) for f in faults):
+        return "fix"
+    return "raise"
 
 
 def _make_slow(engine: Engine, op: str, overload: str, device_type: str, kernels: dict):
@@ -421,17 +492,30 @@ class GuardMode(TorchDispatchMode):
     """The guard as a dispatch mode, for what-if runs under a fault model (enter it
     inside the fault model). Only the covered ops reach the engine."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, screens=(), th: Thresholds = REAL) -> None:
         super().__init__()
         self.engine = engine
         ops = set(engine.policy.ops()) & set(WITH_BIAS)
         self.table = {aten_op(op, ov): (op, ov) for op in ops for ov in OVERLOADS_FOR[op]}
+        # screened rules match every overload of their entry points' ops: above the
+        # backend, ``torch.arange(n)`` is ``aten.arange.default``, not ``start_out``
+        self.screens: dict = {}
+        for f in screens:
+            for packet in {name.partition(".")[0] for name in f.aten}:
+                if hasattr(aten, packet):
+                    self.screens.setdefault(getattr(aten, packet), []).append(f)
+        self.th = th
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         entry = self.table.get(func)
         if entry is not None:
             return self.engine.intercept(entry[0], entry[1], args, kwargs, _mode_run)
+        faults = self.screens.get(func.overloadpacket)
+        if faults:
+            self.engine.counters.cell()[0] += 1
+            name = func.name().split("::", 1)[-1]
+            return screen_call(self.engine, name, "what-if", faults, self.th, func, args, kwargs, _mode_run_named)
         if _composite(func):
             # Under inference_mode, composite ops (matmul, linear, einsum, attention)
             # reach the modes undecomposed: decompose them with this mode on, so their
@@ -452,6 +536,11 @@ def _composite(func) -> bool:
         c = _COMPOSITE[func] = torch._C._dispatch_has_kernel_for_dispatch_key(
             func.name(), torch._C.DispatchKey.CompositeImplicitAutograd)
     return c
+
+
+def _mode_run_named(name, *args, **kwargs):
+    # as _mode_run, for a screened entry point named ``op`` or ``op.overload``
+    return _aten_overload(name)(*args, **kwargs)
 
 
 def _mode_run(op, overload, *args, **kwargs):
@@ -570,7 +659,7 @@ def _install(config: tuple) -> Engine | None:
 
                 state.fault = make_fault_model(fault_model, Thresholds(bits))
                 state.fault.__enter__()
-                state.mode = GuardMode(engine)
+                state.mode = GuardMode(engine, screens, Thresholds(bits))
                 state.mode.__enter__()
             else:
                 if policy.rules:

@@ -55,8 +55,12 @@ PREDICATES = ("mps-matmul", "mps-attention", "numel", "attention-scores")
 TENSOR_KINDS = ("any", "output", "operand", "view-operand", "contig-operand")
 VERSION_KEYS = ("torch", "cuda", "driver")
 #: The guard's engine fixes these ops itself (split into safe pieces); any other op a
-#: rule names is screened at its aten entry point (``aten``) and refused.
+#: rule names is screened at its aten entry point (``aten``): fixed by
+#: :mod:`.separable` when the rule says ``fix`` (a factory, or a ``split_dim``), else refused.
 ENGINE_OPS = ("matmul", "mm", "bmm", "addmm", "baddbmm", "sdpa_mps")
+#: Screened factory ops the guard fixes by computing their output in pieces of offset
+#: starts (no ``split_dim`` needed; :mod:`.separable`).
+FACTORIES = ("arange", "linspace")
 _FIELDS = ("name", "op", "device", "effect", "when", "dtypes", "layouts", "versions", "action", "split_dim",
            "aten", "explain", "provenance")
 
@@ -102,6 +106,11 @@ class KnownFault:
         if self.op not in ENGINE_OPS and not self.aten:
             raise InvalidArgument(f"Cannot have {where} op={self.op!r} without aten entry points: name the aten "
                                   f"op(s) to screen in 'aten', or use one of {', '.join(ENGINE_OPS)}")
+        if self.op not in ENGINE_OPS and self.action == "fix" and self.split_dim is None and \
+                self.op not in FACTORIES:
+            raise InvalidArgument(f"Cannot have {where} action='fix' on op={self.op!r} without split_dim: the "
+                                  f"guard splits a screened op along split_dim (factories {', '.join(FACTORIES)} "
+                                  "need none); give split_dim or action='raise'")
         _check_predicate(self.when, where)
 
     @property
@@ -453,13 +462,17 @@ def screened(faults: Sequence[KnownFault]) -> list[KnownFault]:
     return [f for f in faults if not f.engine]
 
 
-def screen_reason(fault: KnownFault, tensors: Sequence, out_numels: Sequence[int], th: Thresholds = REAL) -> str | None:
+def screen_reason(fault: KnownFault, tensors: Sequence, out_numels: Sequence[int], th: Thresholds = REAL,
+                  dtype=None) -> str | None:
     """Why a call of a screened op is unsafe (``tensors``: its tensor arguments, in
-    order; ``out_numels``: its outputs' element counts), or None."""
+    order; ``out_numels``: its outputs' element counts; ``dtype``: the call's dtype when
+    no tensor says it, e.g. a factory's), or None."""
     when = fault.when
     if fault.dtypes:
-        dts = {str(t.dtype).replace("torch.", "") for t in tensors} if tensors else set()
-        if tensors and not dts & set(fault.dtypes):
+        dts = {str(t.dtype).replace("torch.", "") for t in tensors}
+        if dtype is not None:
+            dts.add(str(dtype).replace("torch.", ""))
+        if dts and not dts & set(fault.dtypes):
             return None
     n = resolve_threshold(when["at_least"], th)
     if when["kind"] == "attention-scores":

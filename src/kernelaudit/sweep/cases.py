@@ -12,9 +12,10 @@ from dataclasses import asdict, dataclass
 from typing import Iterable, Sequence
 
 from ..errors import InvalidArgument, check_choices
-from .ops.catalog import ALL_OPS, QUICK_OPS, per_batch_max
+from .ops.catalog import ALL_OPS, QUICK_OPS, op_spec, per_batch_max
 from .ops.spec import DIRECTIONS, DTYPES, LAYOUTS
 from ..thresholds import Thresholds
+from .axes import AXES, axis_batch, axis_dtypes, batch_for, crossing_measure, unit_per_batch
 
 POSITIONS = ("below", "at", "above")
 _POS_MARK = {"below": "-", "at": "", "above": "+"}
@@ -34,6 +35,8 @@ class Case:
     direction: str
     seed: int = 0
     scale: int = 32
+    #: The size axis (:mod:`kernelaudit.sweep.axes`) whose limit ``threshold`` names.
+    axis: str = "elements"
 
     @property
     def size(self) -> str:
@@ -52,15 +55,18 @@ class Case:
     @property
     def tolerance_key(self) -> str:
         """Cases sharing a key share one calibrated tolerance."""
-        return f"{self.op}/{self.dtype}/{self.layout}/{self.direction}"
+        key = f"{self.op}/{self.dtype}/{self.layout}/{self.direction}"
+        # Axes with tiny per-batch shapes calibrate on those shapes.
+        return key + "/tiny" if AXES[self.axis].tiny_shapes else key
 
     @property
     def thresholds(self) -> Thresholds:
-        return Thresholds(self.scale)
+        """The limits at this case's scale; per-batch shapes cut for its axis."""
+        return AXES[self.axis].thresholds(self.scale)
 
     @property
     def spec(self):
-        return ALL_OPS[self.op]
+        return op_spec(self.op)
 
     def with_batch(self, batch: int, **changes) -> "Case":
         d = asdict(self)
@@ -70,10 +76,16 @@ class Case:
     def to_json(self) -> dict:
         d = asdict(self)
         d.update(id=self.id, size=self.size, family=self.spec.family)
-        if self.threshold in self.thresholds.named():
+        ax = AXES[self.axis]
+        limits = ax.limits(self.thresholds)
+        if self.threshold in limits:
             ops = self.spec.operands(self.series, self.batch, self.thresholds)
             d["shapes"] = [list(o.shape) for o in ops]
             d["crossing_numel"] = self.batch * per_batch_max(self.spec, self.series, self.thresholds)
+            d["limit"] = limits[self.threshold]
+            d["measure"] = crossing_measure(ax, self.spec, self.series, self.thresholds, self.dtype,
+                                            self.layout, self.batch)
+            d["unit"] = ax.unit
         return d
 
     @classmethod
@@ -82,13 +94,6 @@ class Case:
         return cls(**{k: v for k, v in d.items() if k in fields})
 
 
-def batch_for(threshold: int, per_batch: int, position: str) -> int:
-    """The batch count placing ``B * per_batch`` just below, at, or just above ``threshold``."""
-    if position == "below":
-        return (threshold - 1) // per_batch
-    if position == "at":
-        return -(-threshold // per_batch)
-    return threshold // per_batch + 1
 
 
 @dataclass(frozen=True)
@@ -103,10 +108,18 @@ class GridSpec:
     positions: tuple[str, ...] = POSITIONS
     seed: int = 0
     scale: int = 32
+    #: Size axes (:data:`kernelaudit.sweep.axes.AXES`); ``thresholds`` picks the
+    #: ``elements`` axis' limits, the other axes sweep all of theirs.
+    axes: tuple[str, ...] = ("elements",)
 
     def validate(self) -> "GridSpec":
         th = Thresholds(self.scale)
-        check_choices("ops", self.ops, ALL_OPS)
+        check_choices("axes", self.axes, AXES)
+        for op in self.ops:  # hand specs, else derived ops (loaded only when named)
+            if op not in ALL_OPS:
+                op_spec(op)
+        if not self.ops:
+            check_choices("ops", self.ops, ALL_OPS)
         check_choices("dtypes", self.dtypes, DTYPES)
         check_choices("layouts", self.layouts, LAYOUTS)
         check_choices("directions", self.directions, DIRECTIONS)
@@ -123,8 +136,55 @@ def grid(spec: GridSpec) -> list[Case]:
     th = Thresholds(spec.scale)
     named = th.named()
     cases: list[Case] = []
+    for axis in spec.axes:
+        if axis != "elements":
+            cases += _axis_grid(spec, AXES[axis])
+            continue
+        cases += _elements_grid(spec, th, named)
+    return cases
+
+
+def _directions(spec: GridSpec, o, dtype: str):
+    for direction in spec.directions:
+        if direction not in o.directions:
+            continue
+        if direction == "bwd" and not DTYPES[dtype].is_floating_point:
+            continue
+        yield direction
+
+
+def _axis_grid(spec: GridSpec, ax) -> list[Case]:
+    """The cases of a size axis other than ``elements``: per op, series, dtype and
+    layout (the byte count depends on both), each limit and position."""
+    th = ax.thresholds(spec.scale)
+    limits = ax.limits(th)
+    cases: list[Case] = []
     for op in spec.ops:
-        o = ALL_OPS[op]
+        o = op_spec(op)
+        if not ax.applies(o):
+            continue
+        for series in o.series:
+            for tname, limit in limits.items():
+                for pos in spec.positions:
+                    for dtype in axis_dtypes(ax, spec.dtypes, o):
+                        for layout in spec.layouts:
+                            if layout not in o.layouts:
+                                continue
+                            B = axis_batch(ax, o, series, th, dtype, layout, limit, pos)
+                            # Past 2*2^32 elements the case outgrows the elements axis' largest
+                            # (a dim of 2^31 rows of 16): the memory plan would skip it anyway.
+                            if B < 1 or B * per_batch_max(o, series, th) > th.t33:
+                                continue
+                            for direction in _directions(spec, o, dtype):
+                                cases.append(Case(op, dtype, layout, series, tname, pos, B, direction,
+                                                  spec.seed, spec.scale, ax.name))
+    return cases
+
+
+def _elements_grid(spec: GridSpec, th: Thresholds, named: dict) -> list[Case]:
+    cases: list[Case] = []
+    for op in spec.ops:
+        o = op_spec(op)
         for series in o.series:
             per = per_batch_max(o, series, th)
             for tname in spec.thresholds:
@@ -156,7 +216,12 @@ def calibration_batch(case: Case) -> int:
     """A batch count far below every threshold, for tolerance calibration."""
     th = case.thresholds
     per = per_batch_max(case.spec, case.series, th)
-    return max(1, min(CALIBRATION_MAX_BATCHES, th.t31 // (8 * per)))
+    cap = th.t31 // (8 * per)
+    ax = AXES[case.axis]
+    if ax.name != "elements":  # at most half way to the axis' smallest limit
+        unit, fixed = unit_per_batch(ax, case.spec, case.series, th, case.dtype, case.layout)
+        cap = min(cap, (min(ax.limits(th).values()) - fixed - 1) // (2 * unit))
+    return max(1, min(CALIBRATION_MAX_BATCHES, cap))
 
 
 

@@ -12,20 +12,22 @@ from pathlib import Path
 
 import click
 
+from ..config import EXECUTOR, RAY_ADDRESS
 from ..errors import EXIT_FOUND, EXIT_OK, EXIT_UNJUDGED, EXIT_USAGE, InvalidArgument
 from ..thresholds import REAL_SCALE_BITS, Thresholds
 from .cases import POSITIONS, GridSpec, parse_list
 from .ops.catalog import ALL_OPS, QUICK_OPS
 from .ops.spec import DIRECTIONS, DTYPES, FLOAT_DTYPES, LAYOUTS
+from .axes import AXIS_NAMES
 from .report.run import RunStoreError
 
 #: Presets. ``quick``: the matmul family plus one op per other family, fp32/fp16,
 #: around 2^31 and 2^32. ``full``: every op, dtype, layout, threshold and position.
 PRESETS = {
     "quick": dict(ops=QUICK_OPS, dtypes=("float32", "float16"), thresholds=("2^31", "2^32"),
-                  positions=("below", "above")),
+                  positions=("below", "above"), axes=("elements",)),
     "full": dict(ops=tuple(ALL_OPS), dtypes=(*FLOAT_DTYPES, "int32", "int64"),
-                 thresholds=("2^31", "2^32", "2*2^32"), positions=POSITIONS),
+                 thresholds=("2^31", "2^32", "2*2^32"), positions=POSITIONS, axes=AXIS_NAMES),
 }
 
 SWEEP_EXAMPLES = """
@@ -36,6 +38,10 @@ Examples:
 \b
   # the real thing on a GPU: every op at 2^31, 2^32 and 2*2^32 elements
   kernelaudit sweep --device cuda --full --out runs/h200
+\b
+  # every GPU of this host, one pinned worker each; or a Ray cluster's GPUs
+  kernelaudit sweep --devices cuda:0,cuda:1,cuda:2,cuda:3 --full --out runs/x4
+  kernelaudit sweep --executor ray --ray-address auto --full --out runs/cluster
 \b
   # just bmm in fp16, transposed operands, forward only; continue after a crash
   kernelaudit sweep --ops bmm --dtypes float16 --layouts aT,bT --directions fwd --out runs/x --resume
@@ -50,14 +56,23 @@ def _fail_usage(e: Exception) -> None:
 @click.command(epilog=SWEEP_EXAMPLES)
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or mps.")
 @click.option("--ops", default=None,
-              help=f"Comma list of ops, or all (default: the preset's). Known: {', '.join(ALL_OPS)}.")
+              help=f"Comma list of ops, family:NAME (every covered op of a family), family:each (the first "
+                   f"covered op of every family) or all (the hand "
+                   f"specs and every op derived from PyTorch's OpInfo database; default: the preset's "
+                   f"hand specs). Hand specs: {', '.join(ALL_OPS)}; see --list-ops for the rest.")
 @click.option("--dtypes", default=None, help=f"Comma list of dtypes. Known: {', '.join(DTYPES)}.")
 @click.option("--layouts", default=None, help=f"Comma list of layouts. Known: {', '.join(LAYOUTS)}.")
 @click.option("--directions", default=None, help="fwd, bwd or fwd,bwd (default).")
 @click.option("--thresholds", default=None, help="Comma list of 2^31, 2^32, 2*2^32.")
 @click.option("--positions", default=None, help="Comma list of below, at, above.")
+@click.option("--axes", default=None,
+              help=f"Comma list of size axes: {', '.join(AXIS_NAMES)} or all (default: elements; "
+                   "--preset full: all). dim: one dimension crossing 65535/65536/2^31; bytes: storage "
+                   "bytes crossing 2^31/2^32 (1-byte dtypes added); attn_batch: attention batch x heads "
+                   "crossing 65535/65536. Each scales with --scale.")
 @click.option("--fault-model", default="none", show_default=True,
-              help="none, mps, mps-abort or wrap32: a deliberately wrong backend wrapping the real kernels.")
+              help="none, mps, mps-abort, wrap32, grid16 (rows past 65535 along dim 0 unwritten) or "
+                   "bytes32 (byte offsets wrap at 2^32): a deliberately wrong backend wrapping the real kernels.")
 @click.option("--scale", type=int, default=REAL_SCALE_BITS, show_default=True,
               help="Move every threshold down: 2^32 becomes 2^SCALE, 2^31 becomes 2^(SCALE-1).")
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -80,34 +95,58 @@ def _fail_usage(e: Exception) -> None:
               help="Worker processes that run cases side by side, each in 1/N of the device's memory "
                    "(default: 1); bigger cases, and any skipped or error side by side, "
                    "then run alone.")
+@click.option("--devices", default=None,
+              help="Spread the sweep over these devices, one pinned worker each: cuda:0,cuda:1,... (or cpu:0,cpu:1 "
+                   "stand-ins); with --executor ray, how many workers of which type (default: every GPU).")
+@click.option("--executor", default=None,
+              help="local (this host's --devices) or ray (an existing Ray cluster, else a local one); "
+                   "default: $KERNELAUDIT_EXECUTOR, else local.")
+@click.option("--ray-address", default=None,
+              help="With --executor ray: auto (this node's cluster), ray://HOST:10001, or empty for a local Ray "
+                   "(default: $KERNELAUDIT_RAY_ADDRESS).")
 @click.option("--expect-rules", is_flag=True,
               help="With a fault model: exit 0 only if every case is classified exactly as the model's "
                    "rules predict (wrong where they corrupt, error where they raise, ok elsewhere).")
-def sweep(device, ops, dtypes, layouts, directions, thresholds, positions, fault_model, scale, seed, out,
+@click.option("--list-ops", is_flag=True,
+              help="Print the ops covered (forward, backward) and those not covered, with why, per family; "
+                   "run nothing.")
+@click.option("--family", default=None, help="With --list-ops: only this family.")
+@click.option("--json", "as_json", is_flag=True, help="With --list-ops: JSON instead of tables.")
+def sweep(device, ops, dtypes, layouts, directions, thresholds, positions, axes, fault_model, scale, seed, out,
           resume, preset, mode, reference, case_timeout, memory_limit_gib, no_report, calibration_workers,
-          case_workers, expect_rules):
+          case_workers, devices, executor, ray_address, expect_rules, list_ops, family, as_json):
     """Run ops around 2^31 / 2^32 / 2*2^32 elements and map where they go wrong."""
     from .schedule import run_sweep
 
+    if list_ops:
+        _list_ops(family, as_json)
+        sys.exit(EXIT_OK)
     preset = PRESETS[preset or "quick"]
     try:
         Thresholds(scale)
+        from .ops.coverage import select
+
+        dropped: dict[str, str] = {}
         spec = GridSpec(
-            ops=parse_list(ops, preset["ops"], tuple(ALL_OPS)),
+            ops=select(parse_list(ops, preset["ops"], ("all",)), device=_device_kind(device), dropped=dropped),
             dtypes=parse_list(dtypes, preset["dtypes"], tuple(DTYPES)),
             layouts=parse_list(layouts, LAYOUTS),
             directions=parse_list(directions, DIRECTIONS),
             thresholds=parse_list(thresholds, preset["thresholds"], ("2^31", "2^32", "2*2^32")),
             positions=parse_list(positions, preset["positions"], POSITIONS),
-            seed=seed, scale=scale,
+            seed=seed, scale=scale, axes=parse_list(axes, preset["axes"], AXIS_NAMES),
         ).validate()
+        for name, why in dropped.items():
+            click.echo(f"not run here: {name} ({why})", err=True)
         out = out or Path("runs") / f"{device}-{fault_model}-s{scale}"
         limit = int(memory_limit_gib * 2**30) if memory_limit_gib else None
+        executor = executor or EXECUTOR.get()
         with _Progress() as prog:
             res = run_sweep(spec, out, device=device, fault_model=fault_model, resume=resume,
                             case_timeout_s=case_timeout, memory_limit=limit, mode=mode, reference=reference,
                             progress=prog.tick, calibration_workers=calibration_workers,
-                            case_workers=case_workers)
+                            case_workers=case_workers, devices=devices, executor=executor,
+                            ray_address=ray_address or (RAY_ADDRESS.get() if executor == "ray" else "") or None)
     except InvalidArgument as e:
         _fail_usage(e)
     except KeyboardInterrupt:
@@ -127,6 +166,34 @@ def sweep(device, ops, dtypes, layouts, directions, thresholds, positions, fault
         click.echo(f"{checked - len(bad)} of {checked} cases classified exactly as the {fault_model} rules predict")
         sys.exit(EXIT_FOUND if bad else EXIT_OK)
     sys.exit(EXIT_FOUND if res.failed else EXIT_OK)
+
+
+def _device_kind(device: str) -> str | None:
+    """The device type the ops will run on (``auto`` resolved), or None if unknown."""
+    try:
+        from ..errors import resolve_device
+
+        return resolve_device(device).split(":")[0]
+    except Exception:
+        return None
+
+
+def _list_ops(family: str | None, as_json: bool) -> None:
+    """``--list-ops``: every op's coverage per family (``--family``), as tables or JSON."""
+    import json
+
+    from .ops.coverage import as_json as coverage_json, render, rows
+    from .ops.families import FAMILIES
+
+    if family is not None and family not in FAMILIES:
+        _fail_usage(InvalidArgument(f"Cannot have --family={family!r}: allowed values are {', '.join(FAMILIES)}"))
+    rs, note = rows()
+    if family is not None:
+        rs = [r for r in rs if r.family == family]
+    if as_json:
+        click.echo(json.dumps(coverage_json(rs, note), indent=1))
+    else:
+        render(rs, note)
 
 
 @click.command()

@@ -14,7 +14,9 @@
 * a version gate on what the sweep ran on: torch and CUDA to the minor release, the
   driver to its major (the exact versions are in ``provenance.ran_on``);
 * action ``fix`` with ``split_dim`` 0 when the op is batch-separable (an operand has one
-  row per batch) and the guard's engine can split it, else ``raise``.
+  row per batch: the engine splits it, or, for a screened op, the guard's generic split
+  in :mod:`kernelaudit.guard.separable`) or a factory (computed in pieces of offset
+  starts), else ``raise``.
 
 ``kernelaudit run --rules RUN/rules.json`` (or ``guard.install(rules=...)``) loads them.
 """
@@ -71,7 +73,7 @@ def _separable(case: Case) -> bool:
 def rules_from_store(store: RunStore) -> tuple[list, list[str]]:
     """(rules, notes) for the wrong/error verdicts of ``store`` (notes: groups no rule
     could be written for, and why)."""
-    from ..guard.rules import ENGINE_OPS, KnownFault  # the rule format (data only): docs/architecture.md
+    from ..guard.rules import ENGINE_OPS, FACTORIES, KnownFault  # the rule format (data only): docs/architecture.md
 
     m = store.manifest()
     device = (m.get("device") or {}).get("type", "cpu")
@@ -116,14 +118,16 @@ def rules_from_store(store: RunStore) -> tuple[list, list[str]]:
         else:
             when = {"kind": "numel", "tensor": "output" if case0.spec.family == "factory" else "any",
                     "at_least": at_least}
+        # the engine splits its ops along batch; a screened op splits along split_dim
+        # (separable) or, a factory, along its output
+        split_dim = 0 if separable or guard_op in FACTORIES else None
         first = bad[0][1]["verdict"]
         th = Thresholds(case0.scale)
         rules.append(KnownFault(
             name=f"sweep-{device}-{op}-{dtype}-{layout}-{direction}-{series}",
             op=guard_op, device=device, effect=effect, when=when, dtypes=(dtype,),
             layouts=(layout,) if direction == "fwd" and guard_op in ENGINE_OPS else (),
-            versions=gate, action="fix" if separable and guard_op in ENGINE_OPS else "raise",
-            split_dim=0 if separable else None, aten=aten,
+            versions=gate, action="raise" if split_dim is None else "fix", split_dim=split_dim, aten=aten,
             explain=(f"{op} {dtype} {layout} {direction}: {len(bad)} {effect} case(s) from {at_least} crossing "
                      f"elements (2^32 = {th.t32} here); e.g. {(first.get('message') or '')[:160]}"),
             provenance={"source": f"kernelaudit sweep, run store {store.path.name}", "date": m.get("started"),

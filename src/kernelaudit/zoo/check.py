@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -89,6 +88,23 @@ def _not_installed(what: str, module: str) -> Verdict:
                            f"here (an install problem, not the candidate's fault)", missing_module=module)
 
 
+def _is_out_of_memory(exc: BaseException) -> bool:
+    """A MemoryError, or torch's (CUDA) out-of-memory error."""
+    return isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError"
+
+
+def _checker_out_of_memory(what: str, exc: BaseException) -> Verdict:
+    """``skipped``: the checker's own memory ran out (its models, references and copies per
+    case), which says nothing about the candidate."""
+    import resource
+
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return Verdict.skipped(f"could not judge: the checker ran out of memory while checking {what} "
+                           f"({type(exc).__name__}: {str(exc)[:200]}; the checking process peaked at {peak_mb:.0f} MB "
+                           f"resident); not the candidate's fault: try --small or a machine with more memory",
+                           reason="checker out of memory", peak_rss_mb=round(peak_mb))
+
+
 @dataclass
 class CheckResult:
     """What one ``check`` produced: the verdict plus what was checked, where, and how long."""
@@ -101,6 +117,7 @@ class CheckResult:
     verdict: Verdict
     seconds: float = 0.0
     isolated: bool = False
+    timing: dict[str, Any] | None = None  # ``--time``: :class:`~kernelaudit.zoo.timing.TimingResult` as JSON
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -123,8 +140,12 @@ def run_check(
     small: bool = False,
     tol: float | None = None,
     seed: int = 42,
+    time_iters: int | None = None,
 ) -> CheckResult:
     """Judge a candidate in this process. Bad arguments raise :class:`InvalidArgument`.
+
+    ``time_iters`` (``--time``): also time it against the reference
+    (:mod:`kernelaudit.zoo.timing`); the verdict is the worse of the oracle's and the timing's.
 
     A problem file that does not load is a bad argument (it raises
     :class:`~kernelaudit.zoo.problems.LoadError`); a candidate that does not load, raises or
@@ -139,6 +160,11 @@ def run_check(
     names = parse_oracle_names(oracle)  # validate before any user code runs
     dev = resolve_device(device)
     judge = make_oracle(names, tol=tol)
+    if time_iters is not None:
+        from .timing import capture_timers, check_time_iters
+
+        check_time_iters(time_iters)
+        timers = capture_timers()  # before any user code loads: a replaced timer is then seen
     _triton_mode_for(dev)
     problem = load_problem(problem_path)
     start = time.perf_counter()
@@ -162,11 +188,19 @@ def run_check(
         except Exception as exc:  # noqa: BLE001 - an oracle failed on user code
             missing = _missing_module(exc)
             verdict = (_not_installed(f"checking {case.describe()}", missing) if missing else
+                       _checker_out_of_memory(case.describe(), exc) if _is_out_of_memory(exc) else
                        Verdict.error(f"{case.describe()}: checking raised {type(exc).__name__}: {exc}"))
         tampered = torch_tampering(before)
         if tampered:  # whatever the oracles said was said with torch functions the candidate replaced
             verdict = Verdict.error(f"{candidate.path}: the candidate replaced {', '.join(tampered)} while it ran "
                                     f"(restored); no verdict of this run can be trusted")
+        elif time_iters is not None and verdict.status is not Status.ERROR:
+            from .timing import timed_verdict
+
+            verdict, timing = timed_verdict(verdict, case, Subject(candidate), timers=timers, iters=time_iters,
+                                            tol=tol)
+            return CheckResult(problem.name, Path(candidate_path).stem, ",".join(names), dev, dict(case.shapes),
+                               verdict, time.perf_counter() - start, timing=timing)
     return CheckResult(problem.name, Path(candidate_path).stem, ",".join(names), dev, dict(case.shapes), verdict,
                        time.perf_counter() - start)
 
@@ -182,6 +216,7 @@ def run_check_isolated(
     seed: int = 42,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     sandbox: bool = True,
+    time_iters: int | None = None,
 ) -> CheckResult:
     """:func:`run_check` in a child process: a crash, ``sys.exit`` or hang is an ``error`` verdict.
 
@@ -193,22 +228,38 @@ def run_check_isolated(
     names = parse_oracle_names(oracle)
     dev = resolve_device(device)
     args = {"problem": str(problem_path), "candidate": str(candidate_path), "oracle": ",".join(names),
-            "device": dev, "small": small, "tol": tol, "seed": seed}
+            "device": dev, "small": small, "tol": tol, "seed": seed, "time_iters": time_iters}
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     start = time.perf_counter()
+    from .sandbox import TaskBound, run_bounded
+
+    bound = None
     with tempfile.TemporaryDirectory(prefix="kernelaudit-check-") as tmp:
         out_path = Path(tmp) / "result.json"
         if sandbox:
             from .sandbox import Sandbox
 
-            args["sandbox"] = Sandbox.for_check(problem_path, candidate_path, Path(tmp) / "scratch",
-                                                cpu_seconds=timeout_s * (os.cpu_count() or 1), device=dev).to_json()
+            policy = Sandbox.for_check(problem_path, candidate_path, Path(tmp) / "scratch",
+                                       cpu_seconds=timeout_s * (os.cpu_count() or 1), device=dev)
+            # --oracle suite:FILE reads its suite file (a path made absolute by parse_oracle_names)
+            policy.read_paths = sorted(set(policy.read_paths) | {n.split(":", 1)[1] for n in names
+                                                                 if n.startswith("suite:")})
+            bound = TaskBound(policy.max_tasks)  # tasks alive at once: a pids cgroup, else a watchdog
+            policy.cgroup = bound.cgroup or ""
+            args["sandbox"] = policy.to_json()
         cmd = [sys.executable, "-m", "kernelaudit.zoo.check", "--worker", json.dumps(args), str(out_path)]
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
-        except subprocess.TimeoutExpired:
-            verdict = Verdict.error(f"check timed out after {timeout_s:g} s (isolated process killed)")
+            proc = run_bounded(cmd, env=env, timeout_s=timeout_s, out_dir=tmp, bound=bound)
+        finally:
+            if bound is not None:
+                bound.close()
+        if proc.timed_out or proc.unbounded:
+            verdict = Verdict.error(f"the candidate forked without bound: {proc.unbounded}; every process of the "
+                                    "check was killed", sandbox={"violations": [{"kind": "fork bomb", "message":
+                                                                                 proc.unbounded}]}) \
+                if proc.unbounded else Verdict.error(f"check timed out after {timeout_s:g} s (isolated process "
+                                                     "and everything it started killed)")
             return CheckResult(Path(problem_path).stem, Path(candidate_path).stem, args["oracle"], dev, {}, verdict,
                                time.perf_counter() - start, True)
         if out_path.exists() and out_path.stat().st_size:  # the worker creates it empty, before its sandbox
@@ -296,7 +347,8 @@ def _worker(args_json: str, out_path: str) -> None:
         if args.get("sandbox"):
             sandbox.enter(args["sandbox"])  # before any problem or candidate code is loaded
         result = run_check(args["problem"], args["candidate"], args["oracle"], device=args["device"],
-                           small=args["small"], tol=args["tol"], seed=args["seed"]).to_json()
+                           small=args["small"], tol=args["tol"], seed=args["seed"],
+                           time_iters=args.get("time_iters")).to_json()
         result = sandbox.overrule(result)  # the candidate's violations make it an error verdict
     except (InvalidArgument, sandbox.SandboxUnavailable) as exc:
         result = {"usage_error": str(exc)}
@@ -329,6 +381,10 @@ def print_result(result: CheckResult) -> None:
     console.print(f"[{_STYLE[v.status]}]{v.status.value.upper()}[/] {result.candidate} on {result.problem} "
                   f"[{shapes}] with {result.oracle} on {result.device} ({result.seconds:.2f} s)")
     console.print(v.explain(), markup=False)
+    if result.timing is not None:
+        from .timing import TimingResult
+
+        console.print(TimingResult.from_json(result.timing).summary(), markup=False)
     checks = v.details.get("checks")
     if checks:
         table = Table("check", "status", "metric", "value", "tol", "evidence")
@@ -365,6 +421,17 @@ def _tol_callback(ctx, param, value):  # noqa: ANN001
     return value
 
 
+def _time_iters_callback(ctx, param, value):  # noqa: ANN001
+    if value is not None:
+        from .timing import check_time_iters
+
+        try:
+            check_time_iters(value)
+        except InvalidArgument as exc:
+            raise click.BadParameter(str(exc), ctx=ctx, param=param) from exc
+    return value
+
+
 @click.command("check")
 @click.argument("problem", type=click.Path(exists=True, dir_okay=False))
 @click.argument("candidate", type=click.Path(exists=True, dir_okay=False))
@@ -385,7 +452,14 @@ def _tol_callback(ctx, param, value):  # noqa: ANN001
 @click.option("--sandbox/--no-sandbox", default=True, show_default=True,
               help="Confine the isolated check: no network, writes only in a scratch directory, reads only of "
                    "the problem, the candidate and the installation, bounded memory and processes.")
-def check_command(problem, candidate, oracle, device, tol, small, seed, as_json, isolate, timeout, sandbox) -> None:
+@click.option("--time", "time_it", is_flag=True,
+              help="Also time the candidate against the reference: fresh inputs and a re-checked output every "
+                   "iteration, caches flushed, timers captured before the candidate loads, a physical floor; "
+                   "tampering is a wrong verdict (docs/oracles.md, Timing).")
+@click.option("--time-iters", type=int, default=None, callback=_time_iters_callback,
+              help="Timed iterations of --time (default 20, at least 3; implies --time).")
+def check_command(problem, candidate, oracle, device, tol, small, seed, as_json, isolate, timeout, sandbox,
+                  time_it, time_iters) -> None:
     """Judge CANDIDATE (a file with class ModelNew) on PROBLEM (a KernelBench problem file).
 
     Exit code 0 when the verdict is ok, 1 when wrong or error, 2 on bad arguments, 3 when
@@ -402,6 +476,10 @@ def check_command(problem, candidate, oracle, device, tol, small, seed, as_json,
     try:
         runner = run_check_isolated if isolate else run_check_bounded
         kwargs = {"timeout_s": timeout, "sandbox": sandbox} if isolate else {"timeout_s": timeout}
+        if time_it or time_iters is not None:
+            from .timing import DEFAULT_ITERS
+
+            kwargs["time_iters"] = DEFAULT_ITERS if time_iters is None else time_iters
         result = runner(problem, candidate, oracle, device=device, small=small, tol=tol, seed=seed, **kwargs)
     except InvalidArgument as exc:
         raise click.UsageError(str(exc)) from exc
@@ -510,8 +588,12 @@ def detection_table(
         subject = Subject(cand)
         for column in columns:
             parts = ALIASES.get(column)
-            if parts and all(p in verdicts for p in parts):
-                v = worst([verdicts[p] for p in parts])
+            if parts and any(p in verdicts for p in parts):
+                # members that are columns are judged already; the others (static) run here
+                rest = [p for p in parts if p not in verdicts]
+                extra = [_column_oracle(p).judge(ProblemCase.make(problem, device=dev, small=small), subject.fresh())
+                         for p in rest]
+                v = worst([verdicts[p] for p in parts if p in verdicts] + extra)
             else:
                 case = ProblemCase.make(problem, device=dev, small=small)
                 try:

@@ -59,6 +59,12 @@ def run_op(case: Case, device, fault_model: str, timing: dict | None = None, aux
     fm = make_fault_model(fault_model, case.thresholds)
     if spec.call is None:  # a factory op: no inputs, a length
         n = case.batch * spec.out_rows(case.series, case.thresholds)[0]
+        if "metamorphic" in spec.extra:  # makes its own inputs (fault model off), judged by a relation
+            with fm, torch.no_grad():
+                ins, outs = spec.extra["metamorphic"].run(n, DTYPES[case.dtype], device)
+            if aux is not None:
+                aux["meta_inputs"] = ins
+            return placed, tuple(outs), spec.out_rows(case.series, case.thresholds), fm
         with fm:
             outs = (spec.extra["factory"](n, DTYPES[case.dtype], device),)
         return placed, outs, spec.out_rows(case.series, case.thresholds), fm
@@ -154,8 +160,12 @@ def _execute_once(case: Case, device: torch.device, fault_model: str, tolerances
         msg = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
         return Outcome(Verdict.error(msg, traceback=traceback.format_exc(limit=3)), {}, time.perf_counter() - t0)
     try:
-        judgements = _judge(case, placed, outs, out_rows, ref_device, tolerances, mode, ref_chunk,
-                            aux.get("projections"))
+        if "metamorphic" in case.spec.extra:
+            from .metamorphic import judge_case
+            judgements = judge_case(case, aux.get("meta_inputs", ()), outs, tolerances)
+        else:
+            judgements = _judge(case, placed, outs, out_rows, ref_device, tolerances, mode, ref_chunk,
+                                aux.get("projections"))
     except MissingTolerance as e:
         return Outcome(Verdict.error(str(e), checker_bug=True), {}, time.perf_counter() - t0)
     _sync(device)

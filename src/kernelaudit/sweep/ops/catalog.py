@@ -15,15 +15,16 @@ import torch
 import torch.nn.functional as F
 
 from ...thresholds import Thresholds
-from .spec import LAYOUTS, Operand, OpSpec, Series
+from .spec import BYTE_DTYPES, LAYOUTS, Operand, OpSpec, Series
 
 MATMUL_LAYOUTS = LAYOUTS
 INT_DTYPES = ("int32", "int64")
 
 
 def dims(th: Thresholds) -> tuple[int, int]:
-    """(n, k): matrix side and inner size at this scale."""
-    n = 2 ** (th.bits // 4)
+    """(n, k): matrix side and inner size at this scale (the shape scale: see
+    :attr:`~kernelaudit.thresholds.Thresholds.shape_scale`)."""
+    n = 2 ** (th.shape_scale // 4)
     return n, max(n // 4, 2)
 
 
@@ -155,14 +156,15 @@ ROW_OPS = [
            dtypes=("float32", "float16", "bfloat16", *INT_DTYPES), layouts=("contig", "slice", "expand")),
     OpSpec("gelu", "elementwise", F.gelu, _rows(1), _row_series("out"), layouts=("contig", "slice")),
     OpSpec("clone", "copy", torch.clone, _rows(1), _row_series("out"),
-           dtypes=("float32", "float16", "bfloat16", *INT_DTYPES), exact=True),
+           dtypes=("float32", "float16", "bfloat16", *INT_DTYPES, *BYTE_DTYPES), exact=True,
+           layouts=("contig", "slice")),
     OpSpec("contiguous", "copy", lambda x: x.transpose(-2, -1).contiguous(),
            lambda s, B, th: [Operand((B, dims(th)[0], row_len(th) // dims(th)[0]))],
-           _row_series("out"), dtypes=("float32", "float16", "bfloat16", *INT_DTYPES), exact=True),
+           _row_series("out"), dtypes=("float32", "float16", "bfloat16", *INT_DTYPES, *BYTE_DTYPES), exact=True),
     OpSpec("cat", "copy", lambda a, b: torch.cat([a, b], dim=-1),
            lambda s, B, th: [Operand((B, row_len(th) // (2 if s == "out" else 1))) for _ in range(2)],
            {"out": Series("out", row_len), "in": Series("in", row_len)}, exact=True,
-           dtypes=("float32", "float16", "bfloat16", *INT_DTYPES)),
+           dtypes=("float32", "float16", "bfloat16", *INT_DTYPES, *BYTE_DTYPES)),
     OpSpec("stack", "copy", lambda a, b: torch.stack([a, b], dim=1),
            lambda s, B, th: [Operand((B, row_len(th) // 2)) for _ in range(2)],
            {"out": Series("out", row_len)}, exact=True),
@@ -240,6 +242,27 @@ ALL_OPS: dict[str, OpSpec] = {s.name: s for s in (*MATMUL, *ROW_OPS, *FACTORY, *
 QUICK_OPS = ("bmm", "baddbmm", "mm", "matmul4d", "einsum", "linear", "attention", "sdpa",
              "add", "contiguous", "cat", "sum", "cumsum", "softmax", "sort", "gather", "index_select",
              "arange", "argmax_all")
+
+
+def op_spec(name: str) -> OpSpec:
+    """The op called ``name``: a hand spec above, else an op derived from PyTorch's op
+    database or an explicit SDPA backend (:mod:`.opinfo`, loaded on first use)."""
+    spec = ALL_OPS.get(name)
+    if spec is None:
+        from .opinfo import find_spec
+
+        spec = find_spec(name)
+    if spec is None:
+        from .recipe import DIM_LAST, dim_last_spec
+
+        spec = dim_last_spec(name) if name.endswith(DIM_LAST) else None
+    if spec is None:
+        from ...errors import InvalidArgument
+
+        raise InvalidArgument(f"Cannot have ops={name!r}: allowed values are {', '.join(ALL_OPS)}, "
+                              "the ops derived from PyTorch's OpInfo database (kernelaudit sweep --list-ops), "
+                              "family:NAME or all")
+    return spec
 
 
 def per_batch_max(spec: OpSpec, series: str, th: Thresholds) -> int:

@@ -237,7 +237,11 @@ def find_spec(name: str) -> OpSpec | None:
         return derive.TRIAL.get(name)
     if name.startswith("sdpa."):
         return sdpa_specs().get(name)
-    return derived_specs().get(name)
+    spec = derived_specs().get(name)
+    if spec is None:  # an op judged by a metamorphic relation (no per-op reference)
+        from ..judge.metamorphic_ops import meta_specs
+        spec = meta_specs().get(name)
+    return spec
 
 
 def main(argv: list[str]) -> None:

@@ -34,8 +34,12 @@ LAYOUTS = ("contig", "aT", "bT", "abT", "slice", "expand")
 DTYPES = {
     "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
     "int32": torch.int32, "int64": torch.int64,
+    # 1-byte dtypes: storage bytes equal elements (the ``bytes`` size axis).
+    "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool,
 }
 FLOAT_DTYPES = ("float32", "float16", "bfloat16")
+#: Dtypes of one byte per element, which the ``bytes`` size axis adds for ops taking them.
+BYTE_DTYPES = ("int8", "uint8", "bool")
 DIRECTIONS = ("fwd", "bwd")
 
 

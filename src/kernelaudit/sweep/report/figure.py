@@ -76,11 +76,11 @@ class _Layout:
 
 
 def _layout(grids: dict[Panel, PanelGrid]) -> _Layout:
-    rows: list[tuple[str, str, str]] = []
+    rows: list[tuple[str, str, str, str]] = []
     cols: list[tuple[str, str]] = []
-    height: dict[tuple[str, str, str], int] = {}
+    height: dict[tuple[str, str, str, str], int] = {}
     for p, g in grids.items():  # grids are already in display order
-        row = (p.family, p.op, p.series)
+        row = (p.family, p.op, p.series, p.axis)  # each size axis its own panel-grid row
         if row not in rows:
             rows.append(row)
         height[row] = max(height.get(row, 0), len(g.rows))
@@ -105,7 +105,8 @@ def _header_lines(run: Run, width_in: float) -> list[tuple[str, float, dict]]:
     # About 0.09 in per character at 10 pt bold and 0.065 in at 8 pt: wrap before the edge.
     title = textwrap.wrap(title_text(run), int((width_in - 2 * MARGIN) / 0.09))
     info = textwrap.wrap(
-        f"{progress_text(run)}; rows: layout, columns: size (crossing tensor's elements, increasing); "
+        f"{progress_text(run)}; rows: layout, columns: size (crossing tensor's elements, increasing; "
+        "on a dim / bytes / attn_batch axis panel: dim-0 size / storage bytes / batch x heads); "
         "several seeds in a cell show the worst", int((width_in - 2 * MARGIN) / 0.065))
     return ([(t, 0.22, {"fontsize": 10, "weight": "bold"}) for t in title]
             + [(t, 0.17, {"fontsize": 8}) for t in info])
@@ -139,7 +140,7 @@ def render_boundary_map(run: Run, grids: dict[Panel, PanelGrid] | None = None) -
     fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=8, frameon=False,
                bbox_to_anchor=(0.5, 1 - y / fh))
     for panel, grid in grids.items():
-        i = lay.rows.index((panel.family, panel.op, panel.series))
+        i = lay.rows.index((panel.family, panel.op, panel.series, panel.axis))
         j = lay.cols.index((panel.dtype, panel.direction))
         # Panel box in inches from the figure's bottom-left corner.
         x0 = MARGIN + j * (lay.panel_w + GAP_W) + ROW_LABELS_W

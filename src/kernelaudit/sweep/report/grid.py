@@ -60,10 +60,12 @@ class Panel(NamedTuple):
     series: str
     dtype: str
     direction: str
+    axis: str = "elements"
 
     @property
     def title(self) -> str:
-        return f"{self.op}, {self.series} series, {self.dtype}, {self.direction}"
+        t = f"{self.op}, {self.series} series, {self.dtype}, {self.direction}"
+        return t if self.axis == "elements" else f"{t}, {self.axis} axis"
 
 
 @dataclass(frozen=True)
@@ -80,14 +82,15 @@ class PanelGrid:
 
 
 def panel_of(r: CaseRecord) -> Panel:
-    return Panel(r.family, r.op, r.series, r.dtype, r.direction)
+    return Panel(r.family, r.op, r.series, r.dtype, r.direction, r.axis)
 
 
 def boundary_grid(run: Run) -> dict[Panel, PanelGrid]:
-    """Every panel's grid of statuses, panels sorted by family, op, series, dtype, direction."""
-    by_group: dict[tuple[str, str], list[CaseRecord]] = defaultdict(list)
+    """Every panel's grid of statuses, panels sorted by family, op, series, dtype, direction
+    and size axis (each axis its own panels: its columns count its own unit)."""
+    by_group: dict[tuple[str, str, str], list[CaseRecord]] = defaultdict(list)
     for r in run.records:
-        by_group[(r.op, r.series)].append(r)
+        by_group[(r.op, r.series, r.axis)].append(r)
     out: dict[Panel, PanelGrid] = {}
     for group in by_group.values():
         rows = tuple(_ordered_layouts({r.layout for r in group}))
@@ -112,6 +115,7 @@ _LAYOUT_ORDER = ("contig", "aT", "bT", "abT", "slice")
 _DTYPE_ORDER = ("float64", "float32", "tfloat32", "bfloat16", "float16")
 _DIRECTION_ORDER = ("fwd", "bwd")
 _SERIES_ORDER = ("out", "in")
+_AXIS_ORDER = ("elements", "dim", "bytes", "attn_batch")
 
 
 def _rank(value: str, order: tuple[str, ...]) -> tuple[int, str]:
@@ -123,7 +127,7 @@ def _ordered_layouts(layouts: set[str]) -> list[str]:
 
 
 def panel_sort_key(p: Panel) -> tuple:
-    return (p.family, p.op, _rank(p.series, _SERIES_ORDER), _rank(p.dtype, _DTYPE_ORDER),
+    return (p.family, p.op, _rank(p.series, _SERIES_ORDER), _rank(p.axis, _AXIS_ORDER), _rank(p.dtype, _DTYPE_ORDER),
             _rank(p.direction, _DIRECTION_ORDER))
 
 
@@ -143,9 +147,10 @@ def size_label_key(label: str) -> tuple[float, int]:
 
 
 def _ordered_sizes(records: list[CaseRecord]) -> list[str]:
-    """Size labels by increasing crossing element count; the label text breaks ties."""
+    """Size labels by increasing size along the records' axis (the crossing element
+    count for ``elements``); the label text breaks ties."""
     smallest: dict[str, float] = {}
     for r in records:
-        n = float(r.crossing_numel) if r.crossing_numel is not None else float("inf")
+        n = float(r.measure) if r.measure is not None else float("inf")
         smallest[r.size] = min(smallest.get(r.size, float("inf")), n)
     return sorted(smallest, key=lambda s: (smallest[s], size_label_key(s), s))

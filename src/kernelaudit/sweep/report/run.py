@@ -150,6 +150,17 @@ class CaseRecord:
     case: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
+    def axis(self) -> str:
+        """The size axis the case crosses (``elements``, ``dim``, ``bytes``, ``attn_batch``)."""
+        return str(self.case.get("axis") or "elements")
+
+    @property
+    def measure(self) -> int | None:
+        """The case's size along its axis (elements, dim size, bytes, batch x heads)."""
+        m = self.case.get("measure")
+        return int(m) if m is not None else self.crossing_numel
+
+    @property
     def status(self) -> Status:
         return self.verdict.status
 

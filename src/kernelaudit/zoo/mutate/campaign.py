@@ -10,8 +10,10 @@ mutant recorded as a ``crash`` or ``timeout``, and a fresh worker takes the rest
 batch. The first batch of a subject also checks the clean candidate (every oracle must
 pass it) and a forced failure (every oracle must catch it).
 
-:func:`run_pool` is the one place work is handed to processes: a local thread per job,
-each driving its own worker subprocess.
+:func:`run_pool` hands work to local processes (a thread per job, each driving its own
+worker subprocess, records streamed as they are made); :func:`run_executor` hands whole
+batches to an engine of :mod:`kernelaudit.executors` (``--executor ray``: an existing Ray
+cluster, many GPUs on many hosts; the records of a batch come back when it ends).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from .subjects import Subject
 
 #: Columns judged when ``--oracle`` is not given (the detection table's, with ``strongest`` from its parts).
 DEFAULT_COLUMNS = ("kernelbench", "kernelbench@1e-4", "assert-close", "ulp", "bound", "shapes", "values", "tamper",
-                   "static", "strongest")
+                   "static", "strongest", "fuzz-baseline")
 #: Mutants a worker judges before it is replaced (bounds what one process accumulates).
 DEFAULT_BATCH = 60
 #: Extra seconds the parent waits past a mutant's own deadline before it kills the worker.
@@ -53,11 +55,11 @@ def parse_columns(spec: str | None) -> list[str]:
 
     Raises :class:`InvalidArgument` naming ``--oracle`` and the allowed values.
     """
-    from ..oracles import ALIASES, ORACLE_NAMES
+    from ..oracles import ALIASES, BASELINE_NAMES, ORACLE_NAMES, SUITE_PREFIX
 
     if spec is None or not spec.strip():
         return list(DEFAULT_COLUMNS)
-    allowed = list(ORACLE_NAMES) + list(ALIASES) + ["kernelbench@TOL"]
+    allowed = list(ORACLE_NAMES) + list(ALIASES) + list(BASELINE_NAMES) + ["kernelbench@TOL", SUITE_PREFIX + "FILE"]
     out = []
     for item in (s.strip() for s in spec.split(",") if s.strip()):
         if item.startswith("kernelbench@"):
@@ -68,7 +70,11 @@ def parse_columns(spec: str | None) -> list[str]:
             if not ok:
                 raise InvalidArgument(f"Cannot have --oracle={item!r}: kernelbench@TOL needs a positive tolerance, "
                                       "e.g. kernelbench@1e-4")
-        elif item not in ORACLE_NAMES and item not in ALIASES:
+        elif item.startswith(SUITE_PREFIX):
+            from ..oracles.suite import read_suite_file
+
+            read_suite_file(item[len(SUITE_PREFIX):])  # unreadable: a usage error now, not in every worker
+        elif item not in ORACLE_NAMES and item not in ALIASES and item not in BASELINE_NAMES:
             raise InvalidArgument(f"Cannot have --oracle={item!r}: allowed values are {', '.join(allowed)}")
         if item not in out:
             out.append(item)
@@ -119,7 +125,8 @@ def _spawn(unit: Unit, mutants: list[str], check_clean: bool, cfg: dict[str, Any
     job = {"subject": {"id": s.id, "kind": s.kind, "problem_path": str(s.problem_path), "source": s.source,
                        "scope": list(s.scope)},
            "mutants": mutants, "columns": cfg["columns"], "device": cfg["device"], "small": cfg["small"],
-           "timeout_s": cfg["timeout_s"], "check_clean": check_clean, "scratch": str(scratch)}
+           "timeout_s": cfg["timeout_s"], "check_clean": check_clean, "scratch": str(scratch),
+           "per_input": cfg.get("per_input", True)}
     scratch.mkdir(parents=True, exist_ok=True)
     log = open(cfg["log"], "ab")  # noqa: SIM115 - owned by the process
     proc = subprocess.Popen([sys.executable, "-m", "kernelaudit.zoo.mutate.worker", "--events-fd", str(w)],
@@ -218,14 +225,74 @@ def run_pool(units: Sequence[Unit], jobs: int, work: Callable[[Unit], None]) -> 
             f.result()
 
 
+class InlineSlot:
+    """An executor slot that runs a task in the process hosting it (a Ray actor): the task
+    starts its own worker subprocess, so a crashing mutant never takes the actor down."""
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+
+    def run(self, task: Callable[[], Any]) -> Any:
+        return task()
+
+    def stop(self) -> None:
+        pass
+
+
+class UnitTask:
+    """One batch as a picklable task: drives its worker wherever it runs, returns the records."""
+
+    def __init__(self, unit: Unit, cfg: dict[str, Any]) -> None:
+        self.unit, self.cfg = unit, cfg
+
+    def __call__(self) -> list[dict[str, Any]]:
+        cfg = dict(self.cfg)
+        if not Path(cfg["log"]).parent.is_dir():  # another host: the campaign directory is not there
+            cfg["log"] = os.path.join(tempfile.gettempdir(), "kernelaudit-mutate-worker.log")
+        records: list[dict[str, Any]] = []
+        drive_unit(self.unit, cfg, records.append)
+        return records
+
+
+def run_executor(units: Sequence[Unit], cfg: dict[str, Any], record: Callable[[dict[str, Any]], None], *,
+                 executor: str, jobs: int, ray_address: str | None = None) -> None:
+    """Run every batch on ``executor`` (:mod:`kernelaudit.executors`): ``ray`` puts one batch at a time on
+    each worker of a Ray cluster (``jobs`` workers; 0: one per GPU, or CPU, of the cluster), and the
+    records come back here, where the store is written (one writer, whatever runs the batches)."""
+    from ...executors import open_executor
+
+    device_type = "cuda" if str(cfg["device"]).startswith("cuda") else "cpu"
+    devices = [f"{device_type}:{i}" for i in range(jobs)] if jobs > 0 else None
+    tasks = {i: UnitTask(u, cfg) for i, u in enumerate(units)}
+    with open_executor(executor, InlineSlot, devices=devices, device_type=device_type,
+                       ray_address=ray_address) as ex:
+        for done in ex.map(tasks):
+            if done.ok:
+                for rec in done.value:
+                    record(rec)
+                continue
+            unit = units[done.key]  # the whole batch was lost (its host died): recorded, never silently dropped
+            for mid in unit.mutants:
+                m = Mutant.parse(mid)
+                record({"type": "mutant", "id": mid, "subject": m.subject, "operator": m.operator,
+                        "family": m.family, "site": m.site, "outcome": "unjudged",
+                        "reason": f"the batch failed on {done.device}: {done.error}"[:240]})
+
+
 def run_campaign(subjects: Sequence[Subject], out: Path, *, columns: Sequence[str] = DEFAULT_COLUMNS,
                  operators: Sequence[Operator] = OPERATORS, device: str = "cpu", small: bool = True,
                  limit: int | None = None, seed: int = 0, jobs: int = 1, timeout_s: float = 120.0,
-                 batch: int = DEFAULT_BATCH, resume: bool = False,
+                 batch: int = DEFAULT_BATCH, resume: bool = False, executor: str = "local",
+                 ray_address: str | None = None, per_input: bool = True,
                  on_record: Callable[[dict[str, Any], Progress], None] | None = None) -> Progress:
     """Plan, then judge every mutant not yet recorded in ``out``; returns the counts of this run."""
-    if jobs < 1:
-        raise InvalidArgument(f"Cannot have --jobs={jobs}: allowed is a number of worker processes >= 1")
+    from ...errors import check_choice
+    from ...executors import EXECUTORS
+
+    check_choice("--executor", executor, EXECUTORS)
+    if jobs < 1 and not (executor == "ray" and jobs == 0):
+        raise InvalidArgument(f"Cannot have --jobs={jobs}: allowed is a number of worker processes >= 1 "
+                              "(0 with --executor ray: one per GPU, or CPU, of the cluster)")
     if timeout_s <= 0:
         raise InvalidArgument(f"Cannot have --timeout={timeout_s}: allowed is a positive number of seconds")
     mutants = plan(subjects, operators, limit=limit, seed=seed)
@@ -251,7 +318,7 @@ def run_campaign(subjects: Sequence[Subject], out: Path, *, columns: Sequence[st
             units.append(Unit(s, ids[k:k + batch], first and k == 0))
     progress = Progress(sum(len(u.mutants) for u in units))
     cfg = {"columns": list(columns), "device": device, "small": small, "timeout_s": float(timeout_s),
-           "log": str(store.path / "worker.log")}
+           "log": str(store.path / "worker.log"), "per_input": per_input}
     lock = threading.Lock()
 
     def record(rec: dict[str, Any]) -> None:
@@ -262,7 +329,10 @@ def run_campaign(subjects: Sequence[Subject], out: Path, *, columns: Sequence[st
             if on_record:
                 on_record(rec, progress)
 
-    run_pool(units, jobs, lambda u: drive_unit(u, cfg, record))
+    if executor == "local":
+        run_pool(units, jobs, lambda u: drive_unit(u, cfg, record))
+    else:
+        run_executor(units, cfg, record, executor=executor, jobs=jobs, ray_address=ray_address)
     store.write_manifest({**store.manifest(), "finished": now(),
                           "wall_s": round(time.perf_counter() - progress.started, 1)})
     return progress

@@ -76,7 +76,7 @@ def count_command(subjects, kernelbench, operators) -> None:
 @click.option("--out", type=click.Path(file_okay=False), required=True, help="Campaign directory (the store).")
 @click.option("--oracle", "oracles", default=None,
               help="Oracle columns, comma separated (kernelbench, kernelbench@1e-4, assert-close, ulp, bound, shapes, "
-                   "values, tamper, static, strongest); default: all of them.")
+                   "values, tamper, static, strongest, fuzz-baseline, suite:FILE); default: all but suite:FILE.")
 @click.option("--operators", default="all", show_default=True, help="Operators or families, comma separated.")
 @click.option("--limit", type=int, default=None, help="Judge a seeded sample of this many mutants.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the --limit sample.")
@@ -89,9 +89,15 @@ def count_command(subjects, kernelbench, operators) -> None:
 @click.option("--kernelbench", type=click.Path(file_okay=False), default=None,
               help="KernelBench checkout (the directory holding level1, level2, level3).")
 @click.option("--resume", is_flag=True, help="Continue the campaign in --out (skips recorded mutants).")
+@click.option("--executor", type=click.Choice(("local", "ray")), default="local", show_default=True,
+              help="local: --jobs worker processes here; ray: batches on a Ray cluster (--jobs workers, 0: one per "
+                   "GPU or CPU of the cluster).")
+@click.option("--ray-address", default=None, help="Ray cluster to join (auto, ray://host:10001); default: a local one.")
+@click.option("--per-input/--no-per-input", default=True, show_default=True,
+              help="Record which suite-candidate input kills each mutant (needed by `kernelaudit suite export`).")
 @_usage
 def run_command(subjects, out, oracles, operators, limit, seed, jobs, timeout, batch, device, small, kernelbench,
-                resume) -> None:
+                resume, executor, ray_address, per_input) -> None:
     """Judge the mutants of SUBJECTS with every oracle; records go to --out as they are made.
 
     Exit 0 when the campaign ran (whatever it found), 2 on bad arguments, 3 when no
@@ -121,7 +127,8 @@ def run_command(subjects, out, oracles, operators, limit, seed, jobs, timeout, b
 
     start = time.perf_counter()
     p = run_campaign(subs, Path(out), columns=columns, operators=ops, device=dev, small=small, limit=limit,
-                     seed=seed, jobs=jobs, timeout_s=timeout, batch=batch, resume=resume, on_record=progress)
+                     seed=seed, jobs=jobs, timeout_s=timeout, batch=batch, resume=resume, executor=executor,
+                     ray_address=ray_address, per_input=per_input, on_record=progress)
     click.echo(f"{p.done} mutants judged in {time.perf_counter() - start:.1f} s", err=True)
     manifest, _, s = load(Path(out))
     print_summary(manifest, s)
@@ -135,11 +142,47 @@ def report_command(directory) -> None:
     """Summary, scores.json, kill_matrix.csv, heatmap.png and report.html of a campaign."""
     from .report import load, print_summary, write_report
 
-    manifest, _, s = load(Path(directory))
+    from .report import print_suites
+    from .suites import summary as suite_summary
+
+    manifest, records, s = load(Path(directory))
     print_summary(manifest, s)
+    print_suites(suite_summary(records))
     for path in write_report(Path(directory)).values():
         click.echo(f"wrote {path}")
     sys.exit(EXIT_OK)
 
 
-COMMANDS = {"mutate": mutate_group}
+@click.group("suite")
+def suite_group() -> None:
+    """Minimal test suites chosen from a mutation campaign's per-input kill matrix."""
+
+
+@suite_group.command("export")
+@click.argument("run_dir", type=click.Path(file_okay=False))
+@click.option("--out", type=click.Path(dir_okay=False), required=True, help="The suite file to write (JSON).")
+@click.option("-k", "k", type=int, default=2, show_default=True, help="Inputs per problem, at most.")
+@click.option("--method", type=click.Choice(("exact", "greedy")), default="exact", show_default=True,
+              help="exact: the ILP (scipy) or every pair; greedy: set cover one input at a time.")
+@_usage
+def suite_export_command(run_dir, out, k, method) -> None:
+    """Write per problem the at most K inputs of RUN_DIR that kill the most mutants, as a file
+    ``kernelaudit check --oracle suite:FILE`` (or any harness) replays.
+
+    Exit 0 when written, 2 on bad arguments, 3 when the campaign holds no per-input data.
+    """
+    from .store import CampaignStore
+    from .suites import export_suites
+
+    if k < 1:
+        raise InvalidArgument(f"Cannot have -k {k}: allowed is a number of inputs >= 1")
+    records = CampaignStore.open(Path(run_dir)).records()
+    path, n = export_suites(records, Path(out), k=k, method=method, source=str(run_dir))
+    if not n:
+        click.echo(f"{run_dir} holds no per-input kill data (a campaign run before suites were recorded)", err=True)
+        sys.exit(EXIT_UNJUDGED)
+    click.echo(f"wrote {path}: suites of {n} problems (k={k}, {method})")
+    sys.exit(EXIT_OK)
+
+
+COMMANDS = {"mutate": mutate_group, "suite": suite_group}

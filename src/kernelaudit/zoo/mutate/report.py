@@ -100,13 +100,84 @@ def heat_map(s: Scores, path: Path) -> None:
     plt.close(fig)
 
 
+def print_suites(sm: dict[str, Any]) -> None:
+    """The suite curve (greedy and exact), held-out rates and the suites' false rejections (rich)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    con = Console(highlight=False, soft_wrap=True)
+    if not sm["problems"]:
+        con.print("suites: no per-input kill data in this campaign")
+        return
+    t = Table("k", "greedy", "exact", "held out (exact)", title=f"minimal suites: killable mutants killed with k inputs "
+              f"per problem ({sm['problems']} problems, {sm['killable']} killable by some input)")
+    held = {h["k"]: h for h in sm["held_out"]}
+    for g, e in zip(sm["curve_greedy"], sm["curve_exact"]):
+        h = held.get(g["k"])
+        t.add_row(str(g["k"]), f"{_pct(g['rate'])} ({g['killed']}/{g['killable']})",
+                  f"{_pct(e['rate'])} ({e['killed']}/{e['killable']})",
+                  f"{_pct(h['rate'])} ({h['killed']}/{h['killable']})" if h else "-")
+    con.print(t)
+    con.print(f"mutants killed by some oracle: {sm['killable_by_oracles']}; by some suite-candidate input: "
+              f"{sm['killable']} (the rest need an oracle no input replays: tamper, static, size-1 shapes)")
+    fr = sm["suite_false_rejections_k2"]
+    con.print(f"suite false rejections (k=2) of {sm['correct_judged']} correct candidates: {len(fr)}"
+              + (f": {', '.join(fr[:8])}" if fr else ""))
+    inel = sum(len(v) for v in sm["ineligible_inputs"].values())
+    if inel:
+        con.print(f"inputs left out of suites because a correct candidate fails them: {inel} "
+                  f"(in {len(sm['ineligible_inputs'])} subjects; scores.json lists them)")
+
+
+def suite_curve(sm: dict[str, Any], path: Path) -> None:
+    """Share of killable mutants killed against the suite size k (greedy, exact, held out), as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    for key, label in (("curve_greedy", "greedy"), ("curve_exact", "exact (ILP)")):
+        pts = [p for p in sm[key] if p["rate"] is not None]
+        ax.plot([p["k"] for p in pts], [100 * p["rate"] for p in pts], marker="o", label=label)
+    held = [h for h in sm["held_out"] if h["rate"] is not None]
+    ax.plot([h["k"] for h in held], [100 * h["rate"] for h in held], "s", label="held-out operators (exact)")
+    ax.axhline(99, color="grey", lw=0.8, ls="--", label="goal: 99%")
+    ax.set_xticks([p["k"] for p in sm["curve_exact"]])
+    ax.set_ylim(0, 102)
+    ax.set_xlabel("inputs per problem (k)")
+    ax.set_ylabel("killable mutants killed (%)")
+    ax.set_title(f"suite curve: {sm['problems']} problems, {sm['killable']} killable mutants")
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def write_report(directory: Path) -> dict[str, Path]:
     """scores.json, kill_matrix.csv, heatmap.png and report.html in ``directory``; their paths."""
     directory = Path(directory)
     manifest, records, s = load(directory)
     out = {"scores": directory / "scores.json", "matrix": directory / "kill_matrix.csv",
            "heatmap": directory / "heatmap.png", "html": directory / "report.html"}
-    out["scores"].write_text(json.dumps(s.to_json(), indent=2))
+    from .suites import summary as suite_summary
+
+    sm = suite_summary(records)
+    out["scores"].write_text(json.dumps({**s.to_json(), "suites": sm}, indent=2))
+    suite_html = "<h2>Minimal suites</h2><p>no per-input kill data</p>"
+    if sm["problems"]:
+        out["suite_curve"] = directory / "suite_curve.png"
+        suite_curve(sm, out["suite_curve"])
+        simg = base64.b64encode(out["suite_curve"].read_bytes()).decode()
+        srows = "".join(f"<tr><td>{g['k']}</td><td>{_pct(g['rate'])}</td><td>{_pct(e['rate'])}</td></tr>"
+                        for g, e in zip(sm["curve_greedy"], sm["curve_exact"]))
+        held = "; ".join(f"k={h['k']}: {_pct(h['rate'])} ({h['killed']}/{h['killable']})" for h in sm["held_out"])
+        fr = sm["suite_false_rejections_k2"]
+        suite_html = (f"<h2>Minimal suites</h2><p>{sm['problems']} problems, {sm['killable']} mutants killable by some "
+                      f"input. Held out (chosen on half the operators, measured on the other): {held}. False "
+                      f"rejections of the k=2 suites: {len(fr)} of {sm['correct_judged']} correct candidates"
+                      f"{(': ' + html.escape(', '.join(fr))) if fr else ''}.</p><table><tr><th>k</th><th>greedy</th>"
+                      f"<th>exact</th></tr>{srows}</table><img alt='suite curve' src='data:image/png;base64,{simg}'>")
     write_kill_matrix(records, s.columns, out["matrix"])
     heat_map(s, out["heatmap"])
     img = base64.b64encode(out["heatmap"].read_bytes()).decode()
@@ -122,6 +193,9 @@ def write_report(directory: Path) -> dict[str, Path]:
             f"</p><table><tr><th>oracle</th><th>kill rate</th><th>killed</th><th>survived</th>"
             f"<th>false rejections</th></tr>{rows}</table><h2>Kill matrix</h2>"
             f"<img alt='kill rate heat map' src='data:image/png;base64,{img}'>"
-            f"<h2>False rejections</h2><ul>{fr or '<li>none</li>'}</ul>")
+            f"<h2>False rejections</h2><table><tr><th>oracle</th><th>correct candidates rejected</th><th>of</th></tr>"
+            + "".join(f"<tr><td>{html.escape(c)}</td><td>{len(s.false_rejections.get(c, []))}</td>"
+                      f"<td>{s.correct_judged}</td></tr>" for c in s.columns)
+            + f"</table><ul>{fr or '<li>none</li>'}</ul>{suite_html}")
     out["html"].write_text(page)
     return out

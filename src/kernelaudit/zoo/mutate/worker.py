@@ -95,6 +95,50 @@ def column_outcome(verdict) -> str:  # noqa: ANN001
 
 
 # ---------------------------------------------------------------------------
+# the per-input kill matrix (suite candidates)
+# ---------------------------------------------------------------------------
+
+def suite_cases(problem, device: str, small: bool) -> list:  # noqa: ANN001
+    """(spec, case, comparator) per suite-candidate input, reference and error model prepared once."""
+    from ..oracles.suite import candidate_specs, default_comparator
+
+    out = []
+    for spec in candidate_specs(problem, small=small, device=device):
+        case = spec.case(problem, device)
+        comp = default_comparator()
+        try:
+            comp.prepare(case)
+        except Exception:  # noqa: BLE001 - no reference or model at this input: not a column
+            continue
+        out.append((spec, case, comp))
+    return out
+
+
+def judge_inputs(candidate, cases: list) -> dict[str, int]:  # noqa: ANN001
+    """label -> 1 (killed: wrong, or raising) / 0 (passed) of one candidate on every suite input;
+    an input the comparator cannot judge (skipped) is left out."""
+    import torch
+
+    from ...verdict import Status
+    from ..oracles import Subject
+
+    subject = Subject(candidate)
+    got: dict[str, int] = {}
+    for spec, case, comp in cases:
+        inputs = [x.clone() if isinstance(x, torch.Tensor) else x for x in case.inputs]
+        try:
+            v = comp.compare(case, subject(case, inputs))
+        except Deadline:
+            raise
+        except BaseException:  # noqa: BLE001 - a candidate raising on an input is caught by that input
+            got[spec.label] = 1
+            continue
+        if v.status is not Status.SKIPPED:
+            got[spec.label] = 0 if v.status is Status.OK else 1
+    return got
+
+
+# ---------------------------------------------------------------------------
 # equivalence inputs and bit-identical comparison
 # ---------------------------------------------------------------------------
 
@@ -247,6 +291,10 @@ class Job:
         self.small: bool = job["small"]
         self.timeout_s: float = job["timeout_s"]
         self.check_clean: bool = job["check_clean"]
+        #: Record the per-input kill matrix (suite-candidate inputs, each judged alone).
+        self.per_input: bool = job.get("per_input", False)
+        self.inputs: list = []
+        self.inputs_error: str | None = None
         self.scratch = Path(job["scratch"])
         self.scratch.mkdir(parents=True, exist_ok=True)
         self.emit = emit
@@ -287,6 +335,11 @@ class Job:
             kept.append(case)
             self.reference.append(fp)
         self.cases = kept
+        try:
+            self.inputs = suite_cases(self.problem, self.device, self.small) if self.per_input else []
+        except Exception as exc:  # noqa: BLE001 - no suite columns for this subject; the oracles still judge
+            self.inputs = []
+            self.inputs_error = _exc_text(exc)
         self.executed = {h for h in (statement_heads(self.subject.source).get(n, n) for n in trace.lines)}
         self.heads = statement_heads(self.subject.source)
         return None
@@ -304,6 +357,11 @@ class Job:
         rec["clean"] = {c: column_outcome(v) for c, v in clean.items()}
         rec["clean_messages"] = {c: _short(v) for c, v in clean.items() if column_outcome(v) != "survived"}
         rec["forced"] = {c: column_outcome(v) for c, v in forced.items()}
+        if self.per_input:  # the columns of the kill matrix, and the clean candidate on each (must pass)
+            rec["suite_inputs"] = [spec.to_json() for spec, _, _ in self.inputs]
+            rec["clean_inputs"] = judge_inputs(self.clean, self.inputs)
+            if self.inputs_error:
+                rec["suite_inputs_error"] = self.inputs_error
         if self.subject.id.startswith("corpus/"):  # the problem's known-correct variants: false rejections
             from ..problems import load_candidate
             from .subjects import correct_variants
@@ -313,6 +371,8 @@ class Job:
                 if Path(problem_path).resolve() == Path(self.subject.problem_path).resolve():
                     got = judge_columns(self.problem, load_candidate(path), self.columns, self.device, self.small)
                     rec["variants"][name] = {c: column_outcome(v) for c, v in got.items()}
+                    if self.per_input:
+                        rec.setdefault("variant_inputs", {})[name] = judge_inputs(load_candidate(path), self.inputs)
         return rec
 
     # -- one mutant -------------------------------------------------------------
@@ -333,10 +393,14 @@ class Job:
                                                               "on the equivalence inputs"}
         path = self.scratch / f"m{index}.py"
         path.write_text(mat.source)
+        t0 = time.perf_counter()
+        timing = rec["timing"] = {}  # seconds per stage: where a mutant's cost goes (the cost floor)
         try:
             cand = load_candidate(path)
         except Exception as exc:  # noqa: BLE001
             return {**rec, "outcome": "stillborn", "reason": _exc_text(exc)}
+        timing["load"] = round(time.perf_counter() - t0, 4)
+        t0 = time.perf_counter()
         same = True
         for i, (case, ref) in enumerate(zip(self.cases, self.reference)):
             try:
@@ -349,15 +413,24 @@ class Job:
                     return {**rec, "outcome": kind, "reason": f"{case.describe()}: {_exc_text(exc)}"}
                 same = False
                 break
+            if i == 0:  # the first run compiles (a Triton kernel's JIT): the rest is the physical cost
+                timing["first_input"] = round(time.perf_counter() - t0, 4)
             if got != ref:
                 same = False
                 break
+        timing["equivalence"] = round(time.perf_counter() - t0, 4)
         if same:
             return {**rec, "outcome": "equivalent", "reason": f"bit-identical outputs and inputs on "
                                                               f"{len(self.cases)} equivalence inputs"}
+        t0 = time.perf_counter()
         verdicts = judge_columns(self.problem, cand, self.columns, self.device, self.small)
+        timing["oracles"] = round(time.perf_counter() - t0, 4)
         rec["oracles"] = {c: column_outcome(v) for c, v in verdicts.items()}
         rec["messages"] = {c: _short(v) for c, v in verdicts.items() if column_outcome(v) == "killed"}
+        if self.per_input:
+            t0 = time.perf_counter()
+            rec["inputs"] = judge_inputs(cand, self.inputs)
+            timing["inputs"] = round(time.perf_counter() - t0, 4)
         rec["outcome"] = "killed" if "killed" in rec["oracles"].values() else \
             "survived" if "survived" in rec["oracles"].values() else "unjudged"
         return rec
@@ -408,6 +481,10 @@ def main(argv: list[str]) -> int:
     def emit(rec: dict[str, Any]) -> None:
         events.write(json.dumps(rec) + "\n")
 
+    if job.get("sandbox", True):  # the mutants are untrusted code: in the box before any of it loads
+        from ..sandbox import enter_worker
+
+        enter_worker(job)
     Job(job, emit).run()
     events.close()
     sys.stdout.flush()

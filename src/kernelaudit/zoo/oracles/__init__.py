@@ -6,11 +6,17 @@ name                  what it checks
 ``kernelbench``       the official KernelBench check (seed 42, 5 trials, allclose 1e-2)
 ``assert-close``      torch.testing default tolerances per dtype
 ``ulp``               ULP distance (max and distribution) for fp32, fp16, bf16
-``bound``             float64 reference and an error bound derived from the op
+``bound``             float64 reference and an error bound derived from the problem
 ``shapes``            boundary shapes (1, primes, one past the fixed size)
 ``values``            signed, large, small, mixed-scale and adversarial values
-``tamper``            unwritten outputs, input mutation, aliasing, streams, determinism
-``strongest``         shorthand for ``bound,shapes,values,tamper``
+``tamper``            unwritten outputs, input mutation, aliasing, streams, determinism,
+                      plain outputs, patched functions, threads, call history
+``static``            the candidate's source: reference fallbacks, patching, threads,
+                      frame and gc reads, caches, tensor subclasses, unsynced streams
+``strongest``         shorthand for ``bound,shapes,values,tamper,static``
+``fuzz-baseline``     a published fuzzing recipe (NaN/Inf values, NaN check, allclose 1e-3):
+                      a baseline with false rejections, not in the detection table
+``suite:FILE``        the inputs a suite file lists for the problem, each judged by ``bound``
 ====================  ==========================================================
 
 In a sequence, ``shapes`` and ``values`` judge each case they make with the
@@ -26,14 +32,19 @@ from .base import Comparator, Driver, Oracle, SequenceOracle, Subject
 from .bound import BoundOracle, BoundOrClose
 from .kernelbench import KERNELBENCH_TOL, KERNELBENCH_TOL_STRICT, KernelBenchOracle
 from .shapes import ShapesOracle
+from .static import StaticOracle
 from .tamper import TamperOracle
 from .ulp import UlpOracle
 from .values import ValuesOracle
 
 #: Names ``--oracle`` accepts, in the order the table shows them.
-ORACLE_NAMES = ("kernelbench", "assert-close", "ulp", "bound", "shapes", "values", "tamper")
+ORACLE_NAMES = ("kernelbench", "assert-close", "ulp", "bound", "shapes", "values", "tamper", "static")
 #: Shorthands for sequences.
-ALIASES = {"strongest": ("bound", "shapes", "values", "tamper")}
+ALIASES = {"strongest": ("bound", "shapes", "values", "tamper", "static")}
+#: Baselines ``--oracle`` accepts that are not part of the detection table (they reject correct kernels).
+BASELINE_NAMES = ("fuzz-baseline",)
+#: ``--oracle suite:FILE``: replay the inputs a suite file lists for the problem (``kernelaudit suite export``).
+SUITE_PREFIX = "suite:"
 #: Oracles that compare one output with a reference.
 COMPARATOR_NAMES = ("assert-close", "ulp", "bound")
 
@@ -42,7 +53,7 @@ _COMPARATORS = {"assert-close": AssertCloseOracle, "ulp": UlpOracle, "bound": Bo
 __all__ = [
     "ALIASES", "COMPARATOR_NAMES", "ORACLE_NAMES", "AssertCloseOracle", "BoundOracle", "Comparator", "Driver",
     "KERNELBENCH_TOL", "KERNELBENCH_TOL_STRICT", "KernelBenchOracle", "Oracle", "SequenceOracle", "ShapesOracle",
-    "Subject", "TamperOracle", "UlpOracle", "ValuesOracle", "make_oracle", "parse_oracle_names",
+    "StaticOracle", "Subject", "TamperOracle", "UlpOracle", "ValuesOracle", "make_oracle", "parse_oracle_names",
 ]
 
 
@@ -52,10 +63,17 @@ def parse_oracle_names(spec: str | list[str] | tuple[str, ...]) -> list[str]:
     Raises :class:`InvalidArgument` naming ``--oracle`` and the allowed values.
     """
     raw = spec.split(",") if isinstance(spec, str) else list(spec)
-    allowed = list(ORACLE_NAMES) + list(ALIASES)
+    allowed = list(ORACLE_NAMES) + list(ALIASES) + list(BASELINE_NAMES) + [SUITE_PREFIX + "FILE"]
     names: list[str] = []
     for item in (r.strip() for r in raw):
         if not item:
+            continue
+        if item.startswith(SUITE_PREFIX) and len(item) > len(SUITE_PREFIX):
+            from pathlib import Path
+
+            item = SUITE_PREFIX + str(Path(item[len(SUITE_PREFIX):]).resolve())  # a worker may run elsewhere
+            if item not in names:
+                names.append(item)
             continue
         if item not in allowed:
             raise InvalidArgument(f"Cannot have --oracle={item!r}: allowed values are {', '.join(allowed)}")
@@ -78,7 +96,7 @@ def make_oracle(spec: str | list[str] | tuple[str, ...], *, tol: float | None = 
     if not comparators:
         inner: Comparator = BoundOrClose()
     elif len(comparators) == 1:
-        # bound alone cannot judge a problem without ERROR_MODEL: the drivers fall back
+        # the drivers fall back to allclose only where no error model can be derived
         only = comparators[0]
         inner = BoundOrClose(only) if isinstance(only, BoundOracle) else only
     else:
@@ -98,6 +116,16 @@ def make_oracle(spec: str | list[str] | tuple[str, ...], *, tol: float | None = 
             built.append(ValuesOracle(inner))
         elif n == "tamper":
             built.append(TamperOracle())
+        elif n == "static":
+            built.append(StaticOracle())
+        elif n == "fuzz-baseline":
+            from .fuzz_baseline import FuzzBaselineOracle
+
+            built.append(FuzzBaselineOracle())
+        elif n.startswith(SUITE_PREFIX):
+            from .suite import SuiteOracle
+
+            built.append(SuiteOracle(n[len(SUITE_PREFIX):]))
     return built[0] if len(built) == 1 else SequenceOracle(built)
 
 

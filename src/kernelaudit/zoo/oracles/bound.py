@@ -1,6 +1,8 @@
-"""``bound``: a float64 reference plus an error bound derived from the op and its precision.
+"""``bound``: a float64 reference plus an error bound derived from the problem and its precision.
 
-For each output element the allowed error is
+Every problem is judged with the error model :mod:`.derived` derives from evaluations
+of its own ``Model`` (no annotation needed). A problem may declare ``ERROR_MODEL`` to
+override it; then, for each output element, the allowed error is
 
     bound = u * (LAMBDA * sqrt(n) * S + FN_ULPS * |ref|) + n * tiny
 
@@ -42,10 +44,11 @@ from typing import Any
 
 import torch
 
-from ..problems.problem_case import ProblemCase, cast_floating
+from ..problems.problem_case import ProblemCase, ReferenceFailed, cast_floating
 from ...verdict import Status, Verdict
 from .base import Comparator
 from .compare import mismatch_verdict, nonfinite_mismatch, structure_verdict
+from .derived import DerivedModel, derive
 
 #: Multiple of the probabilistic sqrt(n) * u growth accepted for accumulated sums.
 LAMBDA = 8.0
@@ -153,22 +156,20 @@ def error_bounds(case: ProblemCase) -> list[torch.Tensor | None]:
 
 
 class BoundOracle(Comparator):
-    """Every element within its derived error bound of the float64 reference."""
+    """Every element within its error bound of the float64 reference: the declared
+    ``ERROR_MODEL``'s where the problem has one, else the derived one (:mod:`.derived`)."""
 
     name = "bound"
 
     def prepare(self, case: ProblemCase) -> None:
         if case.problem.error_model is not None:
             error_bounds(case)
+        else:
+            derive_or_none(case)
 
     def compare(self, case: ProblemCase, outputs: list[torch.Tensor]) -> Verdict:
         model = case.problem.error_model
-        if model is None:
-            return Verdict.skipped(
-                f"{case.describe()}: the problem declares no ERROR_MODEL, so bound has no error "
-                "model to derive a bound from (see docs/oracles.md)"
-            )
-        if model.get("kind") not in ERROR_MODEL_KINDS:
+        if model is not None and model.get("kind") not in ERROR_MODEL_KINDS:
             return Verdict.error(
                 f"{case.problem.path}: ERROR_MODEL kind {model.get('kind')!r}: allowed kinds are "
                 + ", ".join(ERROR_MODEL_KINDS)
@@ -177,46 +178,76 @@ class BoundOracle(Comparator):
         bad_structure = structure_verdict(case, outputs, refs, metric="err/bound")
         if bad_structure is not None:
             return bad_structure
-        bounds = error_bounds(case)
-        worst = 0.0
-        for i, (got, ref, bnd) in enumerate(zip(outputs, refs, bounds)):
-            if got.is_floating_point() != ref.is_floating_point():
-                return Verdict(Status.WRONG, metric="dtype",
-                               message=f"{case.describe()}: output {i} has dtype {got.dtype}, reference {ref.dtype}")
-            g = got.to(torch.float64)
-            err = (g - ref.to(torch.float64)).abs()
-            finite = torch.isfinite(err)
-            if bnd is None:
-                bad = nonfinite_mismatch(got, ref) | (finite & (err > 0))
-                if bool(bad.any()):
-                    worst_err = float(err[finite].max()) if bool(finite.any()) else float("inf")
-                    return mismatch_verdict(case, i, got, ref, bad, metric="err", value=worst_err, tolerance=0.0,
-                                            extra=f"{model.get('kind')} op: the result must be exact")
-                continue
-            ratio = torch.where(finite, err / bnd.clamp_min(torch.finfo(torch.float64).tiny), torch.zeros_like(err))
-            bad = nonfinite_mismatch(got, ref) | (finite & (err > bnd))
-            r = float(ratio.max()) if ratio.numel() else 0.0
+        if model is not None:
+            bounds = error_bounds(case)
+            how = f"declared error model {model.get('kind')}, u=2^{math.log2(unit_roundoff(case)):.0f}"
+            exact_why = f"{model.get('kind')} op: the result must be exact"
+        else:
+            derived = derive_or_none(case)
+            if isinstance(derived, str):
+                return Verdict.skipped(f"{case.describe()}: bound could not derive an error model: {derived}",
+                                       reason="derivation failed")
+            bounds = derived.allowed
+            how = derived.describe()
+            exact_why = ("the float64 reference is representable and every legitimate evaluation "
+                         f"gave it bit for bit: the result must be exact ({how})")
+        return judge_bounds(case, outputs, refs, bounds, how=how, exact_why=exact_why)
+
+
+def derive_or_none(case: ProblemCase) -> DerivedModel | str:
+    """The derived model, or why it cannot be derived (a reference failure propagates)."""
+    try:
+        return derive(case)
+    except ReferenceFailed:
+        raise
+    except Exception as exc:  # noqa: BLE001 - an evaluation the derivation needs raised
+        return f"{type(exc).__name__}: {exc}"
+
+
+def judge_bounds(case: ProblemCase, outputs: list[torch.Tensor], refs: list[torch.Tensor],
+                 bounds: list[torch.Tensor | None], *, how: str, exact_why: str) -> Verdict:
+    """``wrong`` at the first output with an element beyond its bound (``None``: exact), else ``ok``."""
+    worst = 0.0
+    for i, (got, ref, bnd) in enumerate(zip(outputs, refs, bounds)):
+        if got.is_floating_point() != ref.is_floating_point():
+            return Verdict(Status.WRONG, metric="dtype",
+                           message=f"{case.describe()}: output {i} has dtype {got.dtype}, reference {ref.dtype}")
+        g = got.to(torch.float64)
+        err = (g - ref.to(torch.float64)).abs()
+        finite = torch.isfinite(err)
+        if bnd is None:
+            # exact: the correctly rounded reference, bit for bit (NaN meets NaN)
+            rounded = ref.to(got.dtype) if got.is_floating_point() else ref
+            same = (got == rounded) | (torch.isnan(got) & torch.isnan(rounded)) if got.is_floating_point() else (
+                got == rounded)
+            bad = nonfinite_mismatch(got, ref) | ~same
             if bool(bad.any()):
-                return mismatch_verdict(
-                    case, i, got, ref, bad, metric="err/bound", value=max(r, 1.0), tolerance=1.0, allowed=bnd,
-                    extra=f"error model {model.get('kind')}, u=2^{math.log2(unit_roundoff(case)):.0f}",
-                )
-            worst = max(worst, r)
-        return Verdict.passed("err/bound", worst, 1.0)
+                worst_err = float(err[finite].max()) if bool(finite.any()) else float("inf")
+                return mismatch_verdict(case, i, got, ref, bad, metric="err", value=worst_err, tolerance=0.0,
+                                        extra=exact_why)
+            continue
+        ratio = torch.where(finite, err / bnd.clamp_min(torch.finfo(torch.float64).tiny), torch.zeros_like(err))
+        bad = nonfinite_mismatch(got, ref) | (finite & (err > bnd))
+        r = float(ratio.max()) if ratio.numel() else 0.0
+        if bool(bad.any()):
+            return mismatch_verdict(case, i, got, ref, bad, metric="err/bound", value=max(r, 1.0), tolerance=1.0,
+                                    allowed=bnd, extra=how)
+        worst = max(worst, r)
+    return Verdict.passed("err/bound", worst, 1.0, error_model=how)
 
 
-#: atol = rtol of the fallback comparison where a problem declares no ERROR_MODEL
-#: (KernelBench's own tolerance: coarse, but it never rejects a correct fp32 kernel).
+#: atol = rtol of the fallback comparison where no error model can be derived (the
+#: reference cannot be evaluated the ways the derivation needs): KernelBench's own
+#: tolerance, coarse, but it never rejects a correct fp32 kernel.
 FALLBACK_TOL = 1e-2
 
 
 class BoundOrClose(Comparator):
-    """``bound`` where the problem declares ``ERROR_MODEL``; elsewhere ``allclose`` at
-    :data:`FALLBACK_TOL` against the float64 reference, and the verdict says so.
+    """``bound``; where it cannot derive an error model (an evaluation the derivation
+    needs raises), ``allclose`` at :data:`FALLBACK_TOL` against the float64 reference,
+    and the verdict says so.
 
-    What ``shapes`` and ``values`` judge with by default: a problem written like
-    KernelBench's (no ``ERROR_MODEL``) still gets its boundary shapes and adversarial
-    values checked, instead of every case being ``skipped``.
+    What ``shapes`` and ``values`` judge with by default.
     """
 
     name = "bound"
@@ -226,8 +257,8 @@ class BoundOrClose(Comparator):
         self.tol = tol
 
     def falls_back(self, case: ProblemCase) -> bool:
-        """True where ``bound`` cannot judge (no ``ERROR_MODEL``) and allclose judges instead."""
-        return case.problem.error_model is None
+        """True where ``bound`` cannot judge (no error model declared nor derivable)."""
+        return case.problem.error_model is None and isinstance(derive_or_none(case), str)
 
     def prepare(self, case: ProblemCase) -> None:
         self.bound.prepare(case)
@@ -241,8 +272,8 @@ class BoundOrClose(Comparator):
         bad_structure = structure_verdict(case, outputs, refs, metric=metric)
         if bad_structure is not None:
             return bad_structure
-        why = (f"no ERROR_MODEL, so bound could not judge; allclose(atol=rtol={self.tol:g}) "
-               "against the float64 reference instead")
+        why = (f"no error model ({derive_or_none(case)}), so bound could not judge; "
+               f"allclose(atol=rtol={self.tol:g}) against the float64 reference instead")
         worst = 0.0
         for i, (got, ref) in enumerate(zip(outputs, refs)):
             err = (got.to(torch.float64) - ref.to(torch.float64)).abs()

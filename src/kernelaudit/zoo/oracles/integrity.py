@@ -60,7 +60,9 @@ def snapshot() -> dict[str, tuple[Any, str, Any]]:
     snap = {}
     for owner_name, owner in _owners():
         for attr, value in list(getattr(owner, "__dict__", {}).items()):
-            if _watched(attr) and not isinstance(value, types.ModuleType):
+            # Callables only: data attributes such as torch.cuda.default_generators change
+            # legitimately (lazy CUDA init), and putting the old value back breaks torch.
+            if _watched(attr) and callable(value) and not isinstance(value, types.ModuleType):
                 snap[f"{owner_name}.{attr}"] = (owner, attr, value)
     return snap
 

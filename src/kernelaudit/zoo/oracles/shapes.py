@@ -12,7 +12,7 @@ recorded; a candidate that raises at a valid shape is an ``error``.
 
 from __future__ import annotations
 
-from ..problems.problem_case import ProblemCase
+from ..problems.problem_case import ProblemCase, release_models
 from ...verdict import Status, Verdict
 from .base import Comparator, Driver, Subject, combine
 
@@ -63,6 +63,16 @@ def shape_variants(base: dict[str, int]) -> list[tuple[str, dict[str, int]]]:
     return out
 
 
+def _release(vcase: ProblemCase, subject: Subject) -> None:
+    """Free the ``Model`` and ``ModelNew`` instances built for one boundary shape: they are
+    never used again, and kept they add up (a model per shape, 3 GB on a large problem)."""
+    release_models(vcase)
+    key = tuple(sorted(vcase.shapes.items()))
+    models = getattr(subject, "_models", {})
+    for k in [k for k in models if k[1] == key]:
+        del models[k]
+
+
 class ShapesOracle(Driver):
     """The fixed shape and every boundary shape, each judged by ``compare``."""
 
@@ -84,14 +94,18 @@ class ShapesOracle(Driver):
             verdicts[f"shape {case.label}"] = self.compare.judge(case, subject)
         skipped = []
         for label, shapes in shape_variants(case.shapes):
+            vcase = None
             try:
                 vcase = ProblemCase.make(case.problem, seed=case.seed, device=case.device, shapes=shapes,
                                          label=f"shape {label}")
                 vcase.reference()
             except Exception as exc:  # noqa: BLE001 - the reference itself rejects the shape
                 skipped.append(f"{label} ({type(exc).__name__})")
+                if vcase is not None:
+                    _release(vcase, subject)
                 continue
             verdicts[f"shape {label}"] = self.compare.judge(vcase, subject)
+            _release(vcase, subject)
         if not verdicts and self.fixed_judged_by is not None:
             v = Verdict(Status.OK, message=f"shapes: no other shape to try; the fixed shape was judged by "
                                            f"{self.fixed_judged_by}", details={})

@@ -9,8 +9,15 @@ bfloat16 first is what makes the count right).
 
 A ULP count is meaningless for outputs near zero that come from cancellation (a
 LayerNorm output of 1e-9 has a tiny ULP and an absolute error set by its inputs), so
-below ``ULP_FLOOR_REL * rms(reference)`` an element's distance is measured in ULPs of
-that floor instead. The verdict is ``wrong`` when the maximum exceeds
+an element smaller than its *floor* is measured in ULPs of that floor instead. The
+floor is the larger of ``ULP_FLOOR_REL * rms(reference)`` and the magnitude the
+element's legitimate rounding errors carry: ``ULP_FLOOR_SCALE * scale / u`` from the derived error model
+(:mod:`.derived`: the spread of correct evaluation orders around the float64
+reference, blended over the output). So an output that is about 0 everywhere (``x -
+x``, a sum that cancels) is measured against the size of what was summed, not against
+its own size, and a badly conditioned element (a long transposed convolution that
+cancels, InstanceNorm, Mish's tail) counts the ULPs of its conditioning; where the
+derivation fails, the rms floor alone applies. The verdict is ``wrong`` when the maximum exceeds
 :data:`ULP_TOLERANCE` for the dtype; the distribution (p50, p90, p99, max) is the
 evidence either way.
 """
@@ -23,6 +30,7 @@ from ..problems.problem_case import ProblemCase
 from ...verdict import Status, Verdict
 from .base import Comparator
 from .compare import expected_dtype, mismatch_verdict, nonfinite_mismatch, structure_verdict
+from .derived import UNIT_ROUNDOFF
 
 #: Largest accepted ULP distance per output dtype. float32 allows for reduction-order
 #: differences in long sums (sqrt(K) growth); half types for one rounding each side.
@@ -34,6 +42,10 @@ ULP_TOLERANCE: dict[torch.dtype, float] = {
 }
 #: Near-zero floor, relative to the reference's root mean square.
 ULP_FLOOR_REL = 2.0**-6
+#: The derived floor is ``ULP_FLOOR_SCALE * scale / u``: the magnitude at which an
+#: element's legitimate error is 32 ULPs, so the float32 tolerance of 2048 ULPs accepts
+#: errors up to about 128 x ``scale`` there (``bound`` accepts 64 x, ``derived.SAFETY``).
+ULP_FLOOR_SCALE = 2.0**-5
 
 _BITS = {
     torch.float64: (torch.int64, 52, 0x7FFF_FFFF_FFFF_FFFF),
@@ -79,19 +91,36 @@ def spacing(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return torch.ldexp(torch.ones_like(ax), (exp - 1 - p).to(torch.int32))
 
 
-def ulp_profile(got: torch.Tensor, ref64: torch.Tensor) -> torch.Tensor:
-    """Per-element ULP distance with the near-zero floor (see module docs)."""
+def ulp_profile(got: torch.Tensor, ref64: torch.Tensor, floor: torch.Tensor | None = None) -> torch.Tensor:
+    """Per-element ULP distance with the near-zero floor (see module docs).
+
+    ``floor`` (optional, per element, float64) raises the floor above
+    ``ULP_FLOOR_REL * rms(ref64)``.
+    """
     expected = ref64.to(got.dtype)
     exact = ulp_distance(got, expected)
     finite_ref = ref64[torch.isfinite(ref64)]
     rms = float(finite_ref.pow(2).mean().sqrt()) if finite_ref.numel() else 0.0
-    floor = ULP_FLOOR_REL * rms
-    if floor <= 0:
+    floor_t = torch.full_like(ref64, ULP_FLOOR_REL * rms, dtype=torch.float64)
+    if floor is not None:
+        floor_t = torch.maximum(floor_t, torch.nan_to_num(floor.to(torch.float64), nan=0.0, posinf=0.0))
+    if not bool((floor_t > 0).any()):
         return exact
-    floor_t = torch.full_like(ref64, floor, dtype=torch.float64)
     scaled = (got.to(torch.float64) - ref64).abs() / spacing(floor_t, got.dtype)
-    near_zero = ref64.abs() < floor
+    near_zero = (ref64.abs() < floor_t) & (floor_t > 0)
     return torch.where(near_zero & torch.isfinite(scaled), torch.minimum(exact, scaled), exact)
+
+
+def derived_floors(case: ProblemCase) -> list[torch.Tensor | None]:
+    """Per output, the magnitude its legitimate errors carry (``scale / u``), or ``None``
+    (exact output, or no derivable error model)."""
+    from .bound import derive_or_none
+
+    derived = derive_or_none(case)
+    if isinstance(derived, str):
+        return [None] * len(case.reference())
+    u = UNIT_ROUNDOFF.get(case.dtype, 2.0**-24)
+    return [None if s is None else s * ULP_FLOOR_SCALE / u for s in derived.native_scale]
 
 
 def quantiles(d: torch.Tensor) -> dict[str, float]:
@@ -111,8 +140,12 @@ class UlpOracle(Comparator):
 
     name = "ulp"
 
+    def prepare(self, case: ProblemCase) -> None:
+        derived_floors(case)
+
     def compare(self, case: ProblemCase, outputs: list[torch.Tensor]) -> Verdict:
         refs = case.reference()
+        floors = derived_floors(case)
         bad_structure = structure_verdict(case, outputs, refs, metric="ulp")
         if bad_structure is not None:
             return bad_structure
@@ -132,7 +165,7 @@ class UlpOracle(Comparator):
                 profiles.append({"max": 0.0})
                 continue
             tol = ULP_TOLERANCE[got.dtype]
-            d = ulp_profile(got, ref)
+            d = ulp_profile(got, ref, floors[i] if got.dtype == case.dtype else None)
             prof = quantiles(d)
             profiles.append(prof)
             bad = (d > tol) | nonfinite_mismatch(got, ref)

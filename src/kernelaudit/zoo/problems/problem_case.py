@@ -193,6 +193,16 @@ def build_model(
     return hit[1]
 
 
+def release_models(case: ProblemCase) -> None:
+    """Drop the cached ``Model`` instances of ``case``'s shape and device (and the case's
+    references), so an oracle that walks many shapes holds one shape's models at a time."""
+    cache = case.problem.__dict__.get("_model_cache", {})
+    shapes = tuple(sorted(case.shapes.items()))
+    for key in [k for k in cache if k[1] == str(case.device) and k[2] == shapes]:
+        del cache[key]
+    case._cache.clear()
+
+
 def new_model(cls: type, init_inputs: Sequence[Any], device: str, *, eval_mode: bool = True) -> torch.nn.Module:
     """A fresh ``cls(*init_inputs)`` after seeding with 42, on ``device`` (eval mode unless told)."""
     set_seed(KERNELBENCH_SEED)

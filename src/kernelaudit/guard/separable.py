@@ -1,0 +1,303 @@
+"""Fixing calls of ops outside the matmul engine by splitting them into safe pieces.
+
+A screened op (a sweep's finding on ``arange``, attention, ...; see :mod:`.rules`) is
+fixed, not refused, when every rule that flags the call says ``fix`` and the op splits:
+
+* **factories** (``arange``, ``linspace``; :data:`FACTORIES`): the output is computed in
+  pieces of offset starts. Element ``i`` is ``start + i*step`` with ``i`` in int64: integer
+  dtypes run the original kernel on each piece's slice of the output with start
+  ``start + i0*step`` (Python ints: no float rounding of the offset); floating dtypes
+  take the piece's indexes in float64, times ``step`` plus ``start`` (what the CPU
+  kernel computes in its double accumulator), cast once into the output; ``linspace``
+  the same way with the kernels' two-sided formula;
+* **any op separable along a dim** (a rule's ``split_dim``): every tensor argument whose
+  size along that dim is the call's extent there is cut into pieces under the rule's
+  threshold (size-1 tensors broadcast and go whole), the original kernel runs on each,
+  and each output is written into its slice of the full output (``out=`` variants:
+  straight into the caller's ``out``). A backward pass is its own aten op with its own
+  entry point, so forward and backward split the same way.
+  ``_scaled_dot_product_cudnn_attention_backward`` (the cuDNN SDPA backward error past
+  2^32 scores on the H200) splits along batch, then along heads when one batch alone
+  is still too large (:func:`split_dims`).
+
+A piece's safety is decided by the rules that flagged the call, on the piece's
+metadata (:func:`kernelaudit.guard.rules.screen_reason`), with the largest safe piece
+evened out (no tiny tail). A call that cannot be split safely raises
+:class:`CannotSplit`, whose message the caller puts in its refusal.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_map
+
+from .rules import FACTORIES
+from .split import _balanced, _largest
+
+#: The entry point a factory's pieces are computed with (an ``out=`` overload).
+FACTORY_PIECE = {"arange": "arange.start_out", "linspace": "arange.start_out"}
+#: A floating ``arange`` (and ``linspace``) goes through float64 temporaries of at most
+#: this many elements.
+FLOAT_CHUNK = 2**26
+#: Arguments passed whole to every piece: a fused attention's random-number state (a
+#: seed and an offset, or a 2-element state) and its variable-length offsets (undefined
+#: or empty for dense attention; dropout and variable-length calls are refused).
+WHOLE = ("philox_seed", "philox_offset", "rng_state", "cum_seq_q", "cum_seq_k")
+#: Attention entry points: after the rule's split dim (batch), the heads dim.
+ATTENTION_HEADS_DIM = 1
+
+#: ``run(name, *args, **kwargs)``: the unguarded kernel of aten entry point ``name``
+#: (``op`` or ``op.overload``).
+Runner = Callable[..., object]
+
+
+class CannotSplit(Exception):
+    """The call cannot be computed in safe pieces; the message says why."""
+
+
+def op_of(name: str) -> str:
+    """``arange.start_out`` -> ``arange``."""
+    return name.partition(".")[0]
+
+
+def fixable(fault) -> bool:
+    """Whether the guard can fix calls ``fault`` flags on its screened op: the rule says
+    ``fix`` and the op is a factory or the rule names a ``split_dim``."""
+    return fault.action == "fix" and (fault.op in FACTORIES or fault.split_dim is not None)
+
+
+def split_dims(faults: Sequence) -> tuple[int, ...]:
+    """The dims a call flagged by ``faults`` is cut along, in order (all rules must agree
+    on ``split_dim``; attention rules add the heads dim after batch)."""
+    dims = {f.split_dim for f in faults}
+    if len(dims) != 1 or None in dims:
+        raise CannotSplit(f"the rules that flag it name split_dim {sorted(dims, key=str)}: one dim is required")
+    d = dims.pop()
+    if d == 0 and any(f.when.get("kind") == "attention-scores" for f in faults):
+        return (0, ATTENTION_HEADS_DIM)
+    return (d,)
+
+
+def bind(func, args, kwargs) -> dict:
+    """Argument name -> value of one call of aten overload ``func`` (defaults left out)."""
+    names = [a.name for a in func._schema.arguments]
+    out = dict(zip(names, args))
+    out.update(kwargs)
+    return out
+
+
+# -- factories ------------------------------------------------------------------------------
+def _integral(dtype: torch.dtype) -> bool:
+    return not (dtype.is_floating_point or dtype.is_complex)
+
+
+def arange_spec(func, args, kwargs) -> tuple:
+    """(start, end, step, dtype, device, out) of any ``aten::arange`` overload."""
+    b = bind(func, args, kwargs)
+    start, end, step, out = b.get("start", 0), b["end"], b.get("step", 1), b.get("out")
+    start, end, step = (x.item() if isinstance(x, torch.Tensor) else x for x in (start, end, step))
+    dtype = b.get("dtype") or (out.dtype if out is not None else None)
+    if dtype is None:  # torch's inference: integers give int64, any float the default dtype
+        dtype = torch.int64 if all(isinstance(x, int) for x in (start, end, step)) else torch.get_default_dtype()
+    device = out.device if out is not None else torch.device(b.get("device") or "cpu")
+    return start, end, step, dtype, device, out
+
+
+def arange_numel(start, end, step, dtype: torch.dtype) -> int:
+    """The number of elements ``arange`` gives, as ATen computes it (RangeFactories:
+    integer dtypes take start, end and step as int64 first; the size is the ceiling of
+    a double division)."""
+    if _integral(dtype):
+        start, end, step = int(start), int(end), int(step)
+    if step == 0:
+        return 0  # not flagged: the kernel refuses it with torch's own error
+    return max(0, math.ceil(float(end - start) / float(step)))
+
+
+def fix_arange(func, args, kwargs, run: Runner, safe_len: Callable[[int], bool]) -> torch.Tensor:
+    """``aten::arange`` (any overload) in safe pieces; ``safe_len(k)``: whether a piece of
+    ``k`` elements is safe. Returns the output (the caller's ``out`` when given)."""
+    start, end, step, dtype, device, out = arange_spec(func, args, kwargs)
+    n = arange_numel(start, end, step, dtype)
+    k = _largest(safe_len, n)
+    if k == 0:
+        raise CannotSplit("even a 1-element piece is unsafe")
+    k = _balanced(k, n)
+    if out is None:
+        out = torch.empty(n, dtype=dtype, device=device)
+    elif tuple(out.shape) != (n,):
+        out.resize_(n)  # what arange_out does with an out of another size
+    piece = FACTORY_PIECE["arange"]
+    if _integral(dtype):
+        # ATen reads start and step as int64 for integer outputs (truncation)
+        s, st = int(start), int(step)
+        for i0 in range(0, n, k):
+            i1 = min(i0 + k, n)
+            run(piece, s + i0 * st, s + i1 * st, st, out=out[i0:i1])
+        return out
+    s, st = float(start), float(step)
+    chunk = min(k, FLOAT_CHUNK)
+    tmp = torch.empty(chunk, dtype=torch.float64, device=out.device)
+    for i0 in range(0, n, chunk):
+        i1 = min(i0 + chunk, n)
+        t = tmp[: i1 - i0]
+        run(piece, i0, i1, 1, out=t)  # the indexes, exact in float64 below 2^53
+        t.mul_(st).add_(s)
+        out[i0:i1].copy_(t)
+    return out
+
+
+def linspace_spec(func, args, kwargs) -> tuple:
+    """(start, end, steps, dtype, device, out) of any ``aten::linspace`` overload."""
+    b = bind(func, args, kwargs)
+    start, end, out = b["start"], b["end"], b.get("out")
+    start, end = (x.item() if isinstance(x, torch.Tensor) else x for x in (start, end))
+    dtype = b.get("dtype") or (out.dtype if out is not None else torch.get_default_dtype())
+    device = out.device if out is not None else torch.device(b.get("device") or "cpu")
+    return start, end, int(b["steps"]), dtype, device, out
+
+
+def fix_linspace(func, args, kwargs, run: Runner, safe_len: Callable[[int], bool]) -> torch.Tensor:
+    """``aten::linspace`` in safe pieces, with the kernels' formula (from the start up
+    to ``steps // 2``, from the end after, so both ends are exact) in float64 on int64
+    indexes, rounded once to the dtype (integer dtypes: truncated, as a cast does)."""
+    start, end, steps, dtype, device, out = linspace_spec(func, args, kwargs)
+    k = _largest(safe_len, steps)
+    if k == 0:
+        raise CannotSplit("even a 1-element piece is unsafe")
+    if out is None:
+        out = torch.empty(steps, dtype=dtype, device=device)
+    elif tuple(out.shape) != (steps,):
+        out.resize_(steps)
+    if steps == 1:
+        out.fill_(start)
+        return out
+    step = (float(end) - float(start)) / (steps - 1)
+    half = steps // 2
+    chunk = min(_balanced(k, steps), FLOAT_CHUNK)
+    tmp = torch.empty(chunk, dtype=torch.float64, device=out.device)
+    for i0 in range(0, steps, chunk):
+        i1 = min(i0 + chunk, steps)
+        t = tmp[: i1 - i0]
+        run(FACTORY_PIECE["linspace"], i0, i1, 1, out=t)
+        lo = t[: max(0, min(half, i1) - i0)]
+        hi = t[lo.numel():]
+        lo.mul_(step).add_(float(start))                          # start + step * i
+        hi.sub_(steps - 1).mul_(step).add_(float(end))            # end - step * (steps - 1 - i)
+        out[i0:i1].copy_(t)
+    return out
+
+
+def factory_numel_dtype(op: str, func, args, kwargs) -> tuple[int, torch.dtype]:
+    """The output size and dtype of a factory call (no data)."""
+    if op == "linspace":
+        _, _, steps, dtype, _, _ = linspace_spec(func, args, kwargs)
+        return max(steps, 0), dtype
+    start, end, step, dtype, _, _ = arange_spec(func, args, kwargs)
+    return arange_numel(start, end, step, dtype), dtype
+
+
+def fix_factory(op: str, func, args, kwargs, run: Runner, safe_len: Callable[[int], bool]) -> torch.Tensor:
+    """:func:`fix_arange` or :func:`fix_linspace`."""
+    return (fix_linspace if op == "linspace" else fix_arange)(func, args, kwargs, run, safe_len)
+
+
+# -- ops separable along a dim ------------------------------------------------------------------
+def _preconditions(bound: dict) -> None:
+    """Calls whose pieces would not be independent: dropout (each piece would draw its
+    own mask, not the forward's) and variable-length (nested) attention."""
+    p = bound.get("dropout_p")
+    if p:
+        raise CannotSplit(f"dropout_p={p} > 0: each piece would draw another dropout mask than the whole call")
+    for name in ("cum_seq_q", "cum_seq_k"):
+        t = bound.get(name)
+        if isinstance(t, torch.Tensor) and t.numel() > 0:
+            raise CannotSplit(f"{name} is set (variable-length attention): its rows are not separable by batch")
+
+
+def fix_split(func, args, kwargs, run: Runner, safe: Callable, dims: Sequence[int], out_numels: Sequence[int]):
+    """Run ``func`` (an aten overload) in pieces along ``dims[0]`` (then ``dims[1]`` inside
+    a single slice when one slice alone is unsafe). ``safe(tensors, out_numels)``: whether
+    a piece with these tensor arguments and output sizes is safe; ``out_numels``: the
+    whole call's output sizes. Returns what ``func`` returns."""
+    _preconditions(bind(func, args, kwargs))
+    name = func._schema.name.split("::", 1)[-1] + ("." + func._overloadname if func._overloadname != "default" else "")
+    return _split(func, name, args, kwargs, run, safe, tuple(dims), tuple(out_numels))
+
+
+def _split(func, name: str, args, kwargs, run: Runner, safe, dims, out_numels):
+    d = dims[0]
+    names = [a.name for a in func._schema.arguments]
+    outs_kw = [a.name for a in func._schema.arguments if a.is_out]
+
+    def each(fn):
+        """(args, kwargs) with ``fn`` applied to every tensor not in :data:`WHOLE`."""
+        def one(arg, v):
+            return v if arg in WHOLE else tree_map(lambda x: fn(x) if isinstance(x, torch.Tensor) else x, v)
+        return ([one(names[i] if i < len(names) else "", v) for i, v in enumerate(args)],
+                {k: one(k, v) for k, v in kwargs.items()})
+
+    cuttable: list = []
+    each(cuttable.append)
+    out_ids = {id(kwargs[k]) for k in outs_kw if isinstance(kwargs.get(k), torch.Tensor)}
+    lead = next((t for t in cuttable if t.dim() > d and id(t) not in out_ids), None)
+    if lead is None:
+        raise CannotSplit(f"no tensor argument has a dim {d}")
+    n_all = lead.shape[d]
+    for t in cuttable:
+        if t.dim() > d and t.shape[d] not in (n_all, 1):
+            raise CannotSplit(f"tensor arguments of sizes {t.shape[d]} and {n_all} along dim {d}: not separable there")
+
+    def piece(i0: int, n: int):
+        def cut(x):
+            return x.narrow(d, i0, n) if x.dim() > d and x.shape[d] == n_all and n_all != 1 else x
+        return each(cut)
+
+    def ok(n: int) -> bool:
+        pa, pk = piece(0, n)
+        ts = [x for x in tree_flatten((pa, pk))[0] if isinstance(x, torch.Tensor)]
+        return safe(ts, [m * n // n_all if n_all else m for m in out_numels])
+
+    k = _largest(ok, n_all)
+    inner = None
+    if k == 0:
+        if len(dims) < 2:
+            raise CannotSplit(f"even one slice along dim {d} is unsafe")
+        k, inner = 1, dims[1:]
+    else:
+        k = _balanced(k, n_all)
+    full = None
+    for i0 in range(0, n_all, k):
+        n = min(k, n_all - i0)
+        pa, pk = piece(i0, n)
+        if inner is not None:
+            res = _split(func, name, pa, pk, run, safe, inner, [m * n // n_all for m in out_numels])
+        else:
+            res = run(name, *pa, **pk)
+        if out_ids:
+            continue  # the pieces wrote into their slices of the caller's out
+        items = list(res) if isinstance(res, (tuple, list)) else [res]
+        if full is None:
+            full = [_alloc(r, d, n, n_all) for r in items]
+        for f, r in zip(full, items):
+            if f is not None:
+                f.narrow(d, i0, n).copy_(r)
+    if out_ids:
+        outs = [kwargs[k_] for k_ in outs_kw]
+        return outs[0] if len(outs) == 1 else tuple(outs)
+    return full[0] if not isinstance(res, (tuple, list)) else type(res)(full)
+
+
+def _alloc(r, d: int, n: int, n_all: int):
+    """The whole-call output a piece's output ``r`` is a slice of (None stays None)."""
+    if r is None:
+        return None
+    if not isinstance(r, torch.Tensor) or r.dim() <= d or r.shape[d] != n:
+        what = f"shape {tuple(r.shape)}" if isinstance(r, torch.Tensor) else type(r).__name__
+        raise CannotSplit(f"an output ({what}) is not a slice along dim {d} of the whole call's")
+    shape = list(r.shape)
+    shape[d] = n_all
+    return r.new_empty(shape)

@@ -1,0 +1,213 @@
+"""The guard fixes (not only refuses) screened ops (``kernelaudit.guard.separable``):
+factories in pieces of offset starts, and any op separable along a rule's
+``split_dim``, forward and backward, on real kernels and under planted faults."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from kernelaudit.errors import InvalidArgument, UnsafeCallError
+from kernelaudit.faults import make_fault_model
+from kernelaudit.guard import intercept
+from kernelaudit.guard.engine import Engine
+from kernelaudit.guard.intercept import GuardMode, guarding
+from kernelaudit.guard.rules import KnownFault, rules_policy
+from kernelaudit.guard.separable import CannotSplit, _preconditions, split_dims
+from kernelaudit.thresholds import Thresholds
+
+SCALE = 12
+TH = Thresholds(SCALE)
+N = TH.t32 + 100  # just past 2^32 (scaled)
+aten = torch.ops.aten
+
+
+def _rule(name="r", op="arange", aten_=("arange.start_out",), when=None, **kw):
+    when = when or {"kind": "numel", "tensor": "output", "at_least": TH.t32 + 1}
+    return KnownFault(name=name, op=op, device=kw.pop("device", "cpu"), effect=kw.pop("effect", "wrong"), when=when,
+                      aten=aten_, **kw)
+
+
+ARANGE_CALLS = [  # (args, kwargs): every overload the modes see, integer and float, both step signs
+    ((N,), {}),
+    ((N,), {"dtype": torch.float32}),
+    ((3, 3 + N * 0.5, 0.5), {}),
+    ((-7, -7 + 3 * N, 3), {}),
+    ((N, 0, -1), {"dtype": torch.float64}),
+    ((2, 2 + N), {"dtype": torch.bfloat16}),
+]
+
+
+@pytest.mark.parametrize("args,kwargs", ARANGE_CALLS)
+def test_arange_under_wrap32_is_wrong_and_the_guard_fixes_it_bitwise(args, kwargs):
+    honest = torch.arange(*args, **kwargs)
+    assert honest.numel() > TH.t32
+    # the reference: start + i*step exact (float64 or int64), rounded once to the dtype
+    # (CPU's own bfloat16 arange rounds twice: 515 -> 512 where 516 is nearest)
+    wide = torch.float64 if honest.dtype.is_floating_point else torch.int64
+    honest = torch.arange(*args, **{**kwargs, "dtype": wide}).to(honest.dtype)
+    with make_fault_model("wrap32", TH):
+        assert not torch.equal(torch.arange(*args, **kwargs), honest)  # the planted fault bites
+    with guarding("fix", rules=[_rule(action="fix")], fault_model="wrap32", scale=SCALE) as engine:
+        got = torch.arange(*args, **kwargs)
+        out = torch.empty(5, dtype=honest.dtype)  # the out= variant, resized as arange_out does
+        torch.arange(*args, out=out)
+        small = torch.arange(100)
+    assert torch.equal(got, honest) and torch.equal(out, honest) and torch.equal(small, torch.arange(100))
+    st = engine.stats()
+    assert (st.fixed, st.refused, st.passed, st.by_rule) == (2, 0, 1, {"r": 2}), st.summary()
+
+
+@pytest.mark.parametrize("args,dtype", [((0, 1, N), torch.float32), ((-3.5, 7, N), torch.float64),
+                                        ((0, 10000, N), torch.int64)])
+def test_linspace_under_wrap32_is_wrong_and_the_guard_fixes_it(args, dtype):
+    """Floats: within an ulp of the kernel's (the pieces use its two-sided formula in
+    float64, rounded once; the kernel rounds in the dtype: both are within an ulp of
+    the exact value); integers: exactly the kernel's."""
+    honest = torch.linspace(*args, dtype=dtype)
+    with make_fault_model("wrap32", TH):
+        assert not torch.equal(torch.linspace(*args, dtype=dtype), honest)
+    rule = _rule(op="linspace", aten_=("linspace.out",), action="fix")
+    with guarding("fix", rules=[rule], fault_model="wrap32", scale=SCALE) as engine:
+        got = torch.linspace(*args, dtype=dtype)
+        out = torch.empty(3, dtype=dtype)
+        torch.linspace(*args, out=out)
+    assert engine.stats().fixed == 2
+    for g in (got, out):
+        if dtype.is_floating_point:
+            ulp = torch.finfo(dtype).eps * honest.abs().max()
+            assert g.shape == honest.shape and (g - honest).abs().max() <= ulp
+        else:
+            assert torch.equal(g, honest)
+
+
+def test_arange_on_the_real_cpu_kernel_key_is_fixed_in_pieces():
+    """The backend-key path the H200's CUDA arange takes: ``arange.start_out`` screened,
+    its pieces run by the captured original kernel (the screen is not re-entered)."""
+    try:
+        engine = intercept.install("fix", rules=[_rule(when={"kind": "numel", "tensor": "output", "at_least": 1000},
+                                                       action="fix")], native=False)
+        assert ("arange.start_out", "screen", "cpu") in intercept.hooked()
+        got = torch.arange(-3, 4997, dtype=torch.int64)
+        out = torch.empty(0)
+        torch.arange(0.0, 2500.0, 0.5, out=out)
+        assert engine.stats().fixed == 2 and engine.stats().passed == 0
+    finally:
+        intercept.uninstall()
+    assert torch.equal(got, torch.arange(-3, 4997)) and torch.equal(out, torch.arange(0.0, 2500.0, 0.5))
+
+
+def test_a_dtype_gated_factory_rule_leaves_other_dtypes_and_raise_rules_refuse():
+    with guarding("fix", rules=[_rule(action="fix", dtypes=("int64",))], fault_model="wrap32", scale=SCALE) as engine:
+        torch.arange(N, dtype=torch.float32)  # not this rule's dtype: untouched (and wrong)
+    assert engine.stats().fixed == 0 and engine.stats().passed == 1
+    with guarding("fix", rules=[_rule(action="raise", split_dim=None)], fault_model="wrap32", scale=SCALE):
+        with pytest.raises(UnsafeCallError, match=r"aten::arange on what-if: \[no tensors, dtype int64\] -> "
+                                                  rf"\[{N}\] elements; rule r .*its rules say raise"):
+            torch.arange(N)
+
+
+def test_softmax_forward_and_backward_split_along_rows_under_wrap32():
+    """Any op with a fix(split_dim) rule: softmax's forward and its backward (its own
+    aten op) are wrong past 2^32 under wrap32; the guard splits both along dim 0."""
+    rule = _rule(op="softmax", aten_=("_softmax", "_softmax_backward_data"), action="fix", split_dim=0,
+                 when={"kind": "numel", "tensor": "any", "at_least": TH.t32 + 1}, dtypes=("float32",))
+    g = torch.randn(70, 64)
+    leaves = [torch.randn(70, 64, requires_grad=True) for _ in range(3)]  # 4480 > 2^12 elements
+    for x in leaves[1:]:
+        x.data.copy_(leaves[0].data)  # made outside the fault model: wrap32 wraps clone too
+
+    def run(x):
+        y = torch.softmax(x, dim=-1)
+        y.backward(g)
+        return y.detach(), x.grad
+
+    honest = run(leaves[0])
+    with make_fault_model("wrap32", TH):
+        bare = run(leaves[1])
+    assert not torch.equal(bare[0], honest[0]) and not torch.equal(bare[1], honest[1])
+    with guarding("fix", rules=[rule], fault_model="wrap32", scale=SCALE) as engine:
+        got = run(leaves[2])
+    assert torch.equal(got[0], honest[0]) and torch.allclose(got[1], honest[1], rtol=1e-6, atol=1e-7)
+    assert engine.stats().fixed == 2 and engine.stats().by_rule == {"r": 2}
+
+
+# -- attention: the shape of the H200 finding (cuDNN SDPA backward past 2^32 scores) on
+# the CPU's own fused attention backward, which has the same arguments ---------------------
+CPU_SDPA_BWD = "_scaled_dot_product_flash_attention_for_cpu_backward"
+
+
+def _attention_rule(at_least: int) -> KnownFault:
+    return _rule(name="att", op="sdpa", aten_=(CPU_SDPA_BWD,), effect="error", action="fix", split_dim=0,
+                 when={"kind": "attention-scores", "at_least": at_least, "query_arg": 1, "key_arg": 2})
+
+
+def _attention_grads():
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(4, 2, 8, 16, requires_grad=True) for _ in range(3))  # scores 4*2*8*8 = 512
+    F.scaled_dot_product_attention(q, k, v).backward(torch.randn(4, 2, 8, 16))
+    return q.grad, k.grad, v.grad
+
+
+class _BackwardErrorsPastScores(TorchDispatchMode):
+    """A planted fault: the fused attention backward raises past ``n`` scores (as cuDNN's
+    does past 2^32 on the H200), and records the scores of every call it ran."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.n, self.seen = n, []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is getattr(aten, CPU_SDPA_BWD).default:
+            scores = args[1].shape[:-1].numel() * args[2].shape[-2]
+            self.seen.append(scores)
+            if scores >= self.n:
+                raise RuntimeError("mha_graph.execute(...).is_good() to be true, but got false")
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("at_least,pieces", [(300, 2), (100, 8)])  # whole batches; then heads of one batch
+def test_attention_backward_past_the_scores_threshold_errors_and_the_guard_splits_it(at_least, pieces):
+    honest = _attention_grads()
+    with _BackwardErrorsPastScores(at_least), pytest.raises(RuntimeError, match="is_good"):
+        _attention_grads()
+    rule = _attention_rule(at_least)
+    engine = Engine(rules_policy([rule]), "fix")
+    with _BackwardErrorsPastScores(at_least) as fault, GuardMode(engine, [rule], Thresholds()):
+        got = _attention_grads()
+    assert len(fault.seen) == pieces and max(fault.seen) < at_least
+    for g, h in zip(got, honest):
+        assert torch.allclose(g, h, rtol=1e-5, atol=1e-6)
+    assert engine.stats().fixed == 1
+
+
+def test_attention_backward_on_the_real_cpu_kernel_key_and_a_refusal_that_says_why():
+    """The same split on the backend key (how the H200's cuDNN backward is guarded)."""
+    honest = _attention_grads()
+    try:
+        engine = intercept.install("fix", rules=[_attention_rule(100)], native=False)
+        assert (CPU_SDPA_BWD, "screen", "cpu") in intercept.hooked()
+        got = _attention_grads()
+        assert all(torch.allclose(g, h, rtol=1e-5, atol=1e-6) for g, h in zip(got, honest))
+        assert engine.stats().fixed == 1
+        intercept.install("fix", rules=[_attention_rule(50)], native=False)  # one head alone is 64 scores
+        with pytest.raises(UnsafeCallError, match=rf"aten::{CPU_SDPA_BWD} on cpu: .*attention scores have 512 >= 50 "
+                                                  r"elements.*cannot be split into safe pieces: even one slice along "
+                                                  "dim 1 is unsafe"):
+            _attention_grads()
+    finally:
+        intercept.uninstall()
+
+
+def test_splits_that_would_change_the_answer_are_refused_and_fix_rules_must_say_how():
+    with pytest.raises(CannotSplit, match="dropout_p=0.1"):
+        _preconditions({"dropout_p": 0.1})
+    with pytest.raises(CannotSplit, match="cum_seq_q"):
+        _preconditions({"dropout_p": 0.0, "cum_seq_q": torch.tensor([0, 3, 8])})
+    with pytest.raises(CannotSplit, match="one dim is required"):
+        split_dims([_rule("a", split_dim=0), _rule("b", split_dim=1)])
+    assert split_dims([_attention_rule(10)]) == (0, 1)
+    with pytest.raises(InvalidArgument, match="action='fix' on op='softmax' without split_dim"):
+        _rule(op="softmax", aten_=("_softmax",), action="fix")

@@ -1,0 +1,112 @@
+"""Metamorphic judges: each relation passes a correct op and catches planted faults
+(wrap32, unwritten-tail) at a tiny scale; the fault models leave out= tails as they were."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from kernelaudit.faults import make_fault_model
+from kernelaudit.sweep.judge.metamorphic import RELATIONS, check, chunk_len, spots, windows
+from kernelaudit.sweep.judge.metamorphic_ops import META_OPS
+from kernelaudit.thresholds import Thresholds
+
+SCALE = 8  # thresholds 2^7, 2^8, 2^9 elements
+TH = Thresholds(SCALE)
+N = TH.t32 + TH.t32 // 2  # past 2^31 and 2^32, a tail of 128 elements past 2^32
+
+# One op per relation (and per kind of chunk relation), with the faults that change its answer.
+CASES = [
+    ("arange", "float32", ("wrap32", "unwritten-tail")),
+    ("linspace", "float32", ("wrap32", "unwritten-tail")),
+    ("tril_indices", "int64", ("wrap32", "unwritten-tail")),
+    ("var_mean.unbiased", "float32", ("wrap32",)),
+    ("max.reduction_no_dim", "bfloat16", ("wrap32",)),
+    ("cumsum.flat", "float32", ("wrap32", "unwritten-tail")),
+    ("randn", "float32", ("wrap32", "unwritten-tail")),
+    ("uniform", "float16", ("wrap32", "unwritten-tail")),
+    ("bernoulli", "float32", ("wrap32", "unwritten-tail")),
+    ("take", "float32", ("wrap32", "unwritten-tail")),
+    ("nonzero", "float32", ("wrap32",)),
+    ("searchsorted", "int64", ("wrap32", "unwritten-tail")),
+    ("native_dropout_backward", "float32", ("wrap32", "unwritten-tail")),
+]
+
+
+def test_cases_cover_every_relation():
+    assert {META_OPS[name].relation for name, _, _ in CASES} == set(RELATIONS)
+
+
+@pytest.mark.parametrize("name,dtype,faults", CASES, ids=[c[0] for c in CASES])
+def test_relation_passes_correct_op_and_catches_planted_faults(name, dtype, faults):
+    torch.manual_seed(0)
+    ok = check(name, N, dtype=dtype, scale=SCALE)
+    assert ok.ok, ok.message
+    for fm in faults:
+        torch.manual_seed(0)
+        v = check(name, N, dtype=dtype, scale=SCALE, fault_model=fm)
+        assert v.details["fault_calls_changed"], f"{fm} did not touch {name}"
+        assert v.status.value == "wrong", f"{name} under {fm} judged ok: {v.message}"
+        assert META_OPS[name].relation in v.message and name in v.message
+
+
+def test_no_false_rejection_on_every_op_and_dtype():
+    """Every op the relations judge, every dtype it takes, on the correct CPU."""
+    rejected = []
+    for name, op in META_OPS.items():
+        for dt in op.dtypes:
+            torch.manual_seed(1)
+            v = check(name, N + 37, dtype=dt, scale=SCALE)
+            if not v.ok:
+                rejected.append(v.message)
+    assert rejected == []
+
+
+def test_poisoned_out_shows_an_unwritten_tail_whose_right_value_is_zero():
+    v = check("zeros", N, scale=SCALE, fault_model="unwritten-tail")
+    assert v.status.value == "wrong" and v.first_bad_index is not None and v.first_bad_index >= TH.t32
+    # Without an out= buffer to poison, a tail left at zero is indistinguishable (and right).
+    assert check("new_zeros", N, scale=SCALE, fault_model="unwritten-tail").ok
+
+
+def test_fault_models_leave_out_buffer_tails_as_they_were():
+    for name in ("wrap32", "unwritten-tail"):
+        buf = torch.full((N,), math.nan)
+        with make_fault_model(name, TH):
+            torch.arange(N, out=buf)
+        assert torch.isnan(buf[TH.t32:]).all(), name
+        assert not torch.isnan(buf[:TH.t32]).any(), name
+    with make_fault_model("unwritten-tail", TH):
+        y = torch.ones(N) * 2
+    assert (y[:TH.t32] == 2).all() and (y[TH.t32:] == 0).all()
+
+
+def test_spots_and_windows_reach_every_threshold_and_the_end():
+    n = TH.t33 + 5
+    s = spots(n, TH)
+    assert s.dtype == torch.int64 and int(s.min()) == 0 and int(s.max()) == n - 1
+    for t in (TH.t31, TH.t32, TH.t33):
+        assert {t - 1, t, t + 1} <= set(s.tolist())
+    c = chunk_len(TH, n)
+    assert c < TH.t31
+    w = windows(n, TH)
+    assert w[0] == 0 and w[-1] == n - c and any(x <= TH.t32 < x + c for x in w)
+
+
+def test_sweep_case_is_judged_by_its_relation():
+    from kernelaudit.sweep.cases import GridSpec, grid
+    from kernelaudit.sweep.judge.execution import execute
+    from kernelaudit.sweep.ops.coverage import rows
+
+    cases = grid(GridSpec(ops=("cumsum.flat", "arange.meta"), dtypes=("float32",), layouts=("contig",),
+                          directions=("fwd",), thresholds=("2^32",), positions=("above",), scale=10).validate())
+    assert len(cases) == 2
+    for c in cases:
+        assert execute(c, "cpu", tolerances={}).verdict.ok
+        v = execute(c, "cpu", tolerances={}, fault_model="wrap32").verdict
+        assert v.status.value == "wrong" and v.metric.endswith(":exact"), v
+    judged = {r.name: r for r in rows()[0]}
+    assert judged["cumsum.flat"].judge == "metamorphic: chunk" and judged["cumsum.flat"].fwd
+    assert judged["arange.meta"].judge == "metamorphic: closed_form"

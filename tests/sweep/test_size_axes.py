@@ -1,0 +1,157 @@
+"""Size axes beyond element counts (dim, bytes, attn_batch), the OpInfo catalogue's
+conditioning fixes, and the device filter of ``--ops all``.
+
+Every axis is crossed at scale 12 with tiny tensors: a correct CPU is judged ok on both
+sides of the limit, and the fault model of that limit (``grid16``, ``bytes32``) is
+caught just past it and not before.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kernelaudit.errors import InvalidArgument
+from kernelaudit.sweep.axes import AXES, crossing_measure
+from kernelaudit.sweep.cases import GridSpec, calibration_batch, grid
+from kernelaudit.sweep.judge.execution import execute
+from kernelaudit.sweep.tolerance import calibrated
+from kernelaudit.thresholds import Thresholds
+
+SCALE = 12
+
+
+def _judge(case, fault_model: str = "none"):
+    """Calibrate below the limits on a correct CPU, then judge ``case`` under ``fault_model``."""
+    cal = case.with_batch(calibration_batch(case), threshold="cal", position="below")
+    tol = calibrated(execute(cal, "cpu").worst, case.dtype)
+    return execute(case, "cpu", fault_model=fault_model, tolerances=tol).verdict
+
+
+def _cases(axis, op, threshold, **kw):
+    spec = GridSpec(ops=(op,), axes=(axis,), scale=SCALE, positions=("below", "above"),
+                    **{"dtypes": ("float32",), "layouts": ("contig",), "directions": ("fwd",), **kw})
+    return {c.position: c for c in grid(spec) if c.threshold == threshold}
+
+
+def test_real_scale_limits():
+    th = Thresholds()
+    assert AXES["dim"].limits(th) == {"dim 2^16-1": 65535, "dim 2^16": 65536, "dim 2^31": 2**31}
+    assert AXES["bytes"].limits(th) == {"2^31 B": 2**31, "2^32 B": 2**32}
+    assert AXES["attn_batch"].limits(th) == {"BH 2^16-1": 65535, "BH 2^16": 65536}
+    assert Thresholds(SCALE).dim_limit == 64
+
+
+@pytest.mark.parametrize("axis", ["dim", "bytes", "attn_batch"])
+def test_each_axis_crosses_its_limits(axis):
+    ax = AXES[axis]
+    ops = ("sdpa", "attention") if axis == "attn_batch" else ("add", "clone", "mm", "bmm", "sum", "sum_all")
+    cases = grid(GridSpec(ops=ops, axes=(axis,), scale=SCALE, dtypes=("float32",)))
+    assert cases and all(c.axis == axis for c in cases)
+    limits = ax.limits(ax.thresholds(SCALE))
+    seen = set()
+    for c in cases:
+        m = crossing_measure(ax, c.spec, c.series, c.thresholds, c.dtype, c.layout, c.batch)
+        lim = limits[c.threshold]
+        assert {"below": m < lim, "at": m >= lim, "above": m > lim}[c.position], (c.id, m, lim)
+        seen.add(c.threshold)
+    assert seen == set(limits)
+    if axis == "attn_batch":
+        assert all(c.spec.family == "attention" for c in cases)
+    if axis == "dim":  # 2^31 rows: only where a row is a few elements (1-D tensors), within 2*2^32
+        assert {c.op for c in cases if c.threshold == "dim 2^31"} == {"sum_all"}
+
+
+def test_bytes_axis_adds_one_byte_dtypes_and_storage_offsets():
+    cases = grid(GridSpec(ops=("clone",), axes=("bytes",), scale=SCALE, dtypes=("float32",)))
+    assert {"int8", "uint8", "bool"} <= {c.dtype for c in cases}
+    (sl,) = [c for c in cases if c.dtype == "int8" and c.layout == "slice" and c.size == "2^32 B+"]
+    view_bytes = sl.to_json()["crossing_numel"]  # int8: elements are bytes
+    # The view alone ends at the limit (last byte offset 2^12 - 1); its storage offset
+    # carries the storage's end past it.
+    assert view_bytes <= 2**SCALE < sl.to_json()["measure"]
+
+
+def test_unknown_axis_is_a_usage_error():
+    with pytest.raises(InvalidArgument, match="allowed values are elements, dim, bytes, attn_batch"):
+        GridSpec(axes=("rows",)).validate()
+
+
+@pytest.mark.parametrize("axis,op,threshold,fault,kw", [
+    ("dim", "add", "dim 2^16", "grid16", {}),
+    ("dim", "bmm", "dim 2^16-1", "grid16", {"directions": ("bwd",)}),
+    ("attn_batch", "sdpa", "BH 2^16", "grid16", {}),
+    ("bytes", "clone", "2^32 B", "bytes32", {"dtypes": ("int8",)}),
+    ("bytes", "clone", "2^32 B", "bytes32", {"dtypes": ("bool",), "layouts": ("slice",)}),
+])
+def test_correct_cpu_ok_and_planted_fault_caught_past_the_limit(axis, op, threshold, fault, kw):
+    cases = _cases(axis, op, threshold, **kw)
+    below, above = cases["below"], cases["above"]
+    assert _judge(below).status.value == "ok"
+    assert _judge(above).status.value == "ok"
+    assert _judge(below, fault).status.value == "ok"
+    v = _judge(above, fault)
+    assert v.status.value == "wrong", v.message
+    assert op in v.message
+
+
+def _derived(name):
+    from kernelaudit.sweep.ops.catalog import op_spec
+
+    try:
+        return op_spec(name)
+    except InvalidArgument:
+        pytest.skip("OpInfo catalogue unavailable (no snapshot for this torch, no expecttest)")
+
+
+@pytest.mark.parametrize("op,direction", [("linalg.inv", "fwd"), ("acos", "bwd"), ("digamma", "bwd")])
+def test_ill_conditioned_opinfo_ops_no_longer_false_rejected(op, direction):
+    _derived(op)
+    spec = GridSpec(ops=(op,), dtypes=("float32",), layouts=("contig",), directions=(direction,),
+                    thresholds=("2^32",), positions=("below", "above"), scale=SCALE)
+    cases = grid(spec)
+    assert len(cases) == 2
+    for c in cases:
+        v = _judge(c)
+        assert v.status.value == "ok", v.message
+
+
+def test_discontinuous_directions_marked_not_covered():
+    from kernelaudit.sweep.ops.coverage import rows
+
+    spec = _derived("__rmod__")
+    assert "bwd" not in spec.directions and "fwd" in spec.directions
+    by = {r.name: r for r in rows()[0]}
+    assert not by["round.decimals_3"].fwd and "discontinuous" in by["round.decimals_3"].reason
+    assert by["__rmod__"].fwd and not by["__rmod__"].bwd
+
+
+def test_ops_all_leaves_out_backends_the_device_lacks():
+    from kernelaudit.sweep.ops.coverage import rows, select
+
+    dropped: dict[str, str] = {}
+    on_cpu = select(("all",), device="cpu", dropped=dropped)
+    assert "sdpa.efficient" not in on_cpu and "sdpa.cudnn" not in on_cpu
+    assert "sdpa.math" in on_cpu and "bmm" in on_cpu
+    assert "cuda" in dropped["sdpa.efficient"] and "cpu" in dropped["sdpa.efficient"]
+    assert "sdpa.efficient" in select(("all",), device="cuda")
+    assert "sdpa.efficient" in select(("sdpa.efficient",), device="cpu")  # named: kept, runs, says why
+    each = select(("family:each",), device="cpu")
+    fam = {r.name: r.family for r in rows()[0]}
+    assert len(each) == len({fam[n] for n in each}) >= 20  # one op per family
+    assert not any(n in ("sdpa.efficient", "sdpa.cudnn") for n in each)
+
+
+def test_reductions_get_a_last_dim_variant_judged_ok_and_faults_caught():
+    from kernelaudit.sweep.ops.coverage import select
+
+    _derived("sum")
+    variants = [n for n in select(("family:reduction",)) if n.endswith(".dim_last")]
+    assert "sum.dim_last" in variants and "amax.dim_last" in variants
+    cases = {c.position: c for c in grid(GridSpec(
+        ops=("sum.dim_last",), dtypes=("float32",), layouts=("contig",), directions=("fwd",),
+        thresholds=("2^32",), positions=("below", "above"), scale=SCALE))}
+    x = cases["above"].spec.operands(cases["above"].series, 1, cases["above"].thresholds)[0]
+    assert x.rows_per_batch == x.shape[0] and x.shape[1] == 3  # batch rows first, reduced dim last
+    assert _judge(cases["below"]).status.value == "ok"
+    assert _judge(cases["above"]).status.value == "ok"
+    assert _judge(cases["above"], "wrap32").status.value == "wrong"
