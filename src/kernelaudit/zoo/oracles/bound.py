@@ -48,21 +48,11 @@ from ..problems.problem_case import ProblemCase, ReferenceFailed, cast_floating
 from ...verdict import Status, Verdict
 from .base import Comparator
 from .compare import mismatch_verdict, nonfinite_mismatch, structure_verdict
-from .derived import DerivedModel, derive
+# One table of unit roundoffs and one LAMBDA, shared with the derived error model.
+from .derived import LAMBDA, TF32_UNIT_ROUNDOFF, UNIT_ROUNDOFF, DerivedModel, derive
 
-#: Multiple of the probabilistic sqrt(n) * u growth accepted for accumulated sums.
-LAMBDA = 8.0
 #: ULPs allowed for evaluating one function (exp, erf, division) and the final rounding.
 FN_ULPS = 8.0
-#: Unit roundoff (half the spacing at 1) per dtype.
-UNIT_ROUNDOFF: dict[torch.dtype, float] = {
-    torch.float64: 2.0**-53,
-    torch.float32: 2.0**-24,
-    torch.float16: 2.0**-11,
-    torch.bfloat16: 2.0**-8,
-}
-#: Unit roundoff of TF32 operands (10 mantissa bits).
-TF32_UNIT_ROUNDOFF = 2.0**-11
 #: The kinds of ``ERROR_MODEL`` this oracle understands.
 ERROR_MODEL_KINDS = ("elementwise", "exact", "multilinear", "scaled")
 

@@ -70,8 +70,8 @@ from ..problems.problem_case import ProblemCase, as_tensors, cast_floating
 
 #: Multiple of the legitimate error scale a correct implementation may reach.
 SAFETY = 64.0
-#: Multiple of the probabilistic sqrt(n) * u growth accepted for multilinear models
-#: (the same as :data:`kernelaudit.zoo.oracles.bound.LAMBDA`).
+#: Multiple of the probabilistic sqrt(n) * u growth accepted for accumulated sums
+#: (multilinear models here, declared error models in ``bound``).
 LAMBDA = 8.0
 #: Unit roundoff (half the spacing at 1) per dtype.
 UNIT_ROUNDOFF: dict[torch.dtype, float] = {
