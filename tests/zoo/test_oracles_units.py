@@ -132,13 +132,28 @@ def test_bound_widens_to_tf32_when_the_problem_allows_it():
     assert float(error_bounds(loose)[0].max()) > 1000 * float(error_bounds(strict)[0].max()) / 8
 
 
-def test_bound_without_an_error_model_is_skipped_and_says_why(tmp_path):
+def test_bound_derives_an_error_model_where_the_problem_declares_none(tmp_path):
     p = tmp_path / "prob.py"
     p.write_text("import torch\nimport torch.nn as nn\nN = 8\nclass Model(nn.Module):\n    def forward(self, x):\n"
                  "        return x * 2\ndef get_inputs():\n    return [torch.rand(N)]\ndef get_init_inputs():\n    return []\n")
     case = ProblemCase.make(load_problem(p))
     v = BoundOracle().judge(case, case.inputs[0] * 2)
-    assert v.status is Status.SKIPPED and "ERROR_MODEL" in v.message
+    assert v.ok and "derived error model" in v.details["error_model"]
+    off = case.inputs[0] * 2
+    off[3] += 1e-3
+    bad = BoundOracle().judge(case, off)
+    assert bad.status is Status.WRONG and bad.first_bad_index == 3
+
+
+def test_bound_that_cannot_derive_an_error_model_is_skipped_and_says_why(tmp_path):
+    p = tmp_path / "prob.py"
+    p.write_text("import torch\nimport torch.nn as nn\nN = 8\nclass Model(nn.Module):\n    def forward(self, x):\n"
+                 "        if x.dtype != torch.float64:\n            raise TypeError('float64 only')\n"
+                 "        return x * 2\ndef get_inputs():\n    return [torch.rand(N)]\ndef get_init_inputs():\n    return []\n")
+    case = ProblemCase.make(load_problem(p))
+    v = BoundOracle().judge(case, case.inputs[0] * 2)
+    assert v.status is Status.SKIPPED and "could not derive an error model" in v.message
+    assert "float64 only" in v.message
 
 
 def test_exact_ops_must_match_bit_for_bit():

@@ -55,7 +55,12 @@ def test_a_wrong_candidate_fails_with_the_verdicts_explanation(tmp_path):
 
 
 def test_a_check_that_cannot_judge_fails_unless_allowed(tmp_path):
-    files = _files(tmp_path)  # no ERROR_MODEL: the bound oracle cannot judge
+    files = _files(tmp_path)
+    # a reference that runs in float64 only: no error model can be derived, so bound cannot judge
+    files[0].write_text(PROBLEM.replace(
+        "        return torch.tanh(x) * 2.0\n",
+        "        if x.dtype != torch.float64:\n            raise TypeError('float64 only')\n"
+        "        return torch.tanh(x) * 2.0\n"))
     with pytest.raises(KernelUnjudged, match="could not be judged"):
         assert_kernel_correct(*files, oracle="bound", device="cpu")
     assert assert_kernel_correct(*files, oracle="bound", device="cpu", allow_unjudged=True).verdict.status.value \
