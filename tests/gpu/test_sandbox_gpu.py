@@ -129,6 +129,26 @@ def test_a_violating_cuda_candidate_is_stopped_and_each_violation_reported(tmp_p
     print("\n".join(v.details["sandbox"]["enforced"]))
 
 
+def test_cuda_names_its_threads_inside_the_sandbox_and_the_rest_of_proc_stays_read_only(tmp_path):
+    """The one relaxation on CUDA (issue 15): the driver's cuInit writes /proc/<pid>/task/<tid>/comm, denied
+    before (error 304). The check's own task directory is writable; its /proc/<pid> files and others' are not."""
+    cand = tmp_path / "proc_writes.py"
+    cand.write_text(TORCH_RELU.replace("import torch\n", "import ctypes, os, threading\nimport torch\n", 1).replace(
+        "        return torch.clamp_min(x, 0.0)",
+        "        libc = ctypes.CDLL(None, use_errno=True)\n"
+        "        pid = os.getpid()\n"
+        "        def writable(path):  # from C: the audit hook does not see it, Landlock does\n"
+        "            fd = libc.open(path.encode(), os.O_WRONLY)\n"
+        "            return fd >= 0 and libc.close(fd) == 0\n"
+        "        own = f'/proc/{pid}/task/{threading.get_native_id()}/comm'\n"
+        "        denied = [f'/proc/{pid}/oom_score_adj', f'/proc/{pid}/comm', f'/proc/{os.getppid()}/comm']\n"
+        "        if not writable(own) or any(writable(p) for p in denied):\n"
+        "            raise RuntimeError(f'own comm {writable(own)}, ' + str({p: writable(p) for p in denied}))\n"
+        "        return torch.clamp_min(x, 0.0)"))
+    v = _check(CORPUS_DIR / "relu.py", cand).verdict
+    assert v.ok, v.message
+
+
 def test_a_cuda_fork_bomb_is_stopped_and_reported(tmp_path):
     cand = tmp_path / "bomb.py"
     cand.write_text(TORCH_RELU.replace("return", "__import__('subprocess').run(['sh', '-c', 'b() { b | b & }; b'])\n"

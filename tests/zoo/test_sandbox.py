@@ -5,11 +5,13 @@ here), so the violations share one candidate."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 from click.testing import CliRunner
@@ -182,6 +184,61 @@ def test_the_cuda_policy_reads_the_driver_libraries_it_finds_mapped(tmp_path):
     roots = sandbox.policy.cuda_read_roots(str(maps))
     assert "/opt/drv/lib" in roots and "/usr/local/nvidia" in roots
     assert "/usr/lib/x86_64-linux-gnu" not in roots  # not a CUDA library's directory
+
+
+def test_only_the_cuda_policy_may_name_its_threads(tmp_path):
+    """The CUDA driver's cuInit writes /proc/<pid>/task/<tid>/comm (denied: error 304): allowed on CUDA only,
+    and only this process's own task directory."""
+    problem, cand = _files(tmp_path, "pass")
+    cpu, cuda = (sandbox.Sandbox.for_check(problem, cand, tmp_path / "scratch", device=d) for d in ("cpu", "cuda"))
+    own = f"/proc/{os.getpid()}/task/{threading.get_native_id()}/comm"
+    assert cuda.name_threads and not cpu.name_threads
+    assert sandbox.Sandbox.from_json(json.loads(json.dumps(cuda.to_json()))).name_threads  # reaches the child
+    assert cuda.may_write(own) and cuda.may_write("/proc/self/task/1/comm") and not cpu.may_write(own)
+    assert not cuda.may_write(f"/proc/{os.getpid()}/comm") and not cuda.may_write("/proc/1/task/1/comm")
+    assert cpu.memory_bytes and cuda.memory_bytes is None  # the rest of the limits as before
+
+
+# A bare interpreter (no torch: fast) enters the sandbox, then tries writes through libc (no audit hook).
+_PROC_WRITES = textwrap.dedent("""
+    import ctypes, json, os, sys, threading
+    from kernelaudit.zoo import sandbox
+    libc = ctypes.CDLL(None, use_errno=True)
+    def attempt(path, flags=os.O_WRONLY):
+        fd = libc.open(path.encode(), flags, 0o644)
+        if fd < 0:
+            return ctypes.get_errno()
+        libc.write(fd, b"kernelaudit", 11); libc.close(fd)
+        return 0
+    policy = sandbox.Sandbox.from_json(json.loads(sys.argv[1]))
+    policy.device = "cpu"  # the CUDA policy's rules without require_cuda: no GPU here
+    enforced = sandbox.apply(policy)
+    pid, got = os.getpid(), {}
+    def named_by_a_thread():  # what the driver does in cuInit
+        got["own thread's comm"] = attempt(f"/proc/{pid}/task/{threading.get_native_id()}/comm")
+    t = threading.Thread(target=named_by_a_thread); t.start(); t.join()
+    got["own process's comm (outside task/)"] = attempt(f"/proc/{pid}/comm")
+    got["own oom_score_adj"] = attempt(f"/proc/{pid}/oom_score_adj")
+    got["parent's thread's comm"] = attempt(f"/proc/{os.getppid()}/task/{os.getppid()}/comm")
+    got["a file outside the scratch dir"] = attempt(sys.argv[2], os.O_WRONLY | os.O_CREAT)
+    print(json.dumps({"errno": got, "enforced": enforced}))
+""")
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_the_kernel_lets_only_the_cuda_policy_name_its_own_threads(tmp_path, device):
+    problem, cand = _files(tmp_path, "pass")
+    policy = sandbox.Sandbox.for_check(problem, cand, tmp_path / "scratch", device=device)
+    out = subprocess.run([sys.executable, "-c", _PROC_WRITES, json.dumps(policy.to_json()),
+                          str(tmp_path / "escaped.txt")], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    named = r["errno"].pop("own thread's comm")
+    assert named == (0 if device == "cuda" else errno.EACCES), r
+    assert r["errno"] == {k: errno.EACCES for k in r["errno"]}, r  # everything else in /proc stays read-only
+    assert not (tmp_path / "escaped.txt").exists()
+    files = next(line for line in r["enforced"] if line.startswith("files: "))
+    assert ("writable (the CUDA driver names its threads there)" in files) == (device == "cuda"), files
 
 
 def test_a_kernel_without_landlock_is_refused_with_the_reason(tmp_path, monkeypatch):

@@ -8,7 +8,8 @@ a :class:`Sandbox` policy (:mod:`.policy`), built by the parent:
   Python installation, the kernelaudit package, system libraries, ``/sys``, this
   process's ``/proc/self`` and, on CUDA, the driver's libraries and device files;
   writes only under a fresh scratch directory, where every cache (``HOME``, ``TMPDIR``,
-  Triton's, inductor's, CUDA's) is pointed.
+  Triton's, inductor's, CUDA's) is pointed, and, on CUDA, in this process's own
+  ``/proc/<pid>/task`` (the driver names its threads there; denied, ``cuInit`` fails with 304).
 - **network** (a new network namespace; Landlock TCP rules from ABI 4).
 - **system calls** (seccomp, :mod:`.seccomp`): no sockets but ``AF_UNIX``, no ptrace,
   mount, bpf, keyring, namespaces, io_uring ...

@@ -9,7 +9,7 @@ import resource
 from pathlib import Path
 from typing import Any
 
-from .policy import Sandbox
+from .policy import Sandbox, own_task_dir
 
 
 class SandboxUnavailable(RuntimeError):
@@ -28,6 +28,10 @@ _PR_SET_NO_NEW_PRIVS = 38
 _PR_SET_CHILD_SUBREAPER = 36
 _CLONE_NEWNET = 0x40000000
 _CLONE_NEWUSER = 0x10000000
+
+
+#: O_PATH descriptors of the /proc paths Landlock rules were added for (see :func:`_add_rule`).
+_PINNED: list[int] = []
 
 
 def libc() -> ctypes.CDLL:
@@ -129,7 +133,7 @@ def restrict_files(policy: Sandbox, abi: int) -> str:
         write = _FS_WRITE_FILE | (_FS_TRUNCATE if abi >= 3 else 0)
         for p in policy.read_paths:
             _add_rule(fd, p, read)
-        for p in policy.write_files:
+        for p in policy.own_writes():  # with name_threads, this process's /proc/<pid>/task (CUDA's thread names)
             _add_rule(fd, p, read | write)
         _add_rule(fd, policy.scratch, handled)
         no_new_privileges()
@@ -137,7 +141,9 @@ def restrict_files(policy: Sandbox, abi: int) -> str:
             raise SandboxUnavailable(f"landlock_restrict_self failed: {os.strerror(ctypes.get_errno())}")
     finally:
         os.close(fd)
-    extra = ", TCP bind/connect denied" if abi >= 4 else ""
+    extra = f", its own {own_task_dir()} writable (the CUDA driver names its threads there)" \
+        if policy.name_threads else ""
+    extra += ", TCP bind/connect denied" if abi >= 4 else ""
     extra += ", signals and abstract unix sockets scoped to the sandbox" if abi >= 6 else ""
     return f"files: Landlock ABI {abi}, {len(policy.read_paths)} read-only roots, writes only in {policy.scratch}{extra}"
 
@@ -147,12 +153,19 @@ def _add_rule(ruleset_fd: int, path: str, access: int) -> None:
         fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
     except OSError:
         return  # a root that does not exist here (/lib64, /dev/nvidia0 ...) grants nothing
+    pin = path.startswith("/proc/")
     try:
         if not os.path.isdir(path):
             access &= _FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE | _FS_TRUNCATE | _FS_IOCTL_DEV
         rule = _PathBeneath(access, fd)
         if _syscall(_SYS_ADD_RULE, ctypes.c_int(ruleset_fd), ctypes.c_int(_RULE_PATH_BENEATH),
                     ctypes.byref(rule), ctypes.c_uint32(0)) != 0:
+            pin = False
             raise SandboxUnavailable(f"landlock_add_rule({path}) failed: {os.strerror(ctypes.get_errno())}")
     finally:
-        os.close(fd)
+        if pin:
+            # A rule holds the inode, and procfs makes a new inode for a /proc/<pid> path whose dentry was
+            # evicted: the fd keeps the dentry (and so the rule's inode) for the process's life.
+            _PINNED.append(fd)
+        else:
+            os.close(fd)

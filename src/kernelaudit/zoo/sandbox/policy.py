@@ -49,7 +49,10 @@ class Sandbox:
 
     ``candidates`` are the files (or directories) whose code is untrusted: a violation with one of
     them on the stack is the candidate's. ``cgroup`` is the pids cgroup the child joins ("" when the
-    parent bounds tasks with its watchdog instead).
+    parent bounds tasks with its watchdog instead). ``name_threads`` lets the sandboxed process write
+    its own ``/proc/<pid>/task/<tid>/comm`` (and the rest of its own task directory): the CUDA driver
+    (570 and later) names its threads that way in ``cuInit``, which answers 304
+    (``cudaErrorOperatingSystem``) when the write is denied; set on CUDA only.
     """
 
     read_paths: list[str]
@@ -63,13 +66,15 @@ class Sandbox:
     candidates: list[str] = field(default_factory=list)
     device: str = "cpu"
     cgroup: str = ""
+    name_threads: bool = False
 
     @classmethod
     def for_check(cls, problem: str | Path, candidate: str | Path, scratch: str | Path,
                   *, cpu_seconds: float | None = None, device: str = "cpu") -> "Sandbox":
         """The policy of one check: the problem, the candidate, the installation, a scratch dir.
 
-        On CUDA memory is not bounded by an rlimit: the driver's mappings count against ``RLIMIT_DATA``.
+        On CUDA memory is not bounded by an rlimit (the driver's mappings count against ``RLIMIT_DATA``),
+        and the process may name its threads (``name_threads``: the driver's ``cuInit`` does).
         """
         reads = [str(Path(problem).resolve()), str(Path(candidate).resolve()), *python_roots(), *SYSTEM_READ_ROOTS]
         writes = list(DEVICE_WRITE_FILES)
@@ -79,7 +84,7 @@ class Sandbox:
         return cls(sorted(set(reads)), str(Path(scratch).resolve()), writes,
                    None if device == "cuda" else default_memory_bytes(),
                    None if cpu_seconds is None else int(cpu_seconds) + 1,
-                   candidates=[str(Path(candidate).resolve())], device=device)
+                   candidates=[str(Path(candidate).resolve())], device=device, name_threads=device == "cuda")
 
     @classmethod
     def for_worker(cls, problem: str | Path, scratch: str | Path, *, device: str = "cpu") -> "Sandbox":
@@ -99,7 +104,12 @@ class Sandbox:
         return under(path, [*self.read_paths, *self.write_files, self.scratch])
 
     def may_write(self, path: str) -> bool:
-        return under(path, [*self.write_files, self.scratch])
+        return under(path, [*self.own_writes(), self.scratch])
+
+    def own_writes(self) -> list[str]:
+        """The files and directories writable besides the scratch dir, as seen from the calling process:
+        ``write_files`` and, with ``name_threads``, this process's own task directory."""
+        return [*self.write_files, *([own_task_dir()] if self.name_threads else [])]
 
 
 def python_roots() -> list[str]:
@@ -136,6 +146,11 @@ def cuda_read_roots(maps: str = "/proc/self/maps") -> list[str]:
     except OSError:
         pass
     return sorted(dirs)
+
+
+def own_task_dir() -> str:
+    """``/proc/<pid>/task`` of the calling process (``/proc/self`` resolved: a Landlock rule holds an inode)."""
+    return f"/proc/{os.getpid()}/task"
 
 
 def default_memory_bytes() -> int:
