@@ -4,18 +4,24 @@ Everything one lease needs, in one run, each section timed and fenced (a failing
 records its error and the next one runs):
 
 1. ceilings: the fp32 FMA rate a Triton kernel reaches (independent FMA chains);
-2. sweep: a few ``ieee`` tile configurations at a decode and a prefill shape (the table
-   in ``tiles.py`` is edited from this, never chosen at run time);
-3. perf: cuBLAS bf16, CastFloat32 (weights cast to fp32 in memory each call, fp32 matmul
-   without TF32), ``ieee`` and ``mma`` side by side, decode M = 1..16 and prefill
-   M = 1024..8192, weights rotated so that L2 never holds them;
-4. bits: the compiled ``ieee`` kernel against the CPU emulator (columns slices), several
-   dtypes, tails, tiles; every config of the sweep against each other;
+2. decode: M = 1, 2, 4, 8, 16 x K = N = 4096, 8192: cuBLAS bf16, CastFloat32 (weights
+   cast to fp32 in memory each call, fp32 matmul without TF32), ``mma``, the ``ieee``
+   table row and every register-tiled ``ieee`` candidate of the M bucket, side by side
+   (CUDA graphs over weight copies rotated past L2: no launch overhead, cold weights);
+   the best candidate per bucket goes into the ``ieee`` table the later sections use;
+3. prefill: M = 1024, 4096, 8192 x K = N = 8192: the same baselines, the ``ieee`` table
+   row (fp32 ``tl.dot``) and the register-tiled candidates, TFLOP/s and the fraction of
+   the FMA ceiling measured in this run;
+4. bits: the compiled ``ieee`` kernels (every path, the decode and prefill winners) against
+   the CPU emulator (column slices), several dtypes, tails, signed zeros;
 5. invariance: ``kernelaudit repro``'s checker on cuBLAS bf16, ``ieee`` and ``mma``
    linear (M up to 8192), the companions, and the small transformer (logits, greedy
    tokens at batch 1 and 64) with its end-to-end time under ``deterministic()``.
 
-    PYTHONPATH=src python benchmarks/repro_gemm.py --out $OUT [--quick]
+    PYTHONPATH=src python benchmarks/repro_gemm.py --out $OUT
+    PYTHONPATH=src python benchmarks/repro_gemm.py --out /tmp/smoke --smoke   # CPU dry run
+
+(``--sections sweep,perf`` still runs the previous tile sweep and perf table.)
 """
 
 from __future__ import annotations
@@ -52,11 +58,13 @@ RES: dict = {}
 DEV = "cuda"
 #: shapes; --smoke shrinks them to run the whole script on a CPU (interpreter) first
 S = {"decode": (4096, 8192), "ms": (1, 2, 4, 8, 16), "prefill": (1024, 2048, 4096, 8192), "pk": 8192,
+     "prefill_ms": (1024, 4096, 8192),
      "sweep": (4, 8192, 2048, 4096, 4096, 8192), "inv_k": 4096, "inv_m": 8192, "kv": 512, "norm": 4096,
      "heads": 16, "norm_rows": 1024,
      "lm": dict(vocab=8192, length=256, dim=2048, heads=16, hidden=8192, layers=4), "lm_batch": (64, 128),
      "bits_scale": 1}
-SMOKE = {"decode": (64,), "ms": (1, 4), "prefill": (64,), "pk": 64, "sweep": (4, 64, 64, 64, 64, 64),
+SMOKE = {"decode": (64,), "ms": (1, 4), "prefill": (64,), "prefill_ms": (40,),
+         "pk": 64, "sweep": (4, 64, 64, 64, 64, 64),
          "inv_k": 64, "inv_m": 128, "kv": 16, "norm": 64, "heads": 1, "norm_rows": 64,
          "lm": dict(vocab=64, length=32, dim=32, heads=4, hidden=64, layers=1), "lm_batch": (64, 8),
          "bits_scale": 64}
@@ -232,6 +240,181 @@ def perf(quick: bool):
     return rows
 
 
+# -- decode and prefill: every candidate beside the baselines, in one run ----------------------
+def timed(f, ws, rounds: int = 4) -> tuple[float, str]:
+    """Median ms of one ``f(w)``: a CUDA graph of ``rounds`` passes over the weight copies
+    (each pass evicts the previous copy from L2; no launch overhead in the figure), five
+    replays; do_bench over the rotated copies if capture fails."""
+    if DEV != "cuda":
+        t0 = time.perf_counter()
+        f(ws[0])
+        return (time.perf_counter() - t0) * 1e3, "cpu"
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for w in ws:
+                f(w)  # compiles, warms the allocator
+        torch.cuda.current_stream().wait_stream(side)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for _ in range(rounds):
+                for w in ws:
+                    f(w)
+        g.replay()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(5):
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
+            g.replay()
+            e1.record()
+            torch.cuda.synchronize()
+            times.append(e0.elapsed_time(e1) / (rounds * len(ws)))
+        del g
+        return sorted(times)[2], "cuda_graph"
+    except Exception as e:  # noqa: BLE001 - record and fall back, never lose the row
+        print(f"graph capture failed ({type(e).__name__}: {str(e)[:200]}); do_bench", flush=True)
+        torch.cuda.synchronize()
+        return bench(rotating(f, ws), 25), "do_bench"
+
+
+def decode_candidates(rows: int) -> list[Tiles]:
+    """Register-tiled ``ieee`` decode configurations for one M bucket (``bm`` = the
+    bucket): columns per program, K tile, warps, register prefetch or the compiler's
+    pipelining. K tiles shrink as rows grow (every thread holds the whole activation
+    tile); all compile for sm_90 without spills (checked with ptxas, Triton 3.9)."""
+    bk = {1: 64, 2: 64, 4: 32, 8: 16, 16: 8}[rows]
+    last = (Tiles(rows, 32, bk, 1, 3, tiled=True) if rows <= 2 else
+            Tiles(rows, 128 if rows == 4 else 64, bk, 4, 1, tiled=True, prefetch=True))
+    return [Tiles(rows, 32, bk, 1, 1, tiled=True, prefetch=True),
+            Tiles(rows, 16, bk, 1, 1, tiled=True, prefetch=True),
+            Tiles(rows, 64, bk, 2, 1, tiled=True, prefetch=True),
+            Tiles(rows, 32, bk, 2, 3, tiled=True),
+            last]
+
+
+#: the decode table row before the register-tiled kernel (fp32 tl.dot, 0.35 ms at K = N = 8192)
+PREVIOUS_DECODE = Tiles(16, 64, 64, 4, 3, dot=True)
+
+PREFILL_CANDIDATES = [Tiles(64, 64, 4, 2, 2, tiled=True, group_m=8),
+                      Tiles(128, 128, 4, 4, 2, tiled=True, group_m=8),
+                      Tiles(64, 128, 4, 4, 2, tiled=True, group_m=8),
+                      Tiles(128, 64, 4, 4, 2, tiled=True, group_m=8)]
+
+
+def fma_ceiling_tflops() -> float:
+    if "fp32_fma_tflops" not in RES.get("ceilings", {}):
+        ceilings()
+    return RES.get("ceilings", {}).get("fp32_fma_tflops")
+
+
+def _contenders(x, m, kn, rows_class_tiles, candidates):
+    """name -> (f(w), tiles or None): baselines, the table's ieee row, the candidates."""
+    x32 = x.float()
+    out = {"cublas_bf16": (lambda w: F.linear(x, w), None),
+           "cast_fp32": (lambda w: F.linear(x32, w.float()), None),
+           "mma": (lambda w: gemm.linear(x, w, order="mma"), None),
+           "ieee_table": ((lambda w: gemm.linear(x, w, order="ieee", tiles=rows_class_tiles)), rows_class_tiles)}
+    for i, t in enumerate(candidates):
+        out[f"ieee_cand{i}"] = ((lambda w, t=t: gemm.linear(x, w, order="ieee", tiles=t)), t)
+    return out
+
+
+def _measure_row(m, kn, table_tiles, candidates, copies, rounds):
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ws = weights(kn, kn, copies)
+    x = torch.randn(m, kn, device=DEV).bfloat16()
+    row = {"m": m, "k": kn, "n": kn, "candidates": []}
+    ref = None
+    for name, (f, t) in _contenders(x, m, kn, table_tiles, candidates).items():
+        try:
+            if t is not None:  # every ieee tile must give the table's bits
+                y = f(ws[0])
+                same = None if ref is None else bool(torch.equal(y, ref))
+                ref = y if ref is None else ref
+            ms, how = timed(f, ws, rounds)
+        except Exception as e:  # noqa: BLE001 - one config failing to compile must not cost the row
+            row["candidates"].append({"name": name, "tiles": t.__dict__ if t else None,
+                                      "error": f"{type(e).__name__}: {str(e)[:300]}"})
+            print(m, kn, name, "ERROR", row["candidates"][-1]["error"], flush=True)
+            continue
+        entry = {"name": name, "tiles": t.__dict__ if t else None, "ms": round(ms, 5),
+                 "tflops": round(2 * m * kn * kn / ms / 1e9, 2), "timing": how}
+        if t is not None:
+            entry["same_bits_as_table"] = same
+        row["candidates"].append(entry)
+        print(m, kn, name, entry["ms"], "ms", entry["tflops"], "TFLOP/s", t or "", flush=True)
+    got = {c["name"]: c for c in row["candidates"] if "ms" in c}
+    ieee = [c for c in row["candidates"] if c["name"].startswith("ieee") and "ms" in c]
+    if ieee:
+        best = min(ieee, key=lambda c: c["ms"])
+        row["ieee_best"] = {"name": best["name"], "tiles": best["tiles"], "ms": best["ms"]}
+        for base in ("cast_fp32", "cublas_bf16"):
+            if base in got:
+                row[f"ieee_best_vs_{base}"] = round(got[base]["ms"] / best["ms"], 3)
+                if "ieee_table" in got:
+                    row[f"ieee_table_vs_{base}"] = round(got[base]["ms"] / got["ieee_table"]["ms"], 3)
+    if "mma" in got and "cublas_bf16" in got:
+        row["mma_vs_cublas_bf16"] = round(got["cublas_bf16"]["ms"] / got["mma"]["ms"], 3)
+    row["all_ieee_bits_equal"] = all(c.get("same_bits_as_table") in (None, True) for c in row["candidates"])
+    del ws, x
+    if DEV == "cuda":
+        torch.cuda.empty_cache()
+    return row
+
+
+@section("decode")
+def decode():
+    from kernelaudit.repro import tiles as tiles_mod
+
+    rows_out, wins = [], {}
+    for kn in S["decode"]:
+        for m in S["ms"]:
+            bucket = tiles_mod.rows_class(m)
+            row = _measure_row(m, kn, tiles_mod.pick("ieee", kn, kn, torch.bfloat16, m=m),
+                               decode_candidates(int(bucket[len("decode"):])) + [PREVIOUS_DECODE],
+                               6 if kn <= 4096 else 3, 4)
+            rows_out.append(row)
+            if "ieee_best" in row and row["ieee_best"]["tiles"] is not None:
+                wins.setdefault(bucket, {}).setdefault(row["ieee_best"]["name"], []).append(row["ieee_best"])
+            print({k: v for k, v in row.items() if k != "candidates"}, flush=True)
+    # the table the later sections use: per bucket, the candidate that won most shapes
+    table = {}
+    for bucket, by_name in wins.items():
+        name, hits = max(by_name.items(), key=lambda kv: (len(kv[1]), -sum(h["ms"] for h in kv[1])))
+        tiles_mod.IEEE_TABLE[(bucket, "large")] = Tiles(**hits[0]["tiles"])
+        table[bucket] = hits[0]["tiles"]
+    RES["ieee_table_used"] = {f"{r}/{n}": t.__dict__ for (r, n), t in tiles_mod.IEEE_TABLE.items()}
+    targets = {"ieee_2x_cast_every_m": all(r.get("ieee_best_vs_cast_fp32", 0) >= 2 for r in rows_out),
+               "ieee_0.8x_cublas_m_le_4": all(r.get("ieee_best_vs_cublas_bf16", 0) >= 0.8
+                                              for r in rows_out if r["m"] <= 4)}
+    return {"rows": rows_out, "table_written": table, "targets": targets}
+
+
+@section("prefill")
+def prefill():
+    from kernelaudit.repro import tiles as tiles_mod
+
+    ceiling = fma_ceiling_tflops() if DEV == "cuda" else None
+    rows_out = []
+    for m in S["prefill_ms"]:
+        kn = S["pk"]
+        row = _measure_row(m, kn, tiles_mod.pick("ieee", kn, kn, torch.bfloat16, m=m), PREFILL_CANDIDATES, 2, 1)
+        if ceiling:
+            for c in row["candidates"]:
+                if c["name"].startswith("ieee") and "tflops" in c:
+                    c["fraction_of_fma_ceiling"] = round(c["tflops"] / ceiling, 3)
+            if "ieee_best" in row:
+                row["ieee_best_fraction_of_fma_ceiling"] = round(
+                    2 * m * kn * kn / row["ieee_best"]["ms"] / 1e9 / ceiling, 3)
+        rows_out.append(row)
+        print({k: v for k, v in row.items() if k != "candidates"}, flush=True)
+    targets = {"ieee_1.17x_cast": all(r.get("ieee_best_vs_cast_fp32", 0) >= 1.17 for r in rows_out),
+               "ieee_80pct_fma": all(r.get("ieee_best_fraction_of_fma_ceiling", 0) >= 0.8 for r in rows_out)}
+    return {"fp32_fma_ceiling_tflops": ceiling, "rows": rows_out, "targets": targets}
+
+
 # -- 4. bits: compiled ieee kernel == CPU emulator ----------------------------------------------
 @section("bits")
 def bits():
@@ -249,6 +432,17 @@ def bits():
         (33, 1000, 200, torch.float32, torch.bfloat16, False, Tiles(128, 128, 32, 8, 2, dot=True)),
         (9, 2048, 512, torch.float16, torch.float16, True, Tiles(16, 16, 128, 2, 3, dot=True)),
     ]
+    # the register-tiled kernel: the decode table (as the decode section left it) for each
+    # bucket, every decode and prefill candidate, K tails, fp32 and fp16 activations
+    from kernelaudit.repro import tiles as tiles_mod
+    for i, m in enumerate((1, 2, 3, 8, 16)):
+        t = tiles_mod.pick("ieee", 8192, 8192, torch.bfloat16, m=m)
+        specs.append((m, (4096, 4099, 8192, 1000, 2048)[i], 512, (torch.bfloat16, torch.float32)[i % 2],
+                      torch.bfloat16, i % 2 == 0, t))
+    for t in decode_candidates(4) + decode_candidates(16):
+        specs.append((t.bm - 1, 777, 256, torch.float16, torch.float16, True, t))
+    for t in PREFILL_CANDIDATES:
+        specs.append((300, 4099, 256, torch.bfloat16, torch.bfloat16, True, t))
     for m, k, n, adt, wdt, has_bias, t in specs:
         k, n = max(1, k // S["bits_scale"]) + 3 * (S["bits_scale"] > 1), max(1, n // S["bits_scale"])
         scale = 2.0 ** torch.randint(-20, 20, (m, 1), generator=g)   # wide exponents per row
@@ -258,11 +452,23 @@ def bits():
         got = gemm.linear(x.to(DEV), w.to(DEV), None if b is None else b.to(DEV), tiles=t).cpu()
         ref = emulate.linear_ieee(x, w[:cols], None if b is None else b[:cols])
         same = torch.equal(got[:, :cols].contiguous().view(torch.uint8), ref.contiguous().view(torch.uint8))
-        diff = int((got[:, :cols] != ref).sum())
+        ints = {2: torch.int16, 4: torch.int32}[ref.element_size()]   # bit patterns: NaN == NaN
+        diff = int((got[:, :cols].contiguous().view(ints) != ref.contiguous().view(ints)).sum())
         cases.append({"m": m, "k": k, "n": n, "activations": str(adt), "weights": str(wdt), "bias": has_bias,
                       "tiles": t.__dict__ if t else "table", "columns_checked": cols, "bit_equal": same,
                       "mismatched": diff})
         print(cases[-1], flush=True)
+    # signed zeros: the accumulator underflows to -0.0 and stays there; K tail padding
+    # (every ieee path) must keep it (fma(+0, -0, acc) == acc; fma(+0, +0, -0) is +0)
+    xz = torch.tensor([[-1e-30] + [0.0] * 18], dtype=torch.float32)
+    wz = torch.tensor([[1e-30] + [-1.0] * 18] * 40, dtype=torch.float32)
+    want = emulate.linear_ieee(xz, wz)
+    for t in (None, Tiles(16, 16, 16, 2, 2, dot=True), Tiles(1, 16, 16, 1, 1, tiled=True, prefetch=True),
+              Tiles(64, 64, 4, 2, 2, tiled=True, group_m=8), Tiles(16, 32, 8, 2, 2, tile8=True)):
+        got = gemm.linear(xz.to(DEV), wz.to(DEV), tiles=t).cpu()
+        cases.append({"op": "signed zero", "m": 1, "k": 19, "n": 40, "tiles": t.__dict__ if t else "table",
+                      "bit_equal": torch.equal(got.view(torch.int32), want.view(torch.int32)),
+                      "want_negative_zero": bool((want.view(torch.int32) == -2**31).all())})
     # bmm and the mma order's run-to-run identity
     a, bb = torch.randn(3, 9, 640, generator=g).half(), torch.randn(3, 640, 40, generator=g).half()
     same = torch.equal(gemm.bmm(a.to(DEV), bb.to(DEV)).cpu(), emulate.bmm_ieee(a, bb))
@@ -355,7 +561,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--sections", default="ceilings,sweep,perf,bits,invariance,model")
+    p.add_argument("--sections", default="ceilings,decode,prefill,bits,invariance,model")
     p.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU (Triton interpreter): a dry run")
     a = p.parse_args(argv)
     global DEV
@@ -378,6 +584,10 @@ def main(argv=None) -> int:
         elif s == "perf":
             RES["ieee_table_used"] = table_from_sweep()
             perf(a.quick)
+        elif s == "decode":
+            decode()
+        elif s == "prefill":
+            prefill()
         elif s == "bits":
             bits()
         elif s == "invariance":

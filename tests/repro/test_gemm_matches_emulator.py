@@ -49,7 +49,8 @@ def test_ieee_bmm_and_linear_equal_emulator_bit_for_bit(bsz, m, n, k, dt, seed):
 def test_ieee_bits_do_not_depend_on_tiles():
     a, b = _draw((7, 45), torch.bfloat16, 0), _draw((45, 21), torch.bfloat16, 1)
     tiles = (Tiles(4, 8, 1), Tiles(8, 16, 4), Tiles(16, 32, 64), Tiles(8, 8, 8, tile8=True),
-             Tiles(16, 16, 16, dot=True), None)
+             Tiles(16, 16, 16, dot=True), Tiles(8, 8, 16, tiled=True, prefetch=True),
+             Tiles(16, 32, 4, tiled=True, group_m=2), None)
     outs = [gemm.mm(a, b, tiles=t) for t in tiles]
     assert all(_bits_equal(o, outs[0]) for o in outs)
 

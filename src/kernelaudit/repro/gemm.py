@@ -10,10 +10,12 @@ device. Two orders:
   compiler's contraction), then ``out = fma(acc, alpha, fp32(beta * bias))`` (or
   ``acc * alpha`` without bias), rounded once to the output dtype. The bits are a
   function of the inputs and K alone: :mod:`.emulate` computes the same on a CPU.
-  Three code paths give this order (``Tiles.tile8``, ``Tiles.dot``, else the explicit
-  loop); the ``dot`` path, the GPU default, is one fp32 ``tl.dot(input_precision="ieee")``
-  per K step, which Triton lowers to the same chain (compiled only: the interpreter's
-  ``tl.dot`` is numpy, so it runs the explicit loop).
+  Four code paths give this order (``Tiles.tiled``, ``Tiles.tile8``, ``Tiles.dot``, else
+  the explicit loop). ``tiled`` is :mod:`.ieee_kernels`' register-tiled kernel (the
+  decode table's default: wide K-contiguous tile loads, columns taken apart in
+  registers). ``dot`` (the prefill table's default) is one fp32
+  ``tl.dot(input_precision="ieee")`` per K step, which Triton lowers to the same chain
+  (compiled only: the interpreter's ``tl.dot`` is numpy, so it runs the explicit loop).
 * ``mma``: one ``tl.dot`` (tensor cores, fp32 accumulation) per K step of the table's
   ``bk``, steps in order. Batch-invariant and run-to-run identical on one GPU
   architecture; not across architectures: a tensor core's internal accumulation inside
@@ -34,6 +36,8 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from ..errors import InvalidArgument, KernelAuditError, check_choice  # noqa: E402
+from .epilogue import epilogue as _epilogue  # noqa: E402
+from .ieee_kernels import ieee_tiled_kernel  # noqa: E402
 from .tiles import INTERPRETER_IEEE, ORDERS, Tiles, pick  # noqa: E402
 
 
@@ -71,30 +75,6 @@ def _columns8(t):
 
 
 @triton.jit
-def _epilogue(acc, bias_ptr, c_ptr, pid_b, rm, rn, mask_m, mask_n, s_xb, s_xm, s_xn, s_cb, s_cm, s_cn,
-              alpha, beta, HAS_BIAS: tl.constexpr, OUT_BF16: tl.constexpr):
-    """Both orders' epilogue, in one fixed order: ``fma(acc, alpha, beta * bias)`` (or
-    ``acc * alpha``), then the store, bf16 rounded to nearest even with integer ops."""
-    if HAS_BIAS:
-        x = tl.load(bias_ptr + pid_b * s_xb + rm[:, None] * s_xm + rn[None, :] * s_xn,
-                    mask=mask_m[:, None] & mask_n[None, :], other=0.0).to(tl.float32)
-        acc = tl.fma(acc, alpha, x * beta)
-    else:
-        acc = acc * alpha
-    c = c_ptr + pid_b * s_cb + rm[:, None] * s_cm + rn[None, :] * s_cn
-    mask_c = mask_m[:, None] & mask_n[None, :]
-    if OUT_BF16:
-        # torch's and PTX cvt.rn.bf16.f32 bits: the Triton interpreter truncates a bf16
-        # cast; NaN stays a quiet NaN
-        bits = acc.to(tl.uint32, bitcast=True)
-        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-        bits = tl.where(acc != acc, 0x7FC0, bits)
-        tl.store(c, bits.to(tl.uint16).to(tl.bfloat16, bitcast=True), mask=mask_c)
-    else:
-        tl.store(c, acc.to(c_ptr.dtype.element_ty), mask=mask_c)
-
-
-@triton.jit
 def _ieee_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
                  s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_xb, s_xm, s_xn, s_cb, s_cm, s_cn,
                  alpha, beta,
@@ -118,11 +98,13 @@ def _ieee_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
         # GenericFMAVectorMultiplier): the same order, with Triton's register blocking
         rk = tl.arange(0, BK)
         for k0 in range(0, K, BK):
-            mask_k = (k0 + rk) < K  # a masked step adds fma(0, 0, acc) == acc
+            # a masked step adds fma(+0, -0, acc) = acc + (-0) == acc bit for bit (with
+            # +0 * +0 an accumulator at -0.0 would turn into +0.0)
+            mask_k = (k0 + rk) < K
             a = tl.load(a_rows[:, None] + (k0 + rk)[None, :] * s_ak, mask=mask_m[:, None] & mask_k[None, :],
                         other=0.0).to(tl.float32)
             b = tl.load(b_cols[None, :] + (k0 + rk)[:, None] * s_bk, mask=mask_k[:, None] & mask_n[None, :],
-                        other=0.0).to(tl.float32)
+                        other=-0.0).to(tl.float32)
             acc = tl.dot(a, b, acc, input_precision="ieee")
         k_main = K
     elif TILE8:
@@ -225,7 +207,12 @@ def _launch(a3, b3, bias3, out3, order: str, tiles: Tiles | None, alpha: float, 
     grid = (triton.cdiv(M, tiles.bm), triton.cdiv(N, tiles.bn), B)
     args = (a3, b3, xb, out3, M, N, K, *a3.stride(), *b3.stride(), *xb.stride(), *out3.stride(),
             float(alpha), float(beta))
-    if order == "ieee":
+    if order == "ieee" and tiles.tiled:
+        ieee_tiled_kernel[(grid[0] * grid[1], B)](
+            *args, HAS_BIAS=bias3 is not None, OUT_BF16=out3.dtype == torch.bfloat16,
+            BM=tiles.bm, BN=tiles.bn, BK=tiles.bk, GROUP_M=tiles.group_m, PREFETCH=tiles.prefetch,
+            num_warps=tiles.num_warps, num_stages=tiles.num_stages)
+    elif order == "ieee":
         _ieee_kernel[grid](*args, HAS_BIAS=bias3 is not None, OUT_BF16=out3.dtype == torch.bfloat16,
                            TILE8=tiles.tile8, DOT=tiles.dot and not config.interpreter_requested(),
                            BM=tiles.bm, BN=tiles.bn, BK=tiles.bk,

@@ -32,7 +32,12 @@ class Tiles:
     instead of loading one k at a time; the FMA order is the same. ``dot`` (``ieee``
     only, compiled kernels): the K step is one fp32 ``tl.dot(..., input_precision="ieee")``,
     which Triton lowers to the same per-element FMA chain in k order (with its own
-    register blocking); under the interpreter it falls back to the explicit loop."""
+    register blocking); under the interpreter it falls back to the explicit loop.
+    ``tiled`` (``ieee`` only): the register-tiled kernel of :mod:`.ieee_kernels`: each
+    step loads a ``bm x bk`` and a ``bn x bk`` tile (any power-of-two ``bk``) and takes
+    their columns apart by halving in registers; ``group_m`` row blocks share the
+    columns' pass (L2 reuse, prefill), ``prefetch`` loads the next K tile during this
+    one's FMAs (decode). None of these change a bit of the ``ieee`` order."""
 
     bm: int
     bn: int
@@ -41,6 +46,9 @@ class Tiles:
     num_stages: int = 3
     tile8: bool = False
     dot: bool = False
+    tiled: bool = False
+    group_m: int = 1
+    prefetch: bool = False
 
     def __post_init__(self) -> None:
         for name in ("bm", "bn", "bk"):
@@ -51,6 +59,14 @@ class Tiles:
             raise InvalidArgument(f"Cannot have tile8=True with bk={self.bk}: allowed values are bk=8")
         if self.dot and self.tile8:
             raise InvalidArgument("Cannot have dot=True with tile8=True: allowed values are one of them or neither")
+        if self.tiled and (self.dot or self.tile8):
+            raise InvalidArgument("Cannot have tiled=True with dot=True or tile8=True: allowed values are one "
+                                  "of tiled, dot, tile8 or none")
+        if self.group_m < 1:
+            raise InvalidArgument(f"Cannot have group_m={self.group_m}: allowed values are integers >= 1")
+        if (self.group_m > 1 or self.prefetch) and not self.tiled:
+            raise InvalidArgument(f"Cannot have group_m={self.group_m}, prefetch={self.prefetch} without "
+                                  "tiled=True: allowed values are group_m=1, prefetch=False")
         if self.dot and min(self.bm, self.bn, self.bk) < 16:
             raise InvalidArgument(f"Cannot have dot=True with tiles {self.bm}x{self.bn}x{self.bk}: "
                                   "allowed values are bm, bn, bk >= 16")
@@ -66,16 +82,31 @@ TABLE: dict[tuple[str, str, str], Tiles] = {
 }
 
 #: ``ieee``: (rows class, size class of N) -> tiles. Here, and only here, the tile may
-#: follow M ("decode": M <= 16): every output element is the same FMA chain whatever the
-#: tile, so a row's bits cannot depend on it. CI proves it under the interpreter
-#: (every tile == the emulator) and benchmarks/repro_gemm.py on the GPU (row 0 of
-#: x[:M] @ W identical for M = 1..8192, across both classes).
+#: follow M, by bucket: "decode1", "decode2", "decode4", "decode8", "decode16" (M rounded
+#: up to a power of two, at most 16: the register-tiled kernel holds every row, so its
+#: ``bm`` is the bucket) and "prefill" (M > 16). Every output element is the same FMA
+#: chain whatever the tile, so a row's bits cannot depend on it. CI proves it under the
+#: interpreter (every tile == the emulator, tests/repro/test_gemm_ieee_tiled.py) and
+#: benchmarks/repro_gemm.py on the GPU (row 0 of x[:M] @ W identical for M = 1..8192).
+#: Decode rows: the register-tiled kernel, BN columns per program (N / BN programs, for
+#: memory parallelism), 16-bit K tiles double-buffered in registers; chosen from compiled
+#: sm_90 register counts (no spills), to be replaced by the H200 sweep's best
+#: (benchmarks/repro_gemm.py, section "sweep"). Prefill rows: the fp32 ``tl.dot`` path,
+#: the best of 7 at M = 2048, K = N = 4096 on the H200 (27.6 TFLOP/s,
+#: benchmarks/results/2026-12-03-h200-repro-gemm).
+DECODE_ROWS = (1, 2, 4, 8, 16)
 IEEE_TABLE: dict[tuple[str, str], Tiles] = {
-    ("decode", "small"): Tiles(16, 32, 32, num_warps=2, num_stages=3, dot=True),
-    # best of 8 at M = 4, K = N = 8192 on the H200 (benchmarks/results/2026-12-03-h200-repro-gemm)
-    ("decode", "large"): Tiles(16, 64, 64, num_warps=4, num_stages=3, dot=True),
+    ("decode1", "small"): Tiles(1, 16, 64, num_warps=1, num_stages=1, tiled=True, prefetch=True),
+    ("decode2", "small"): Tiles(2, 16, 64, num_warps=1, num_stages=1, tiled=True, prefetch=True),
+    ("decode4", "small"): Tiles(4, 16, 32, num_warps=1, num_stages=1, tiled=True, prefetch=True),
+    ("decode8", "small"): Tiles(8, 16, 16, num_warps=1, num_stages=1, tiled=True, prefetch=True),
+    ("decode16", "small"): Tiles(16, 16, 8, num_warps=1, num_stages=1, tiled=True, prefetch=True),
+    ("decode1", "large"): Tiles(1, 32, 64, num_warps=1, num_stages=1, tiled=True, prefetch=True),
+    ("decode2", "large"): Tiles(2, 32, 64, num_warps=1, num_stages=1, tiled=True, prefetch=True),
+    ("decode4", "large"): Tiles(4, 32, 32, num_warps=1, num_stages=1, tiled=True, prefetch=True),
+    ("decode8", "large"): Tiles(8, 32, 16, num_warps=2, num_stages=1, tiled=True, prefetch=True),
+    ("decode16", "large"): Tiles(16, 32, 8, num_warps=2, num_stages=1, tiled=True, prefetch=True),
     ("prefill", "small"): Tiles(64, 64, 16, num_warps=4, num_stages=3, dot=True),
-    # best of 7 at M = 2048, K = N = 4096 on the H200 (same folder): 27.6 TFLOP/s
     ("prefill", "large"): Tiles(128, 128, 32, num_warps=4, num_stages=2, dot=True),
 }
 
@@ -89,10 +120,18 @@ def _size_class(n: int) -> str:
     return "small" if n < 1024 else "large"
 
 
+def rows_class(m: int | None) -> str:
+    """The ``ieee`` table's M bucket: "decode<R>" with R the power of two >= M for M <= 16
+    (R = 1, 2, 4, 8, 16), else (or M unknown) "prefill"."""
+    if m is None or m > DECODE_ROWS[-1]:
+        return "prefill"
+    return f"decode{next(r for r in DECODE_ROWS if r >= max(m, 1))}"
+
+
 def pick(order: str, n: int, k: int, dtype, *, m: int | None = None) -> Tiles:
     """The tiles for ``order`` at (N, K, weight dtype); fp16 and bf16 share a row.
     ``m`` is read by ``ieee`` only (see :data:`IEEE_TABLE`)."""
     check_choice("order", order, ORDERS)
     if order == "ieee":
-        return IEEE_TABLE[("decode" if m is not None and m <= 16 else "prefill", _size_class(n))]
+        return IEEE_TABLE[(rows_class(m), _size_class(n))]
     return TABLE[(order, _size_class(n), _size_class(k))]

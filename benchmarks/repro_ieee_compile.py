@@ -1,0 +1,102 @@
+"""Compile the register-tiled ``ieee`` kernel for sm_90 on any machine (no GPU needed) and
+report, per configuration, what decides its speed before a GPU is at hand: registers,
+spill bytes, shared memory, and the instruction mix (FFMA share of the SASS).
+
+Every configuration the H200 benchmark (``repro_gemm.py``, sections decode and prefill)
+will time, and every table row, is listed; a spilling one is a bad candidate.
+
+    PYTHONPATH=src python benchmarks/repro_ieee_compile.py [--out stats.json] [--only decode1,prefill]
+
+Uses Triton's own ptxas and cuobjdump (``triton/backends/nvidia/bin``). Integers are
+specialised as the launch would (unit strides, 16-divisible sizes and pointers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+os.environ["TRITON_INTERPRET"] = "0"  # compile, never interpret (explicit value wins in kernelaudit)
+
+import triton  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from kernelaudit.repro import tiles as tiles_mod  # noqa: E402
+from kernelaudit.repro.ieee_kernels import ieee_tiled_kernel  # noqa: E402
+
+BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
+CONSTEXPR = ("HAS_BIAS", "OUT_BF16", "BM", "BN", "BK", "GROUP_M", "PREFETCH")
+UNIT = ("s_ak", "s_bk", "s_cn", "s_xn")      # linear: x and the weight K-contiguous
+DIV16 = ("a_ptr", "b_ptr", "bias_ptr", "c_ptr", "N", "K", "s_am", "s_bn", "s_cm", "s_ab", "s_bb", "s_cb")
+
+
+def compile_stats(t: tiles_mod.Tiles, capability: int = 90) -> dict:
+    """Registers, spills, shared memory and SASS mix of ``t`` (bf16 operands and output)."""
+    names = ieee_tiled_kernel.arg_names
+    sig, const = {}, {}
+    for n in names:
+        sig[n] = ("*bf16" if n.endswith("_ptr") else "fp32" if n in ("alpha", "beta")
+                  else "constexpr" if n in CONSTEXPR + UNIT else "i32")
+    const.update(HAS_BIAS=False, OUT_BF16=True, BM=t.bm, BN=t.bn, BK=t.bk, GROUP_M=t.group_m,
+                 PREFETCH=t.prefetch, **{n: 1 for n in UNIT})
+    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in DIV16}
+    src = triton.compiler.ASTSource(fn=ieee_tiled_kernel, signature=sig, constexprs=const, attrs=attrs)
+    c = triton.compile(src, target=GPUTarget("cuda", capability, 32),
+                       options=dict(num_warps=t.num_warps, num_stages=t.num_stages))
+    with tempfile.TemporaryDirectory() as d:
+        cubin = Path(d) / "k.cubin"
+        cubin.write_bytes(c.asm["cubin"])
+        usage = subprocess.run([BIN / "cuobjdump", "--dump-resource-usage", cubin], capture_output=True,
+                               text=True).stdout
+        sass = subprocess.run([BIN / "cuobjdump", "-sass", cubin], capture_output=True, text=True).stdout
+    ops = Counter(i.split(".")[0] for i in
+                  re.findall(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", sass))
+    regs, stack = re.search(r"REG:(\d+)", usage), re.search(r"STACK:(\d+)", usage)
+    return {"registers": int(regs.group(1)) if regs else None, "stack_bytes": int(stack.group(1)) if stack else None,
+            "shared_bytes": c.metadata.shared, "ffma_share": round(ops["FFMA"] / max(1, sum(ops.values())), 3),
+            "sass_top": ops.most_common(5)}
+
+
+def configurations() -> dict[str, tiles_mod.Tiles]:
+    from repro_gemm import PREFILL_CANDIDATES, decode_candidates
+
+    out = {f"table {r}/{n}": t for (r, n), t in tiles_mod.IEEE_TABLE.items() if t.tiled}
+    for rows in tiles_mod.DECODE_ROWS:
+        out.update({f"decode{rows} cand{i}": t for i, t in enumerate(decode_candidates(rows))})
+    out.update({f"prefill cand{i}": t for i, t in enumerate(PREFILL_CANDIDATES)})
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", type=Path)
+    p.add_argument("--only", default="", help="comma-separated name prefixes (e.g. decode1,prefill)")
+    a = p.parse_args(argv)
+    rows = {}
+    for name, t in configurations().items():
+        if a.only and not any(name.startswith(x) for x in a.only.split(",")):
+            continue
+        try:
+            rows[name] = {"tiles": t.__dict__, **compile_stats(t)}
+        except Exception as e:  # noqa: BLE001 - a configuration that does not compile is a finding
+            rows[name] = {"tiles": t.__dict__, "error": f"{type(e).__name__}: {str(e)[:300]}"}
+        r = rows[name]
+        print(f"{name:22s} regs {r.get('registers')} stack {r.get('stack_bytes')} smem {r.get('shared_bytes')} "
+              f"ffma {r.get('ffma_share')} {r.get('error', '')}", flush=True)
+    if a.out:
+        a.out.write_text(json.dumps({"triton": triton.__version__, "rows": rows}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,35 @@
+"""The epilogue every GEMM kernel of :mod:`.gemm` and :mod:`.ieee_kernels` ends with.
+
+One fixed order: ``fma(acc, alpha, fp32(beta * bias))`` (or ``acc * alpha`` without
+bias), then one rounding to the output dtype (bf16 to nearest even with integer ops,
+because the Triton interpreter truncates a bf16 cast). :mod:`.emulate` does the same.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def epilogue(acc, bias_ptr, c_ptr, pid_b, rm, rn, mask_m, mask_n, s_xb, s_xm, s_xn, s_cb, s_cm, s_cn,
+             alpha, beta, HAS_BIAS: tl.constexpr, OUT_BF16: tl.constexpr):
+    """Both orders' epilogue, in one fixed order: ``fma(acc, alpha, beta * bias)`` (or
+    ``acc * alpha``), then the store, bf16 rounded to nearest even with integer ops."""
+    if HAS_BIAS:
+        x = tl.load(bias_ptr + pid_b * s_xb + rm[:, None] * s_xm + rn[None, :] * s_xn,
+                    mask=mask_m[:, None] & mask_n[None, :], other=0.0).to(tl.float32)
+        acc = tl.fma(acc, alpha, x * beta)
+    else:
+        acc = acc * alpha
+    c = c_ptr + pid_b * s_cb + rm[:, None] * s_cm + rn[None, :] * s_cn
+    mask_c = mask_m[:, None] & mask_n[None, :]
+    if OUT_BF16:
+        # torch's and PTX cvt.rn.bf16.f32 bits: the Triton interpreter truncates a bf16
+        # cast; NaN stays a quiet NaN
+        bits = acc.to(tl.uint32, bitcast=True)
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+        bits = tl.where(acc != acc, 0x7FC0, bits)
+        tl.store(c, bits.to(tl.uint16).to(tl.bfloat16, bitcast=True), mask=mask_c)
+    else:
+        tl.store(c, acc.to(c_ptr.dtype.element_ty), mask=mask_c)

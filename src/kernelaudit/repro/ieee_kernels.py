@@ -1,0 +1,123 @@
+"""The register-tiled ``ieee`` kernel: decode (GEMV-like, small M) and prefill (large M).
+
+Same order as every ``ieee`` path (:mod:`.gemm`, :mod:`.emulate`): each output element is
+``acc = fma(a[m, k], b[k, n], acc)`` for k = 0, 1, ..., K-1 from acc = +0.0, one IEEE-754
+fp32 FMA (``tl.fma``) per step, then the shared epilogue. What differs is how operands
+reach the FMAs:
+
+* each K step loads one ``[BM, BK]`` tile of ``a`` and one ``[BN, BK]`` tile of ``b``
+  (``b`` seen as [N, K]: linear's weight is K-contiguous, so the loads are wide and
+  contiguous, 16 bytes and up per thread), converted to fp32 once;
+* :func:`_fma_steps` takes the ``BK`` columns apart by halving in registers
+  (reshape/permute/split: data movement only) and applies the ``BK`` rank-1 updates in
+  increasing k; the order never depends on ``BM``, ``BN``, ``BK`` or the warps;
+* the K tail (K mod BK) is one more masked tile whose padding multiplies ``+0.0`` by
+  ``-0.0``: the product is ``-0.0`` and ``x + (-0.0) == x`` for every x, signed zeros
+  and NaN included, so the padded steps leave every accumulator bit unchanged;
+* decode (``BM`` >= M, at most 16): one program per ``BN`` columns holds every row, the
+  grid is N / BN programs wide (memory parallelism), ``PREFETCH`` loads the next tile
+  before the FMAs of this one;
+* prefill: programs in groups of ``GROUP_M`` row blocks (L2 reuse of ``b``), each a
+  ``BM x BN`` register-tiled outer product.
+
+No ``tl.dot``: tensor cores are not IEEE. Import through :mod:`.gemm`, which sets the
+Triton interpreter up first on a CPU-only machine.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from .epilogue import epilogue
+
+
+@triton.jit
+def _halves(t):
+    """The first and second half of ``t`` [R, H2] along dim 1 (k order kept inside each)."""
+    R: tl.constexpr = t.shape[0]
+    H: tl.constexpr = t.shape[1] // 2
+    return tl.split(tl.permute(tl.reshape(t, (R, 2, H)), (0, 2, 1)))
+
+
+@triton.jit
+def _fma_steps(acc, at, bt, NK: tl.constexpr):
+    """``acc = fma(at[:, k, None], bt[None, :, k], acc)`` for k = 0..NK-1 in order
+    (at [BM, NK], bt [BN, NK], any float dtype, each column upcast to fp32 where it is
+    used, so the tiles stay 16-bit in registers): the first half of the columns, then
+    the second."""
+    if NK == 1:
+        BM: tl.constexpr = at.shape[0]
+        BN: tl.constexpr = bt.shape[0]
+        a = tl.reshape(at, (BM,)).to(tl.float32)
+        b = tl.reshape(bt, (BN,)).to(tl.float32)
+        acc = tl.fma(a[:, None], b[None, :], acc)
+    else:
+        a_lo, a_hi = _halves(at)
+        b_lo, b_hi = _halves(bt)
+        acc = _fma_steps(acc, a_lo, b_lo, NK // 2)
+        acc = _fma_steps(acc, a_hi, b_hi, NK // 2)
+    return acc
+
+
+@triton.jit
+def ieee_tiled_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
+                      s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_xb, s_xm, s_xn, s_cb, s_cm, s_cn,
+                      alpha, beta,
+                      HAS_BIAS: tl.constexpr, OUT_BF16: tl.constexpr,
+                      BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                      GROUP_M: tl.constexpr, PREFETCH: tl.constexpr):
+    """``c[b] = epilogue(a[b] @ b[b])`` in the ``ieee`` order; a [B, M, K], b [B, K, N]
+    by strides; grid (cdiv(M, BM) * cdiv(N, BN), B)."""
+    pid = tl.program_id(0)
+    pid_b = tl.program_id(1).to(tl.int64)
+    grid_m = tl.cdiv(M, BM)
+    grid_n = tl.cdiv(N, BN)
+    # grouped order: GROUP_M row blocks sweep the columns together, so b stays in L2
+    width = GROUP_M * grid_n
+    first_m = (pid // width) * GROUP_M
+    rows_in_group = tl.minimum(grid_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % width) % rows_in_group
+    pid_n = (pid % width) // rows_in_group
+    rm = pid_m.to(tl.int64) * BM + tl.arange(0, BM)
+    rn = pid_n.to(tl.int64) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    mask_m = rm < M
+    mask_n = rn < N
+    a_t = a_ptr + pid_b * s_ab + rm[:, None] * s_am + rk[None, :] * s_ak    # [BM, BK]
+    b_t = b_ptr + pid_b * s_bb + rn[:, None] * s_bn + rk[None, :] * s_bk    # [BN, BK]: b as [N, K]
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    k_main = (K // BK) * BK
+    k_main64 = tl.cast(k_main, tl.int64)
+    if PREFETCH:
+        # register double buffering: the next tile's loads are in flight during this
+        # tile's FMAs (decode is bound by how many bytes are in flight). The weight tile
+        # stays 16-bit until its column is used (registers); the small activation tile,
+        # which every thread reads whole, is upcast once here rather than once per use
+        # (the first tile is unused when K < BK; the last step reloads its own tile
+        # instead of reading past K: no mask along K inside the loop)
+        at = tl.load(a_t, mask=mask_m[:, None] & (rk[None, :] < K), other=0.0).to(tl.float32)
+        bt = tl.load(b_t, mask=mask_n[:, None] & (rk[None, :] < K), other=0.0)
+        for k0 in range(0, k_main, BK):
+            k_next = tl.cast(tl.minimum(k0 + BK, k_main - BK), tl.int64)  # int64: k * stride
+            at_next = tl.load(a_t + k_next * s_ak, mask=mask_m[:, None], other=0.0).to(tl.float32)
+            bt_next = tl.load(b_t + k_next * s_bk, mask=mask_n[:, None], other=0.0)
+            acc = _fma_steps(acc, at, bt, BK)
+            at = at_next
+            bt = bt_next
+    else:
+        for k0 in range(0, k_main, BK):
+            # upcast once per element here (each thread of the load layout converts its
+            # share), not once per use after the tiles are spread over the sub-tiles
+            k64 = tl.cast(k0, tl.int64)  # k * stride may pass 2^31 (transposed operands)
+            at = tl.load(a_t + k64 * s_ak, mask=mask_m[:, None], other=0.0).to(tl.float32)
+            bt = tl.load(b_t + k64 * s_bk, mask=mask_n[:, None], other=0.0).to(tl.float32)
+            acc = _fma_steps(acc, at, bt, BK)
+    if k_main < K:
+        # the tail: padded steps are fma(+0, -0, acc) = acc + (-0) = acc, bit for bit
+        mask_k = (k_main + rk) < K
+        a_tail = tl.load(a_t + k_main64 * s_ak, mask=mask_m[:, None] & mask_k[None, :], other=0.0)
+        b_tail = tl.load(b_t + k_main64 * s_bk, mask=mask_n[:, None] & mask_k[None, :], other=-0.0)
+        acc = _fma_steps(acc, a_tail.to(tl.float32), b_tail.to(tl.float32), BK)
+    epilogue(acc, bias_ptr, c_ptr, pid_b, rm, rn, mask_m, mask_n, s_xb, s_xm, s_xn, s_cb, s_cm, s_cn,
+             alpha, beta, HAS_BIAS, OUT_BF16)
