@@ -15,8 +15,6 @@ next record starts on a line of its own; the report says how many were.
 from __future__ import annotations
 
 import datetime as _dt
-import json
-import os
 import platform
 import subprocess
 from pathlib import Path
@@ -24,6 +22,7 @@ from typing import Any, Iterator
 
 from .cases import Case
 from ..errors import InvalidArgument
+from ..jsonstore import append_jsonl, read_json, write_json_atomic
 from ..verdict import Verdict
 from .runfile import MANIFEST, VERDICTS, read_verdict_lines, set_aside_torn
 
@@ -129,15 +128,10 @@ class RunStore:
         return store
 
     def manifest(self) -> dict[str, Any]:
-        try:
-            return json.loads((self.path / MANIFEST).read_text())
-        except json.JSONDecodeError as e:
-            raise InvalidArgument(f"Cannot read {self.path / MANIFEST}: {e}") from e
+        return read_json(self.path / MANIFEST)
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        tmp = self.path / (MANIFEST + ".tmp")
-        tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True))
-        os.replace(tmp, self.path / MANIFEST)  # atomic: never a half-written manifest
+        write_json_atomic(self.path / MANIFEST, manifest)
 
     def update_manifest(self, **fields: Any) -> None:
         m = self.manifest()
@@ -159,11 +153,7 @@ class RunStore:
     def append(self, case: Case, verdict: Verdict, elapsed_s: float, **extra: Any) -> None:
         rec = {"case": case.to_json(), "verdict": verdict.to_json(), "elapsed_s": round(elapsed_s, 4),
                "recorded": now(), **extra}
-        line = json.dumps(rec, default=_jsonable) + "\n"
-        with open(self.path / VERDICTS, "a", encoding="utf-8") as f:
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
+        append_jsonl(self.path / VERDICTS, rec, default=_jsonable)
 
     def records(self) -> Iterator[dict[str, Any]]:
         """Every complete record, in order (torn lines are skipped)."""

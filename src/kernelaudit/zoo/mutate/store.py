@@ -10,20 +10,20 @@ Layout of a campaign directory::
 
 Every record is flushed and fsynced as it is written, so an interrupt loses nothing
 already judged; a resumed campaign skips every recorded mutant. A torn last line (a
-crash mid-write) is ignored on reading and set aside on resume. Reading needs only the
-standard library: a report can be made from a store copied from another machine.
+crash mid-write) is ignored on reading and set aside on resume (the rules every store
+shares: :mod:`kernelaudit.jsonstore`). Reading needs only the standard library and that
+module: a report can be made from a store copied from another machine.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import json
-import os
 import threading
 from pathlib import Path
 from typing import Any
 
 from ...errors import InvalidArgument
+from ...jsonstore import append_jsonl, read_json, read_jsonl, set_aside_torn, write_json_atomic
 
 MANIFEST = "manifest.json"
 RECORDS = "records.jsonl"
@@ -38,17 +38,8 @@ def now() -> str:
 
 def read_records(path: Path) -> tuple[list[dict[str, Any]], list[tuple[int, str]]]:
     """(records, torn lines with their 1-based numbers) of a records file; missing reads as empty."""
-    records, torn = [], []
-    if not path.exists():
-        return records, torn
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            torn.append((n, line))
-    return records, torn
+    parsed, torn = read_jsonl(path)
+    return [rec for _, rec in parsed], torn
 
 
 class CampaignStore:
@@ -98,15 +89,10 @@ class CampaignStore:
         return store
 
     def manifest(self) -> dict[str, Any]:
-        try:
-            return json.loads((self.path / MANIFEST).read_text())
-        except json.JSONDecodeError as e:
-            raise InvalidArgument(f"Cannot read {self.path / MANIFEST}: {e}") from e
+        return read_json(self.path / MANIFEST)
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        tmp = self.path / (MANIFEST + ".tmp")
-        tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True))
-        os.replace(tmp, self.path / MANIFEST)  # atomic: never a half-written manifest
+        write_json_atomic(self.path / MANIFEST, manifest)
 
     def records(self) -> list[dict[str, Any]]:
         return read_records(self.path / RECORDS)[0]
@@ -119,24 +105,8 @@ class CampaignStore:
 
     def append(self, record: dict[str, Any]) -> None:
         """Write one record and make it durable before returning (thread-safe)."""
-        line = json.dumps(record, sort_keys=True) + "\n"
-        with self._lock, open(self.path / RECORDS, "a", encoding="utf-8") as f:
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
+        with self._lock:
+            append_jsonl(self.path / RECORDS, record, sort_keys=True)
 
     def _set_aside_torn(self) -> int:
-        path = self.path / RECORDS
-        if not path.exists():
-            return 0
-        text = path.read_text(encoding="utf-8")
-        records, torn = read_records(path)
-        if not torn and (not text or text.endswith("\n")):
-            return 0
-        with open(self.path / TORN, "a", encoding="utf-8") as f:
-            for n, line in torn:
-                f.write(json.dumps({"line": n, "text": line}) + "\n")
-        tmp = path.with_suffix(".jsonl.tmp")
-        tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records), encoding="utf-8")
-        os.replace(tmp, path)
-        return len(torn)
+        return set_aside_torn(self.path / RECORDS, self.path / TORN, sort_keys=True)
