@@ -156,6 +156,56 @@ def worker_device() -> str:
     return WORKER_DEVICE.get()
 
 
+# --- worker processes -------------------------------------------------------------------
+def spawn_worker(target: Callable[..., None], args: tuple = (), *, what: str = "worker",
+                 timeout_s: float | None = None):
+    """Start ``target(conn, *args)`` in a spawned daemon process and wait for its hello on
+    ``conn``: ``{"ready": True, ...}`` or ``{"ready": False, "error": ...}``. Returns
+    ``(process, parent end of the pipe)``. Raises :class:`TaskFailed` (``what`` names the
+    worker in the message) when no hello comes within ``timeout_s`` (default
+    :data:`START_TIMEOUT_S`; the process is killed), the process dies before its hello,
+    or the hello says it could not start.
+    ``spawn``: nothing of the parent's state (or CUDA context) leaks into the worker."""
+    timeout_s = START_TIMEOUT_S if timeout_s is None else timeout_s
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=target, args=(child, *args), daemon=True)
+    proc.start()
+    child.close()
+    if not parent.poll(timeout_s):
+        kill_worker(proc)
+        raise TaskFailed(f"{what} did not start within {timeout_s:.0f} s")
+    try:
+        hello = parent.recv()
+    except EOFError:  # the pipe closed before a hello: the process died starting
+        proc.join(5)  # reaped, so its exit status is known
+        raise TaskFailed(f"{what} died before it said it was ready: {describe_exit(proc.exitcode)}") from None
+    if not hello.get("ready"):
+        proc.join(5)
+        raise TaskFailed(f"{what} could not start: {hello.get('error')}")
+    return proc, parent
+
+
+def stop_worker(proc, conn) -> None:
+    """Ask a worker of :func:`spawn_worker` to exit (``None`` on its pipe), wait up to
+    5 s, then kill it if it is still alive. ``proc`` None: nothing to stop."""
+    if proc is None:
+        return
+    try:
+        conn.send(None)
+        proc.join(5)
+    except OSError:  # the pipe is gone with the process: killed below if alive
+        pass
+    kill_worker(proc)
+
+
+def kill_worker(proc) -> None:
+    """Kill ``proc`` if it is alive and reap it (up to 5 s); None or dead: nothing."""
+    if proc is not None and proc.is_alive():
+        proc.kill()
+        proc.join(5)
+
+
 # --- the default slot: a pinned process ------------------------------------------------
 def _process_main(conn, env: dict[str, str]) -> None:
     """A :class:`ProcessSlot`'s child: pin, say ready, then run tasks until told to stop.
@@ -182,19 +232,11 @@ class ProcessSlot:
         self.device = device
         self.timeout_s = timeout_s
         self.restarts = 0
-        self._ctx = mp.get_context("spawn")
         self._proc = self._conn = None
 
     def _start(self) -> None:
-        parent, child = self._ctx.Pipe()
-        proc = self._ctx.Process(target=_process_main, args=(child, pinned_environment(self.device)), daemon=True)
-        proc.start()
-        child.close()
-        if not parent.poll(START_TIMEOUT_S):
-            proc.kill()
-            raise TaskFailed(f"the worker on {self.device} did not start within {START_TIMEOUT_S:.0f} s")
-        parent.recv()
-        self._proc, self._conn = proc, parent
+        self._proc, self._conn = spawn_worker(_process_main, (pinned_environment(self.device),),
+                                              what=f"the worker on {self.device}")
 
     def run(self, task: Callable[[], Any]) -> Any:
         """``task()`` in the worker; raises :class:`TaskFailed` if the task raised, its
@@ -221,23 +263,12 @@ class ProcessSlot:
         return res["value"]
 
     def _replace(self) -> None:
-        if self._proc is not None and self._proc.is_alive():
-            self._proc.kill()
-            self._proc.join(5)
+        kill_worker(self._proc)
         self._proc = self._conn = None
         self.restarts += 1
 
     def stop(self) -> None:
-        if self._proc is None:
-            return
-        try:
-            self._conn.send(None)
-            self._proc.join(5)
-        except OSError:
-            pass
-        if self._proc.is_alive():
-            self._proc.kill()
-            self._proc.join(5)
+        stop_worker(self._proc, self._conn)
         self._proc = self._conn = None
 
 

@@ -423,49 +423,24 @@ def _cases_on(ex, todo: list[Case], *, tolerance, record, segment: dict) -> list
 
 def _side_by_side(pool_args, jobs: dict, workers: int):
     """Yield (key, result) for every job (key -> the job a worker runs), run by
-    ``workers`` worker processes at once (one thread each drives its own
-    :class:`WorkerPool`: case timeouts and crash isolation as alone), as they finish.
-    Jobs are started in ``jobs``' order. Results are handed to the caller's thread, so
-    the store, the progress bar and the counters are only ever touched from there."""
-    import queue
-    import threading
+    ``workers`` worker processes at once on the one device (a
+    :class:`~kernelaudit.executors.LocalExecutor` whose slots are :class:`WorkerPool`:
+    case timeouts and crash isolation as alone), as they finish. Jobs are started in
+    ``jobs``' order. Results are handed to the caller's thread, so the store, the
+    progress bar and the counters are only ever touched from there. At the end every
+    worker is stopped, so that what runs next finds the device's memory back; on an
+    interrupt each stops after its current job, whose result is never recorded (a
+    resumed run runs it)."""
+    from ..executors import LocalExecutor
 
-    todo: queue.Queue = queue.Queue()
-    for key in jobs:
-        todo.put(key)
-    done: queue.Queue = queue.Queue()
-    stop = threading.Event()
+    def slot(_device: str) -> WorkerPool:
+        return WorkerPool(*pool_args)
 
-    def serve() -> None:
-        with WorkerPool(*pool_args) as pool:
-            while not stop.is_set():
-                try:
-                    key = todo.get_nowait()
-                except queue.Empty:
-                    return
-                try:
-                    res = pool.run(jobs[key])
-                except Exception as e:  # a worker that cannot start: that job is retried alone
-                    res = {"verdict": Verdict.error(f"{type(e).__name__}: {e}").to_json(), "worst": {},
-                           "elapsed_s": 0.0}
-                done.put((key, res))
-
-    threads = [threading.Thread(target=serve, daemon=True) for _ in range(min(workers, len(jobs)))]
-    for t in threads:
-        t.start()
-    finished = False
-    try:
-        for _ in range(len(jobs)):
-            yield done.get()
-        finished = True
-    finally:
-        # Normally every thread is returning: wait until each has stopped its worker, so
-        # that what runs next finds the device's memory back. On an interrupt each stops
-        # after its current job, whose result is never recorded (a resumed run runs it);
-        # its worker is a daemon process, gone with this one.
-        stop.set()
-        for t in threads:
-            t.join(timeout=None if finished else 1)
+    with LocalExecutor((pool_args[0].device,), slot, slots_per_device=workers) as ex:
+        for d in ex.map(jobs):
+            # A worker that cannot start fails its job here: that job is retried alone.
+            yield d.key, d.value if d.ok else {"verdict": Verdict.error(d.error).to_json(), "worst": {},
+                                               "elapsed_s": 0.0}
 
 
 def check_against_rules(store: RunStore, fault_model: str) -> tuple[int, list[str]]:

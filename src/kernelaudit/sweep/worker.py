@@ -14,9 +14,7 @@ leaks into them.
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
-import signal
 import sys
 import time
 import traceback
@@ -24,12 +22,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .cases import Case
+from ..executors import describe_exit, kill_worker, spawn_worker, stop_worker
 from ..verdict import Verdict
 
 #: Seconds a single case may run before its worker is killed.
 DEFAULT_CASE_TIMEOUT_S = 600.0
-#: Seconds to wait for a worker to start (imports torch, initialises the device).
-WORKER_START_TIMEOUT_S = 180.0
 
 
 @dataclass(frozen=True)
@@ -138,7 +135,6 @@ class WorkerPool:
     def __init__(self, cfg: WorkerConfig, case_timeout_s: float = DEFAULT_CASE_TIMEOUT_S) -> None:
         self.cfg = cfg
         self.case_timeout_s = case_timeout_s
-        self._ctx = mp.get_context("spawn")
         self._proc = None
         self._conn = None
         self.restarts = 0
@@ -174,18 +170,8 @@ class WorkerPool:
             self._start()
 
     def _start(self) -> None:
-        parent, child = self._ctx.Pipe()
-        proc = self._ctx.Process(target=_worker_main, args=(child, self.cfg), daemon=True)
-        proc.start()
-        child.close()
-        if not parent.poll(WORKER_START_TIMEOUT_S):
-            proc.kill()
-            raise RuntimeError(f"worker did not start within {WORKER_START_TIMEOUT_S:.0f} s")
-        hello = parent.recv()
-        if not hello.get("ready"):
-            proc.join(5)
-            raise RuntimeError(f"worker could not start: {hello.get('error')}")
-        self._proc, self._conn = proc, parent
+        # TaskFailed is a RuntimeError: callers catch a worker that cannot start as one.
+        self._proc, self._conn = spawn_worker(_worker_main, (self.cfg,), what="worker")
 
     def stop(self) -> None:
         if self._starting is not None:
@@ -193,22 +179,11 @@ class WorkerPool:
                 self._ensure_started()
             except Exception:
                 return
-        if self._proc is None:
-            return
-        try:
-            self._conn.send(None)
-            self._proc.join(5)
-        except (OSError, BrokenPipeError):
-            pass
-        if self._proc.is_alive():
-            self._proc.kill()
-            self._proc.join(5)
+        stop_worker(self._proc, self._conn)
         self._proc = self._conn = None
 
     def _kill(self) -> None:
-        if self._proc is not None and self._proc.is_alive():
-            self._proc.kill()
-            self._proc.join(5)
+        kill_worker(self._proc)
         self._proc = self._conn = None
         self.restarts += 1
 
@@ -237,7 +212,7 @@ class WorkerPool:
                 self._proc.join(10)  # reap it, so its exit status is known
                 code = self._proc.exitcode
             self._kill()
-            v = Verdict.error(f"the process running the case died: {_describe_exit(code)}", exitcode=code)
+            v = Verdict.error(f"the process running the case died: {describe_exit(code)}", exitcode=code)
             return {"verdict": v.to_json(), "worst": {}, "elapsed_s": time.perf_counter() - t0,
                     "worker_replaced": True}
         if needs_restart(self.cfg.device, res):
@@ -274,13 +249,3 @@ def needs_restart(device: str, res: dict[str, Any]) -> bool:
         return False
     return not res.get("healthy", False)
 
-
-def _describe_exit(code: int | None) -> str:
-    if code is None:
-        return "no exit status"
-    if code < 0:
-        try:
-            return f"killed by signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit status {code}"
