@@ -2,7 +2,7 @@
 
 For every problem (KernelBench level 1-3 files, or the project's corpus with its error
 annotations stripped) at small shapes, builds the candidates of
-``kernelaudit.zoo.problems.reference_variants`` -- the reference itself and a split-K
+``kernelaudit.zoo.problems.variants`` -- the reference itself and a split-K
 reordering (both correct), the model run in bf16 / fp16 and with TF32 operands (all
 wrong for an fp32 problem) -- and judges them with ``bound``, ``shapes`` and ``values``
 (the derived model: no ``ERROR_MODEL``). Reports pass/catch counts and, per candidate,
@@ -88,7 +88,7 @@ def judge(problem, case, kind: str) -> dict:
     from kernelaudit.zoo.oracles import Subject, make_oracle
     from kernelaudit.zoo.oracles.derived import derive
     from kernelaudit.zoo.problems.problem_case import ProblemCase
-    from kernelaudit.zoo.problems.reference_variants import variant_candidate
+    from kernelaudit.zoo.problems.variants import variant_candidate
 
     subject = Subject(variant_candidate(problem, kind))
     out = {}
@@ -190,7 +190,7 @@ def main() -> None:
         return
     from kernelaudit.zoo.oracles.derived import SAFETY
     from kernelaudit.zoo.problems import load_problem
-    from kernelaudit.zoo.problems.reference_variants import VARIANT_KINDS
+    from kernelaudit.zoo.problems.variants import VARIANT_KINDS
 
     if args.device == "cpu":
         torch.set_num_threads(2)

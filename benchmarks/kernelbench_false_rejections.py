@@ -13,8 +13,10 @@ rejected and its message) or ``cannot-judge`` (with the reason: does not load, n
 GPU, nondeterministic by design, the reference cannot run, an oracle could not judge,
 timed out). Problems run in worker processes (``--jobs``), one problem at a time per
 worker, with a timeout per problem: a hang or a crash costs that problem only (the
-worker is restarted). Results are appended to ``OUT/results.jsonl`` as they come, so
-an interrupted run resumes where it stopped; ``OUT/table.md`` is written at the end.
+worker is restarted). Results are appended to ``OUT/results.jsonl`` as they come
+(fsynced, :mod:`kernelaudit.jsonstore`), so an interrupted run resumes where it stopped
+(a line torn by a kill is set aside to ``OUT/results.torn.jsonl`` and its problem runs
+again); ``OUT/table.md`` is written at the end.
 
     python benchmarks/kernelbench_false_rejections.py --jobs 2
     python benchmarks/kernelbench_false_rejections.py --levels 1 --limit 10 --out /tmp/fr
@@ -242,11 +244,11 @@ def problem_files(root: Path, levels: list[int]) -> list[Path]:
 
 def write_table(out: Path, meta: dict[str, Any]) -> str:
     """``table.md`` from ``results.jsonl``: totals, then one row per problem."""
+    from kernelaudit.jsonstore import read_jsonl
+
     recs: dict[str, dict] = {}
-    for line in (out / "results.jsonl").read_text().splitlines():
-        if line.strip():
-            r = json.loads(line)
-            recs[r["problem"]] = r
+    for _, r in read_jsonl(out / "results.jsonl")[0]:  # a torn last line (a killed run) is skipped
+        recs[r["problem"]] = r
     rows = sorted(recs.values(), key=lambda r: (r["problem"].split("/")[0],
                                                 int(r["problem"].split("/")[1].split("_")[0])))
     totals: dict[str, int] = {}
@@ -330,9 +332,12 @@ def main(argv: list[str] | None = None) -> int:
     results = args.out / "results.jsonl"
     if args.fresh and results.exists():
         results.unlink()
-    done = set()
-    if results.exists():
-        done = {json.loads(x)["problem"] for x in results.read_text().splitlines() if x.strip()}
+    from kernelaudit.jsonstore import append_jsonl, read_jsonl, set_aside_torn
+
+    # A run killed mid-write leaves a torn last line: set aside, so its problem runs again
+    # and the next record starts on a line of its own.
+    set_aside_torn(results, args.out / "results.torn.jsonl")
+    done = {r["problem"] for _, r in read_jsonl(results)[0]}
     todo = [f for f in files if f"{f.parent.name}/{f.stem}" not in done]
     print(f"{len(files)} problems, {len(files) - len(todo)} already in {results}, {len(todo)} to judge "
           f"with {args.jobs} jobs", flush=True)
@@ -355,8 +360,7 @@ def main(argv: list[str] | None = None) -> int:
                 rec = worker.judge(f, args.timeout)
                 with lock:
                     counter["n"] += 1
-                    with results.open("a") as fh:
-                        fh.write(json.dumps(rec) + "\n")
+                    append_jsonl(results, rec)
                     print(f"[{counter['n']}/{len(todo)} {time.perf_counter() - start:6.0f}s] {rec['problem']}: "
                           f"{rec['class']} ({rec.get('seconds', '?')} s) {(rec.get('reason') or '')[:150]}", flush=True)
         finally:

@@ -18,7 +18,7 @@ from kernelaudit.verdict import Status
 from kernelaudit.zoo.oracles import BoundOracle, Subject, UlpOracle, make_oracle
 from kernelaudit.zoo.oracles.derived import SAFETY, derive
 from kernelaudit.zoo.problems import CORPUS_DIR, ProblemCase, load_problem
-from kernelaudit.zoo.problems.reference_variants import variant_candidate
+from kernelaudit.zoo.problems.variants import variant_candidate
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning", "ignore::UserWarning")
 

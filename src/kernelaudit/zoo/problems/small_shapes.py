@@ -32,7 +32,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -41,6 +40,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from ...jsonstore import write_json_atomic
 from .loader import Problem
 
 #: Slots below this are structural (kernel sizes, strides, a channel count of 3): never shrunk.
@@ -251,9 +251,7 @@ def _write_cache(key: str, found: SmallShapes) -> None:
         return
     try:
         d.mkdir(parents=True, exist_ok=True)
-        tmp = d / f".{key}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(found.to_json()))
-        tmp.replace(d / f"{key}.json")
+        write_json_atomic(d / f"{key}.json", found.to_json(), indent=None, sort_keys=False)
     except OSError:  # a read-only home or the sandbox: the search just runs again next time
         pass
 

@@ -1,23 +1,35 @@
-"""Candidates built from a problem's own reference: the reference itself, and a
-legitimately reordered variant of it.
+"""Candidates built from a problem's own reference: the reference itself, reordered
+variants of it (correct) and precision downgrades (wrong).
 
-An oracle that rejects either wrongly rejects a correct kernel (a false rejection).
-The reordered variant is a correct implementation that computes in another order,
-not a copy:
+An oracle that rejects a correct one wrongly rejects a correct kernel (a false
+rejection); one that passes a downgrade misses a wrong one. The reordered variants are
+correct implementations that compute in another order, not copies:
 
+``split_reductions``  every matmul, ``linear``, convolution (``groups=1``, transposed
+                      too) and sum or mean over one dimension split in two halves along
+                      its reduction dimension and the two partial results added:
+                      split-K, a summation order no torch backend uses
+                      (:class:`SplitReductions`).
 ``row_chunks``        the reference run on row chunks of its batch (dim 0) and the
                       outputs concatenated, where the model is batch-separable. That
                       is *verified* in float64 on the case first, per mode (eval and
                       training): BatchNorm in training mode, a loss that averages
                       over the batch or a model that mixes rows is not separable and
                       runs whole in that mode.
-``split_reductions``  every matmul, ``linear``, convolution (``groups=1``) and sum
-                      over a dimension split in two halves along its reduction
-                      dimension and the two partial results added: split-K, another
-                      summation order.
 
-The variant always splits reductions, and runs in row chunks where separable
-(``row_chunks+split_reductions``).
+Two ways to build them:
+
+* files, for the false-rejection benchmark (every oracle, ``static`` included, reads a
+  candidate as written): :func:`reference_candidate` (``Model`` renamed ``ModelNew``)
+  and :func:`reordered_candidate`, which always splits reductions and runs in row
+  chunks where separable (``row_chunks+split_reductions``);
+* in-memory candidates that calibrate and test the error models,
+  :func:`variant_candidate` ``(problem, kind)`` with a kind of :data:`VARIANT_KINDS`:
+  ``reference`` (``Model`` itself), ``split`` (split reductions), ``bf16``/``fp16``
+  (parameters and inputs cast to that dtype, the output cast back: an fp32 problem
+  computed in half precision, wrong) and ``tf32`` (the operands of every matmul,
+  linear, convolution and ``scaled_dot_product_attention`` rounded to 10 mantissa
+  bits, as TF32 tensor cores read them: wrong unless the problem allows TF32).
 """
 
 from __future__ import annotations
@@ -25,6 +37,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import torch
@@ -37,6 +50,8 @@ from .problem_case import ProblemCase, as_tensors, cast_floating
 SEPARABLE_RTOL = 1e-9
 #: Row chunks the batch is run in.
 CHUNKS = 2
+#: Kinds :func:`variant_candidate` builds, and whether a correct checker must accept them.
+VARIANT_KINDS = {"reference": True, "split": True, "bf16": False, "fp16": False, "tf32": False}
 
 
 def renamed_source(problem: Problem, new_name: str) -> str:
@@ -115,6 +130,13 @@ def _split_sum(func, x, dim=None, keepdim=False, *, dtype=None):  # noqa: ANN001
     return func(lo, dim, keepdim, dtype=dtype) + func(hi, dim, keepdim, dtype=dtype)
 
 
+def _split_mean(func, x, dim=None, keepdim=False, *, dtype=None):  # noqa: ANN001, ANN202
+    total = _split_sum(torch.sum, x, dim, keepdim, dtype=dtype)
+    if total is NotImplemented:
+        return total
+    return total / x.shape[dim[0] if isinstance(dim, (list, tuple)) else dim]
+
+
 _SPLITTERS = {
     torch.matmul: _split_matmul, torch.Tensor.matmul: _split_matmul, torch.Tensor.__matmul__: _split_matmul,
     torch.mm: _split_matmul, torch.Tensor.mm: _split_matmul, torch.bmm: _split_matmul, torch.Tensor.bmm: _split_matmul,
@@ -123,12 +145,18 @@ _SPLITTERS = {
     torch.conv_transpose1d: _split_conv_transpose, torch.conv_transpose2d: _split_conv_transpose,
     torch.conv_transpose3d: _split_conv_transpose,
     torch.sum: _split_sum, torch.Tensor.sum: _split_sum,
+    torch.mean: _split_mean, torch.Tensor.mean: _split_mean,
 }
 
 
 class SplitReductions(TorchFunctionMode):
-    """While active, matmuls, linears, convolutions and sums over a dim are computed as the
-    sum of two halves along their reduction dimension; ``count`` says how many were."""
+    """While active, matmuls, linears, convolutions and sums and means over a dim are
+    computed as the sum of two halves along their reduction dimension; ``count`` says how
+    many were.
+
+    A ``TorchFunctionMode`` (the Python API level), not a dispatch mode: entering a
+    dispatch mode imports ``torch._dynamo``, seconds of a test's budget.
+    """
 
     def __init__(self) -> None:
         super().__init__()
@@ -294,3 +322,76 @@ def split_count(case: ProblemCase) -> int:
         model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in case.inputs])
     return mode.count
 
+
+# ---------------------------------------------------------------------------
+# in-memory variants: the reference, split, precision downgrades
+# ---------------------------------------------------------------------------
+
+_F = torch.nn.functional
+#: Ops whose operands TF32 tensor cores read rounded: matmuls, linear, convolutions, attention.
+_TF32_OPS = {f for f, split in _SPLITTERS.items() if split is not _split_sum and split is not _split_mean} | {
+    torch.addmm, torch.baddbmm, _F.scaled_dot_product_attention}
+
+
+def _round_tf32(t: torch.Tensor) -> torch.Tensor:
+    """float32 rounded to 10 mantissa bits (nearest), as TF32 tensor cores read operands."""
+    if not isinstance(t, torch.Tensor) or t.dtype != torch.float32:
+        return t
+    bits = t.contiguous().view(torch.int32)
+    rounded = ((bits + 0x1000) & ~0x1FFF).view(torch.float32)
+    return torch.where(torch.isfinite(t), rounded, t)
+
+
+class RoundTF32Operands(TorchFunctionMode):
+    """Round the operands of matmul, linear, convolution and attention to TF32."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+        kwargs = kwargs or {}
+        if func in _TF32_OPS:
+            args = tuple(_round_tf32(a) for a in args)
+            kwargs = {k: _round_tf32(v) for k, v in kwargs.items()}
+        return func(*args, **kwargs)
+
+
+def _wrap(problem: Problem, kind: str) -> type:
+    model_cls = problem.Model
+
+    class ModelNew(torch.nn.Module):
+        def __init__(self, *init):
+            super().__init__()
+            self.inner = model_cls(*init)  # same seed, same construction order: same parameters
+            self._low: torch.nn.Module | None = None
+
+        def forward(self, *inputs):
+            if kind in ("bf16", "fp16"):
+                low = torch.bfloat16 if kind == "bf16" else torch.float16
+                if self._low is None:
+                    self._low = copy.deepcopy(self.inner).to(low)
+                out = self._low(*[x.to(low) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                                  for x in inputs])
+                want = next((x.dtype for x in inputs if isinstance(x, torch.Tensor) and x.is_floating_point()),
+                            torch.float32)
+                cast = (lambda t: t.to(want) if t.is_floating_point() else t)  # noqa: E731
+                return cast(out) if isinstance(out, torch.Tensor) else type(out)(cast(t) for t in out)
+            mode = {"split": SplitReductions, "tf32": RoundTF32Operands}.get(kind)
+            if mode is None:
+                return self.inner(*inputs)
+            with mode():
+                return self.inner(*inputs)
+
+    return ModelNew
+
+
+def variant_candidate(problem: Problem, kind: str) -> Candidate:
+    """An in-memory candidate of ``kind`` (one of :data:`VARIANT_KINDS`, see the module
+    doc) for ``problem``; its ``EXPECT`` says whether it is correct."""
+    if kind not in VARIANT_KINDS:
+        from ...errors import InvalidArgument
+
+        raise InvalidArgument(f"Cannot build variant kind={kind!r}: allowed kinds are {', '.join(VARIANT_KINDS)}")
+    module = ModuleType(f"_kernelaudit_variant_{problem.name}_{kind}")
+    module.ModelNew = _wrap(problem, kind)
+    module.PROBLEM = problem.name
+    module.EXPECT = "correct" if VARIANT_KINDS[kind] else "wrong"
+    module.VARIANT = kind
+    return Candidate(name=f"{problem.name}__{kind}", path=problem.path, module=module)
