@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import textwrap
 
 import pytest
@@ -199,26 +198,3 @@ def test_worker_records_which_input_kills_each_mutant(tmp_path):
     _check_per_input_records([e for e in events if e["type"] != "start"])
     task = pickle.loads(pickle.dumps(UnitTask(Unit(subject, ids, True), {"log": "/nonexistent/w.log"})))
     assert task.unit.subject == subject  # a batch travels to another host whole (--executor ray)
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("KERNELAUDIT_RAY_CAMPAIGN_TEST"),
-                    reason="set KERNELAUDIT_RAY_CAMPAIGN_TEST=1 (a local ray.init() costs ~25-40 s on 2 loaded cores; "
-                           "tests/test_executors_ray.py covers the Ray engine in CI)")
-def test_campaign_on_a_local_ray(tmp_path):
-    """``--executor ray`` on a local ``ray.init()`` (CPU): batches run on Ray workers and their records
-    come back to this process's store, per-input kills included."""
-    ray = pytest.importorskip("ray")
-    from kernelaudit.zoo.mutate.campaign import run_campaign
-    from kernelaudit.zoo.mutate.operators import get_operators
-    from kernelaudit.zoo.mutate.store import CampaignStore
-
-    subject = _relu_subject(tmp_path)
-    ray.init(num_cpus=1, include_dashboard=False, logging_level="error", log_to_driver=False)
-    try:
-        p = run_campaign([subject], tmp_path / "run", columns=["kernelbench"], operators=get_operators("call-dropped"),
-                         executor="ray", jobs=1, timeout_s=60)
-    finally:
-        ray.shutdown()
-    assert p.done == 1
-    _check_per_input_records(CampaignStore.open(tmp_path / "run").records())
