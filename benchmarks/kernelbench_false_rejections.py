@@ -128,6 +128,11 @@ def judge_problem(path: str, device: str, small: bool, scratch: str) -> dict[str
         candidates = {"reference": reference_candidate(problem, scratch), "reordered": variant.candidate}
     except Exception as exc:  # noqa: BLE001 - building the candidates is this benchmark's job
         return done("cannot-judge", f"could not build the candidates: {type(exc).__name__}: {str(exc)[:300]}")
+    # The probe case holds the inputs and the float64 reference (18 GiB for L1 19 at its own
+    # shape): free it before strongest builds a fresh case of its own.
+    del case
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
     oracle = make_oracle("strongest")
     for name, cand in candidates.items():
         t = time.perf_counter()

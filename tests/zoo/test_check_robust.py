@@ -58,7 +58,21 @@ def test_reference_that_raises_is_could_not_judge_and_the_sequence_goes_on(tmp_p
     assert checks["kernelbench"]["status"] == checks["bound"]["status"] == "skipped"
     assert "the reference (Model.forward" in checks["bound"]["message"] and "reference broke" in v.message
     assert "problem.py:" in checks["bound"]["message"]  # where in the problem file
-    assert checks["tamper"]["status"] == "ok" and v.status is Status.SKIPPED
+    # tamper's runs A-C need no reference and find nothing; its history calls are judged
+    # against the reference, which raised: that part could not be judged, never an error
+    assert checks["tamper"]["status"] == "skipped", checks["tamper"]["message"]
+    assert "runs A-C found nothing" in checks["tamper"]["message"]
+    assert "could not judge the history calls" in checks["tamper"]["message"]
+    assert "reference broke" in checks["tamper"]["message"]
+    assert v.status is Status.SKIPPED and "error" not in {c["status"] for c in checks.values()}
+
+
+def test_reference_that_raises_keeps_tamper_findings_that_need_no_reference(tmp_path):
+    problem = _problem(tmp_path, forward="raise RuntimeError('reference broke')")
+    clobber = RIGHT.replace("        return", "        x.zero_()  # clobbers its input\n        return")
+    v = run_check(problem, _candidate(tmp_path, clobber), "tamper", device="cpu").verdict
+    assert v.status is Status.WRONG and "was modified by the candidate" in v.message
+    assert "could not judge the history calls" in v.message and v.details["history_unjudged"]
 
 
 def test_get_inputs_that_raises_is_could_not_judge(tmp_path):

@@ -17,15 +17,18 @@ subject; given a bare output they raise :class:`~kernelaudit.errors.InvalidArgum
 
 from __future__ import annotations
 
+import contextlib
 import traceback
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
 
 from ...errors import InvalidArgument
-from ..problems.problem_case import ProblemCase, ReferenceFailed, as_tensors, build_candidate_model
+from ..problems.problem_case import (CheckerOutOfMemory, ProblemCase, ReferenceFailed, as_tensors,
+                                     build_candidate_model, checker_out_of_memory, is_out_of_memory,
+                                     memory_held, release_case)
 from ..problems.loader import Candidate
 from ...verdict import Status, Verdict, worst
 
@@ -84,8 +87,11 @@ def candidate_error(case: ProblemCase, exc: BaseException) -> Verdict:
     """An ``error`` verdict for an exception raised by the candidate on ``case``."""
     tb = traceback.extract_tb(exc.__traceback__)
     where = f" at {tb[-1].filename}:{tb[-1].lineno}" if tb else ""
+    # An out-of-memory in the candidate's own forward stays its error, but the verdict
+    # says how much the checker held then, so a reader can tell whose memory it was.
+    held = f" (the checker held {memory_held(case.device)})" if is_out_of_memory(exc) else ""
     return Verdict.error(
-        f"{case.describe()}: candidate raised {type(exc).__name__}{where}: {exc}",
+        f"{case.describe()}: candidate raised {type(exc).__name__}{where}: {exc}{held}",
         exception=type(exc).__name__,
     )
 
@@ -127,15 +133,18 @@ class Comparator(Oracle):
         return self.compare(case, as_tensors(got))
 
     def _judge_subject(self, case: ProblemCase, got: "Subject") -> Verdict:
-        self.prepare(case)  # the reference first
-        # Copies, so that a candidate that clobbers its inputs spoils neither this
-        # comparison nor the next oracle's: catching that is tamper's job.
-        inputs = [x.clone() if isinstance(x, torch.Tensor) else x for x in case.inputs]
+        with checker_memory(case, f"{self.name}'s reference and error model"):
+            self.prepare(case)  # the reference first
+            # Copies, so that a candidate that clobbers its inputs spoils neither this
+            # comparison nor the next oracle's: catching that is tamper's job.
+            inputs = [x.clone() if isinstance(x, torch.Tensor) else x for x in case.inputs]
         try:
             outputs = run_subject(got, case, inputs)
         except CandidateFailed as failed:
             return failed.verdict
-        return self.compare(case, outputs)
+        del inputs
+        with checker_memory(case, f"{self.name}'s comparison"):
+            return self.compare(case, outputs)
 
     def prepare(self, case: ProblemCase) -> None:
         """Compute (and cache on the case) whatever reference ``compare`` needs."""
@@ -210,18 +219,47 @@ class SequenceOracle(Oracle):
         for oracle in self.oracles:
             member = got.fresh() if isinstance(got, Subject) else got
             verdicts[oracle.name] = judge_or_unjudged(oracle, case, member)
+            free_device_memory(case)  # one oracle's working set at a time
         if len(verdicts) == 1:
             return next(iter(verdicts.values()))
         return combine(self.name, verdicts)
 
 
 def judge_or_unjudged(oracle: Oracle, case: ProblemCase, got: Any) -> Verdict:
-    """``oracle.judge(case, got)``, or ``skipped`` saying why when the reference cannot run.
+    """``oracle.judge(case, got)``, or ``skipped`` saying why when the reference cannot run
+    or the checker runs out of memory.
 
     A reference that raises is the problem's failure, never the candidate's: the
-    oracle could not judge, and a sequence goes on with its other members.
+    oracle could not judge, and a sequence goes on with its other members. The same
+    for an out-of-memory error that leaves an oracle: the candidate's own calls turn
+    their errors into verdicts where they run (:func:`run_subject`), so what escapes
+    was raised by the checker's own computations.
     """
     try:
         return oracle.judge(case, got)
+    except CheckerOutOfMemory as exc:
+        return Verdict.skipped(f"{oracle.name}: {exc}", reason="checker out of memory")
     except ReferenceFailed as exc:
         return Verdict.skipped(f"{oracle.name}: {exc}", reason="reference failed")
+    except (MemoryError, torch.OutOfMemoryError) as exc:
+        return Verdict.skipped(f"{oracle.name}: {checker_out_of_memory(case, f'{oracle.name} checks', exc)}",
+                               reason="checker out of memory")
+
+
+@contextlib.contextmanager
+def checker_memory(case: ProblemCase, what: str) -> Iterator[None]:
+    """Turn an out-of-memory error raised by the checker's own computation (never the
+    candidate's forward) into :class:`CheckerOutOfMemory`: could not judge."""
+    try:
+        yield
+    except (MemoryError, torch.OutOfMemoryError) as exc:
+        raise checker_out_of_memory(case, what, exc) from exc
+
+
+def free_device_memory(case: ProblemCase) -> None:
+    """Drop the case's large cached tensors and, on CUDA, give the allocator's free blocks
+    back: the next oracle's working set then fits where this one's was (the caching
+    allocator otherwise keeps blocks sized for the previous working set: fragmentation)."""
+    release_case(case)
+    if str(case.device).startswith("cuda") and torch.cuda.is_available():
+        torch.cuda.empty_cache()

@@ -44,10 +44,11 @@ from typing import Any
 
 import torch
 
-from ..problems.problem_case import ProblemCase, ReferenceFailed, cast_floating
+from ..problems.problem_case import (ProblemCase, ReferenceFailed, cast_floating, checker_out_of_memory,
+                                     is_out_of_memory)
 from ...verdict import Status, Verdict
 from .base import Comparator
-from .compare import mismatch_verdict, nonfinite_mismatch, structure_verdict
+from .compare import chunked_compare, chunked_mismatch_verdict, structure_verdict
 # One table of unit roundoffs and one LAMBDA, shared with the derived error model.
 from .derived import LAMBDA, TF32_UNIT_ROUNDOFF, UNIT_ROUNDOFF, DerivedModel, derive
 
@@ -186,43 +187,43 @@ class BoundOracle(Comparator):
 
 def derive_or_none(case: ProblemCase) -> DerivedModel | str:
     """The derived model, or why it cannot be derived (a reference failure propagates)."""
+    if "derived-failed" in case._cache:  # kept when the case's large entries are released
+        return case._cache["derived-failed"]
     try:
         return derive(case)
     except ReferenceFailed:
         raise
     except Exception as exc:  # noqa: BLE001 - an evaluation the derivation needs raised
-        return f"{type(exc).__name__}: {exc}"
+        if is_out_of_memory(exc):  # the checker's memory, not a model that cannot be derived
+            raise checker_out_of_memory(case, "the derived error model", exc) from exc
+        why = case._cache["derived-failed"] = f"{type(exc).__name__}: {exc}"
+        return why
 
 
 def judge_bounds(case: ProblemCase, outputs: list[torch.Tensor], refs: list[torch.Tensor],
                  bounds: list[torch.Tensor | None], *, how: str, exact_why: str) -> Verdict:
-    """``wrong`` at the first output with an element beyond its bound (``None``: exact), else ``ok``."""
+    """``wrong`` at the first output with an element beyond its bound (``None``: exact), else ``ok``.
+
+    Compared in chunks (:func:`~.compare.chunked_compare`): no float64 copy of a whole output.
+    """
     worst = 0.0
     for i, (got, ref, bnd) in enumerate(zip(outputs, refs, bounds)):
         if got.is_floating_point() != ref.is_floating_point():
             return Verdict(Status.WRONG, metric="dtype",
                            message=f"{case.describe()}: output {i} has dtype {got.dtype}, reference {ref.dtype}")
-        g = got.to(torch.float64)
-        err = (g - ref.to(torch.float64)).abs()
-        finite = torch.isfinite(err)
         if bnd is None:
             # exact: the correctly rounded reference, bit for bit (NaN meets NaN)
-            rounded = ref.to(got.dtype) if got.is_floating_point() else ref
-            same = (got == rounded) | (torch.isnan(got) & torch.isnan(rounded)) if got.is_floating_point() else (
-                got == rounded)
-            bad = nonfinite_mismatch(got, ref) | ~same
-            if bool(bad.any()):
-                worst_err = float(err[finite].max()) if bool(finite.any()) else float("inf")
-                return mismatch_verdict(case, i, got, ref, bad, metric="err", value=worst_err, tolerance=0.0,
-                                        extra=exact_why)
+            res = chunked_compare(got, ref, None)
+            if res.mismatched:
+                return chunked_mismatch_verdict(case, i, got, ref, res, metric="err", tolerance=0.0,
+                                                value=res.max_err if res.max_err or res.worst_diff == 0 else
+                                                float("inf"), extra=exact_why)
             continue
-        ratio = torch.where(finite, err / bnd.clamp_min(torch.finfo(torch.float64).tiny), torch.zeros_like(err))
-        bad = nonfinite_mismatch(got, ref) | (finite & (err > bnd))
-        r = float(ratio.max()) if ratio.numel() else 0.0
-        if bool(bad.any()):
-            return mismatch_verdict(case, i, got, ref, bad, metric="err/bound", value=max(r, 1.0), tolerance=1.0,
-                                    allowed=bnd, extra=how)
-        worst = max(worst, r)
+        flat = bnd.expand_as(ref).reshape(-1)
+        res = chunked_compare(got, ref, lambda r, a, b, f=flat: f[a:b])
+        if res.mismatched:
+            return chunked_mismatch_verdict(case, i, got, ref, res, metric="err/bound", tolerance=1.0, extra=how)
+        worst = max(worst, res.worst_ratio)
     return Verdict.passed("err/bound", worst, 1.0, error_model=how)
 
 
@@ -248,7 +249,9 @@ class BoundOrClose(Comparator):
 
     def falls_back(self, case: ProblemCase) -> bool:
         """True where ``bound`` cannot judge (no error model declared nor derivable)."""
-        return case.problem.error_model is None and isinstance(derive_or_none(case), str)
+        if case.problem.error_model is not None or "derived-floor" in case._cache:
+            return False  # declared, or derived already (its summary outlives the released model)
+        return isinstance(derive_or_none(case), str)
 
     def prepare(self, case: ProblemCase) -> None:
         self.bound.prepare(case)
@@ -266,14 +269,8 @@ class BoundOrClose(Comparator):
                f"allclose(atol=rtol={self.tol:g}) against the float64 reference instead")
         worst = 0.0
         for i, (got, ref) in enumerate(zip(outputs, refs)):
-            err = (got.to(torch.float64) - ref.to(torch.float64)).abs()
-            allowed = self.tol + self.tol * ref.to(torch.float64).abs()
-            finite = torch.isfinite(err)
-            bad = nonfinite_mismatch(got, ref) | (finite & (err > allowed))
-            ratio = torch.where(finite, err / allowed, torch.zeros_like(err))
-            r = float(ratio.max()) if ratio.numel() else 0.0
-            if bool(bad.any()):
-                return mismatch_verdict(case, i, got, ref, bad, metric=metric, value=max(r, 1.0), tolerance=1.0,
-                                        allowed=allowed, extra=why)
-            worst = max(worst, r)
+            res = chunked_compare(got, ref, lambda r, a, b: self.tol + self.tol * r.abs())
+            if res.mismatched:
+                return chunked_mismatch_verdict(case, i, got, ref, res, metric=metric, tolerance=1.0, extra=why)
+            worst = max(worst, res.worst_ratio)
         return Verdict.passed(metric, worst, 1.0, fallback=why)

@@ -3,9 +3,17 @@
 Like ``torch.testing``'s comparison, the message is built in one place:
 ``Mismatched elements: k / n (p%)``, the first bad flat index (a Python int), the
 values there, and the greatest absolute difference with its index.
+
+:func:`chunked_compare` computes the same figures chunk by chunk (float64 temporaries of
+:data:`CHUNK_ELEMENTS` elements, not of the whole output: at KernelBench's own shapes a
+whole-output float64 temporary is 12 GiB) and :func:`chunked_mismatch_verdict` words
+them like :func:`mismatch_verdict`.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import torch
 
@@ -111,3 +119,153 @@ def mismatch_verdict(
         message="; ".join(parts),
         details={"output": index, "mismatched": k, "numel": n, **(details or {})},
     )
+
+
+# -- chunked comparison: no float64 copy of a whole output ----------------------------
+
+#: Elements compared at a time: float64 temporaries of 8 MiB each, whatever the output's size
+#: (a 6 GiB fp32 output compared whole needs several 12 GiB float64 temporaries).
+CHUNK_ELEMENTS = 1 << 20
+
+#: ``allowed(ref64_chunk, start, stop)``: the allowed absolute error of flat elements [start, stop).
+Allowed = Callable[[torch.Tensor, int, int], torch.Tensor]
+
+
+@dataclass
+class ChunkedComparison:
+    """What :func:`chunked_compare` found: counts, the first bad element, the worst ratio."""
+
+    numel: int
+    mismatched: int = 0
+    first: int | None = None
+    first_got: float = 0.0
+    first_ref: float = 0.0
+    first_allowed: float | None = None
+    worst_ratio: float = 0.0  # max err / allowed over finite errors (0 when exact)
+    max_err: float = 0.0  # max finite |got - ref|
+    worst_diff: float = 0.0  # max |got - ref| with NaN counted as inf
+    worst_index: int = 0
+    rows: torch.Tensor | None = field(default=None, repr=False)  # bool per leading index: holds a bad element
+
+    def bad_batches(self) -> BadBatches | None:
+        if self.rows is None or not bool(self.rows.any()):
+            return None
+        idx = self.rows.nonzero().flatten()
+        return BadBatches(first=int(idx[0]), last=int(idx[-1]), count=int(idx.numel()))
+
+
+def chunked_compare(got: torch.Tensor, ref: torch.Tensor, allowed: Allowed | None, *,
+                    chunk: int | None = None) -> ChunkedComparison:
+    """Compare ``got`` with ``ref`` (float64) chunk by chunk, in flat order.
+
+    ``allowed`` gives each chunk's allowed error; ``None`` means exact: ``got`` must equal
+    ``ref`` rounded to ``got``'s dtype bit for bit (NaN meets NaN). Non-finite values must
+    agree (:func:`nonfinite_mismatch`) either way. Peak extra memory: a few float64
+    temporaries of ``chunk`` elements.
+    """
+    n = got.numel()
+    chunk = chunk or CHUNK_ELEMENTS
+    res = ChunkedComparison(numel=n)
+    g_flat, r_flat = got.reshape(-1), ref.reshape(-1)
+    row = n // got.shape[0] if got.dim() >= 2 and got.shape[0] else 0
+    if row:
+        res.rows = torch.zeros(got.shape[0], dtype=torch.bool)
+    for a in range(0, n, chunk):
+        b = min(n, a + chunk)
+        g_raw, r_raw = g_flat[a:b], r_flat[a:b]
+        g, r = g_raw.to(torch.float64), r_raw.to(torch.float64)
+        err = (g - r).abs()
+        finite = torch.isfinite(err)
+        bad = nonfinite_mismatch(g_raw, r_raw)
+        if allowed is None:
+            rounded = r_raw.to(g_raw.dtype) if g_raw.is_floating_point() else r_raw
+            same = g_raw == rounded
+            if g_raw.is_floating_point():
+                same |= torch.isnan(g_raw) & torch.isnan(rounded)
+            bad |= ~same
+            al = None
+        else:
+            al = allowed(r, a, b)
+            bad |= finite & (err > al)
+            ratio = torch.where(finite, err / al.clamp_min(torch.finfo(torch.float64).tiny), torch.zeros_like(err))
+            if ratio.numel():
+                res.worst_ratio = max(res.worst_ratio, float(ratio.max()))
+            del ratio
+        if bool(finite.any()):
+            res.max_err = max(res.max_err, float(err[finite].max()))
+        diff = err.nan_to_num(nan=float("inf"))
+        if diff.numel():
+            i = int(diff.argmax())
+            if float(diff[i]) > res.worst_diff:  # the first of equal maxima, as argmax
+                res.worst_diff, res.worst_index = float(diff[i]), a + i
+        k = int(bad.sum())
+        if k:
+            if res.first is None:
+                j = int(bad.nonzero()[0])
+                res.first, res.first_got, res.first_ref = a + j, float(g[j]), float(r[j])
+                if al is not None:
+                    res.first_allowed = float(al.reshape(-1)[j]) if al.dim() else float(al)
+            res.mismatched += k
+            if row:
+                res.rows[(bad.nonzero().flatten() + a).div(row, rounding_mode="floor").unique().cpu()] = True
+        del g, r, err, finite, bad, diff, al
+    return res
+
+
+def chunked_mismatch_verdict(
+    case: ProblemCase,
+    index: int,
+    got: torch.Tensor,
+    ref: torch.Tensor,
+    result: ChunkedComparison,
+    *,
+    metric: str,
+    tolerance: float,
+    value: float | None = None,
+    extra: str = "",
+    details: dict | None = None,
+) -> Verdict:
+    """:func:`mismatch_verdict`'s ``wrong`` verdict from a :class:`ChunkedComparison` (same message).
+
+    ``value`` defaults to the worst err/allowed ratio (at least 1), or the largest error when exact.
+    """
+    n, k, first = result.numel, result.mismatched, result.first
+    if value is None:
+        value = max(result.worst_ratio, 1.0) if tolerance else result.max_err
+    parts = [
+        f"{case.describe()}: output {index} {tuple(got.shape)} {str(got.dtype).replace('torch.', '')}",
+        f"{metric}={value:.3g} > tol={tolerance:.3g}",
+        f"Mismatched elements: {k} / {n} ({100.0 * k / max(n, 1):.1f}%)",
+    ]
+    if first is not None:
+        at = f"first bad flat index {first}: got {result.first_got:.8g}, expected {result.first_ref:.8g}"
+        if result.first_allowed is not None:
+            at += f" (allowed error {result.first_allowed:.3g})"
+        parts.append(at)
+        parts.append(f"greatest abs diff {result.worst_diff:.3g} at index {result.worst_index}")
+    if extra:
+        parts.append(extra)
+    return Verdict(
+        Status.WRONG,
+        metric=metric,
+        value=value,
+        tolerance=tolerance,
+        bad_batches=result.bad_batches(),
+        first_bad_index=first,
+        message="; ".join(parts),
+        details={"output": index, "mismatched": k, "numel": n, **(details or {})},
+    )
+
+
+def max_abs_finite(t: torch.Tensor, *, chunk: int | None = None, empty: float = 1.0) -> float:
+    """The largest finite ``|t|`` in float64, chunk by chunk (``empty`` when nothing is finite)."""
+    chunk = chunk or CHUNK_ELEMENTS
+    flat = t.reshape(-1)
+    best = None
+    for a in range(0, flat.numel(), chunk):
+        c = flat[a:a + chunk].to(torch.float64).abs()
+        c = c[torch.isfinite(c)]
+        if c.numel():
+            m = float(c.max())
+            best = m if best is None else max(best, m)
+    return empty if best is None else best

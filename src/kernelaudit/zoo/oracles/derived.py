@@ -61,12 +61,15 @@ import copy
 import math
 import os
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from ..problems.problem_case import ProblemCase, as_tensors, cast_floating
+from ..problems.problem_case import ProblemCase, as_tensors, cast_floating, is_out_of_memory
+from . import compare as _compare
+from .compare import max_abs_finite
 
 #: Multiple of the legitimate error scale a correct implementation may reach.
 SAFETY = 64.0
@@ -164,7 +167,10 @@ def _replace(inputs: list[Any], values: dict[int, torch.Tensor]) -> list[Any]:
 
 
 def _close64(a: list[torch.Tensor], b: list[torch.Tensor], scale: list[torch.Tensor] | None = None) -> bool:
-    """float64 results equal up to :data:`F64_TEST_TOL` of their size (NaN/inf in the same places)."""
+    """float64 results equal up to :data:`F64_TEST_TOL` of their size (NaN/inf in the same places).
+
+    ``scale[k]`` (default ``|a| + |b|``) is the size, element by element; compared in chunks.
+    """
     if len(a) != len(b):
         return False
     for k, (x, y) in enumerate(zip(a, b)):
@@ -174,19 +180,45 @@ def _close64(a: list[torch.Tensor], b: list[torch.Tensor], scale: list[torch.Ten
             if not torch.equal(x, y):
                 return False
             continue
-        fin = torch.isfinite(x) & torch.isfinite(y)
-        if not torch.equal(torch.isfinite(x), torch.isfinite(y)):
-            return False
-        ref = scale[k] if scale is not None else x.abs() + y.abs()
-        tol = F64_TEST_TOL * (ref + _rms(ref))
-        if bool(((x - y).abs() > tol)[fin].any()):
-            return False
+        xf, yf = x.reshape(-1), y.reshape(-1)
+        sf = scale[k].reshape(-1) if scale is not None else None
+
+        def size(lo: int, hi: int) -> torch.Tensor:
+            return sf[lo:hi].to(torch.float64) if sf is not None else xf[lo:hi].abs() + yf[lo:hi].abs()
+
+        rms = _rms_chunked(xf.numel(), size)
+        for lo, hi in _spans(xf.numel()):
+            xc, yc = xf[lo:hi], yf[lo:hi]
+            fx, fy = torch.isfinite(xc), torch.isfinite(yc)
+            if not torch.equal(fx, fy):
+                return False
+            tol = F64_TEST_TOL * (size(lo, hi) + rms)
+            if bool(((xc - yc).abs() > tol)[fx & fy].any()):
+                return False
     return True
 
 
+def _spans(n: int) -> Iterator[tuple[int, int]]:
+    """[lo, hi) flat spans of at most :data:`~.compare.CHUNK_ELEMENTS` elements."""
+    step = _compare.CHUNK_ELEMENTS  # read at call time (tests make it small)
+    for lo in range(0, n, step):
+        yield lo, min(n, lo + step)
+
+
+def _rms_chunked(n: int, values) -> float:  # noqa: ANN001 - values(lo, hi) -> tensor
+    """Root mean square of the finite ``values(lo, hi)`` over all spans of ``n`` elements."""
+    total, count = 0.0, 0
+    for lo, hi in _spans(n):
+        v = values(lo, hi)
+        v = v[torch.isfinite(v)].to(torch.float64)
+        total += float(v.pow(2).sum())
+        count += v.numel()
+    return math.sqrt(total / count) if count else 0.0
+
+
 def _rms(t: torch.Tensor) -> float:
-    f = t[torch.isfinite(t)].to(torch.float64)
-    return float(f.pow(2).mean().sqrt()) if f.numel() else 0.0
+    flat = t.reshape(-1)
+    return _rms_chunked(flat.numel(), lambda lo, hi: flat[lo:hi])
 
 
 def _round_tf32(t: torch.Tensor) -> torch.Tensor:
@@ -226,15 +258,25 @@ def _chunked(model: torch.nn.Module, inputs: list[Any], split: int) -> list[torc
 
 
 def alternatives(case: ProblemCase) -> dict[str, list[torch.Tensor]]:
-    """The legitimate evaluations of the model at the case's dtype, by name (see module docs)."""
+    """The legitimate evaluations of the model at the case's dtype, by name (see module docs).
+
+    All of them at once: :func:`derive` folds them one at a time (:func:`evaluations`)."""
+    return dict(evaluations(case))
+
+
+def evaluations(case: ProblemCase) -> Iterator[tuple[str, list[torch.Tensor]]]:
+    """(name, outputs) of each legitimate evaluation, made one at a time: a consumer that
+    drops each before the next holds one evaluation's outputs, not all of them."""
     cpu = not str(case.device).startswith("cuda")
     inputs = [x for x in case.inputs if isinstance(x, torch.Tensor)]
     big = max([x.numel() for x in inputs] + [r.numel() for r in case.reference()]) >= GRAIN_SIZE
+    del inputs
     if cpu and not big:
         with _threads(1):  # below the grain size torch uses one thread anyway
-            return _alternatives(case, cpu=True, big=False)
+            yield from _alternatives(case, cpu=True, big=False)
+        return
     with _full_precision():
-        return _alternatives(case, cpu=cpu, big=big)
+        yield from _alternatives(case, cpu=cpu, big=big)
 
 
 @contextlib.contextmanager
@@ -250,51 +292,70 @@ def _full_precision():
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul, conv
 
 
-def _alternatives(case: ProblemCase, *, cpu: bool, big: bool) -> dict[str, list[torch.Tensor]]:
+def _alternatives(case: ProblemCase, *, cpu: bool, big: bool) -> Iterator[tuple[str, list[torch.Tensor]]]:
     dtype = case.dtype
     model = _model_at(case, dtype)
-    inputs = cast_floating(case.inputs, dtype)
+    inputs = cast_floating(case.inputs, dtype)  # the case's own tensors where the dtype matches
     ref = case.reference()
     threads = torch.get_num_threads()
+    yield "default", _run(model, inputs)
     if cpu and big:
         # torch splits a CPU reduction among threads only above its grain size: another
         # thread count is another summation order there, and the same one below it
-        out: dict[str, list[torch.Tensor]] = {"default": _run(model, inputs)}
         other = 1 if threads > 1 else min(4, os.cpu_count() or 1)
         if other != threads:
             with _threads(other):
-                out[f"{other} thread{'s' if other > 1 else ''}"] = _run(model, inputs)
-    else:
-        out = {"default": _run(model, inputs)}
+                out = _run(model, inputs)
+            yield f"{other} thread{'s' if other > 1 else ''}", out
     if cpu:
         if torch.backends.mkldnn.is_available():
             with warnings.catch_warnings():  # the flags' TF32 note about Intel GPUs
                 warnings.simplefilter("ignore", UserWarning)
                 with torch.backends.mkldnn.flags(enabled=False):
-                    out["oneDNN off"] = _run(model, inputs)
+                    out = _run(model, inputs)
+            yield "oneDNN off", out
     elif torch.backends.cudnn.is_available():
         with torch.backends.cudnn.flags(enabled=False):
-            out["cuDNN off"] = _run(model, inputs)
+            out = _run(model, inputs)
+        yield "cuDNN off", out
+    out = None
     chunks = _batch_chunks(case, inputs, ref)
-    if chunks is not None:
-        model64 = _model_at(case, torch.float64)
-        inputs64 = cast_floating(case.inputs, torch.float64)
-        try:
-            separable = _close64(_chunked(model64, inputs64, chunks[1]), ref)
-        except Exception:  # noqa: BLE001 - a model that needs its whole batch is not separable
-            separable = False
-        if separable:
-            out["batch split in two"] = _chunked(model, inputs, chunks[1])
+    if chunks is not None and _separable(case, chunks[1]):
+        yield "batch split in two", _chunked(model, inputs, chunks[1])
     if case.problem.allow_tf32 and dtype == torch.float32:
         tf32_model = copy.deepcopy(model)
         with torch.no_grad():
             for p in list(tf32_model.parameters()) + list(tf32_model.buffers()):
                 if p.is_floating_point():
                     p.copy_(_round_tf32(p))
-        out[TF32_ALTERNATIVE] = _run(tf32_model, [_round_tf32(x) if isinstance(x, torch.Tensor) else x
-                                                  for x in inputs])
-    out["reference rounded"] = [r.to(dtype) if r.is_floating_point() else r for r in ref]
-    return out
+        rounded_inputs = [_round_tf32(x) if isinstance(x, torch.Tensor) else x for x in inputs]
+        out = _run(tf32_model, rounded_inputs)
+        del rounded_inputs, tf32_model
+        yield TF32_ALTERNATIVE, out
+        out = None
+    yield "reference rounded", [r.to(dtype) if r.is_floating_point() else r for r in ref]
+
+
+def _separable(case: ProblemCase, split: int) -> bool:
+    """Does the float64 model give the reference when run on the two halves of the batch?
+
+    Each half is cast, run and compared on its own (no float64 copy of all the inputs,
+    no concatenated output)."""
+    model64 = _model_at(case, torch.float64)
+    ref = case.reference()
+    try:
+        for part in (slice(None, split), slice(split, None)):
+            half = cast_floating([x[part] if isinstance(x, torch.Tensor) else x for x in case.inputs], torch.float64)
+            out = _run(model64, half)
+            del half
+            if not _close64(out, [r[part] for r in ref]):
+                return False
+            del out
+    except Exception as exc:  # noqa: BLE001 - a model that needs its whole batch is not separable
+        if is_out_of_memory(exc):
+            raise
+        return False
+    return True
 
 
 # -- the multilinear magnitude -------------------------------------------------------
@@ -330,37 +391,101 @@ def multilinear(case: ProblemCase) -> Multilinear | None:
         # affine in each input separately: the second difference along a random direction is 0
         for p in positions:
             x = inputs64[p]
-            d = draw_like(x, "normal") * (_rms(x) or 1.0)
-            plus = _run(model64, _replace(inputs64, {p: x + d}))
-            minus = _run(model64, _replace(inputs64, {p: x - d}))
-            mid = [0.5 * (a + b) for a, b in zip(plus, minus)]
-            if not _close64(mid, ref, [a.abs() + b.abs() for a, b in zip(plus, minus)]):
+            # x + d, then x - d, in one buffer: d is drawn again from the same generator
+            # state (the same bits) rather than kept, and x + (-d) is x - d bit for bit
+            state = gen.get_state()
+            moved = draw_like(x, "normal").mul_(_rms(x) or 1.0).add_(x)
+            plus = _run(model64, _replace(inputs64, {p: moved}))
+            del moved
+            gen.set_state(state)
+            moved = draw_like(x, "normal").mul_(-(_rms(x) or 1.0)).add_(x)
+            minus = _run(model64, _replace(inputs64, {p: moved}))
+            del moved
+            if not _affine(plus, minus, ref):
                 return None
+            del plus, minus
         absolute = [x.abs() if i in positions else x for i, x in enumerate(inputs64)]
-        mag = [t.abs() for t in _run(_model_at(case, torch.float64, absolute=True), absolute)]
+        mag = [t.abs_() for t in _run(_model_at(case, torch.float64, absolute=True), absolute)]
+        del absolute
         if len(mag) != len(ref) or any(m.shape != r.shape for m, r in zip(mag, ref)):
             return None
-        slack = [m * (1 + F64_TEST_TOL) + F64_TEST_TOL * _rms(m) for m in mag]
-        if any(bool((r.abs() > s)[torch.isfinite(r)].any()) for r, s in zip(ref, slack)):
+        slack_rms = [_rms(m) for m in mag]
+        if not all(_bounded_by(r, m, q) for r, m, q in zip(ref, mag, slack_rms)):
             return None
         ones = _replace(inputs64, {p: torch.ones_like(inputs64[p]) for p in positions})
+        total_mag = sum(_sum_squares(c) for c in _run(_model_at(case, torch.float64, absolute=True), ones))
+        del ones
         zeros = _replace(inputs64, {p: torch.zeros_like(inputs64[p]) for p in positions})
-        count_mag = _run(_model_at(case, torch.float64, absolute=True), ones)
         offset = _run(model64, zeros)
-        second = [torch.zeros_like(r) for r in ref]
+        del zeros
+        total_var = 0.0
         for _ in range(SIGN_SAMPLES):
             signs = {p: draw_like(inputs64[p], "sign") for p in positions}
-            flipped = _run(model64, _replace(inputs64, {p: inputs64[p] * s for p, s in signs.items()}))
-            if any(bool((f.abs() > s)[torch.isfinite(f)].any()) for f, s in zip(flipped, slack)):
-                return None  # |model|(|x|) is no magnitude: the model subtracts (x - mean(x))
             rad = _run(model64, _replace(inputs64, signs))
-            second = [acc + (r - o).pow(2) for acc, r, o in zip(second, rad, offset)]
-    except Exception:  # noqa: BLE001 - an evaluation the model refuses (zeros into a log): not multilinear
+            total_var += sum(_sum_squares(r, o) for r, o in zip(rad, offset)) / SIGN_SAMPLES
+            del rad
+            for p, s in signs.items():
+                s.mul_(inputs64[p])  # the inputs with their signs flipped, in the signs' buffer
+            flipped = _run(model64, _replace(inputs64, signs))
+            del signs
+            if not all(_bounded_by(f, m, q) for f, m, q in zip(flipped, mag, slack_rms)):
+                return None  # |model|(|x|) is no magnitude: the model subtracts (x - mean(x))
+            del flipped
+        del offset
+    except Exception as exc:  # noqa: BLE001 - an evaluation the model refuses (zeros into a log): not multilinear
+        if is_out_of_memory(exc):
+            raise  # the checker's memory: never a silent change of the error model
         return None
-    total_mag = sum(float(c.abs().pow(2).nan_to_num(posinf=0.0).sum()) for c in count_mag)
-    total_var = sum(float(s.nan_to_num(posinf=0.0).sum()) / SIGN_SAMPLES for s in second)
     length = max(1, round(total_mag / total_var)) if total_var > 0 else 1
-    return Multilinear([torch.nan_to_num(m, nan=0.0, posinf=0.0) for m in mag], int(length))
+    return Multilinear([torch.nan_to_num(m, nan=0.0, posinf=0.0, out=m) for m in mag], int(length))
+
+
+def _affine(plus: list[torch.Tensor], minus: list[torch.Tensor], ref: list[torch.Tensor]) -> bool:
+    """``(plus + minus) / 2`` equals ``ref`` up to the float64 test tolerance of ``|plus| + |minus|``."""
+    if len(plus) != len(ref) or len(minus) != len(ref):
+        return False
+    for a, b, r in zip(plus, minus, ref):
+        if a.shape != r.shape or b.shape != r.shape:
+            return False
+        af, bf, rf = a.reshape(-1), b.reshape(-1), r.reshape(-1)
+        if not _close64([(af[lo:hi] + bf[lo:hi]) * 0.5 for lo, hi in [(0, 0)]], [rf[:0]]):
+            return False  # unreachable guard for dtype checks
+        rms = _rms_chunked(af.numel(), lambda lo, hi: af[lo:hi].abs() + bf[lo:hi].abs())
+        for lo, hi in _spans(af.numel()):
+            mid = (af[lo:hi] + bf[lo:hi]) * 0.5
+            x, y = mid, rf[lo:hi]
+            fx, fy = torch.isfinite(x), torch.isfinite(y)
+            if not torch.equal(fx, fy):
+                return False
+            tol = F64_TEST_TOL * (af[lo:hi].abs() + bf[lo:hi].abs() + rms)
+            if bool(((x - y).abs() > tol)[fx & fy].any()):
+                return False
+    return True
+
+
+def _bounded_by(values: torch.Tensor, mag: torch.Tensor, mag_rms: float) -> bool:
+    """``|values| <= mag * (1 + tol) + tol * rms(mag)`` wherever ``values`` is finite (chunked)."""
+    vf, mf = values.reshape(-1), mag.reshape(-1)
+    for lo, hi in _spans(vf.numel()):
+        v = vf[lo:hi]
+        slack = mf[lo:hi] * (1 + F64_TEST_TOL) + F64_TEST_TOL * mag_rms
+        if bool((v.abs() > slack)[torch.isfinite(v)].any()):
+            return False
+    return True
+
+
+def _sum_squares(t: torch.Tensor, minus: torch.Tensor | None = None) -> float:
+    """``sum((t - minus)^2)`` in float64 with NaN as 0 and inf dropped, chunked (no
+    whole-size difference is made)."""
+    flat = t.reshape(-1)
+    sub = minus.reshape(-1) if minus is not None else None
+    total = 0.0
+    for lo, hi in _spans(flat.numel()):
+        c = flat[lo:hi].to(torch.float64)
+        if sub is not None:
+            c = c - sub[lo:hi]
+        total += float(c.abs().pow(2).nan_to_num(nan=0.0, posinf=0.0).sum())
+    return total
 
 
 # -- the bound -----------------------------------------------------------------------
@@ -386,9 +511,13 @@ def fingerprint(case: ProblemCase) -> tuple:
                         case.problem.allow_tf32]
     for x in case.inputs:
         if isinstance(x, torch.Tensor):
-            v = x.detach().reshape(-1).to(torch.float64).nan_to_num(nan=0.5, posinf=3.0, neginf=-3.0)
-            w = torch.arange(1, v.numel() + 1, device=v.device, dtype=torch.float64).remainder(997)
-            parts.append((tuple(x.shape), str(x.dtype), float(v.sum()), float(v.pow(2).sum()), float((v * w).sum())))
+            flat = x.detach().reshape(-1)
+            s1 = s2 = sw = 0.0
+            for lo, hi in _spans(flat.numel()):  # chunked: no float64 copy of a whole input
+                v = flat[lo:hi].to(torch.float64).nan_to_num(nan=0.5, posinf=3.0, neginf=-3.0)
+                w = torch.arange(lo + 1, hi + 1, device=v.device, dtype=torch.float64).remainder(997)
+                s1, s2, sw = s1 + float(v.sum()), s2 + float(v.pow(2).sum()), sw + float((v * w).sum())
+            parts.append((tuple(x.shape), str(x.dtype), s1, s2, sw))
         else:
             parts.append(repr(x))
     return tuple(parts)
@@ -409,9 +538,13 @@ def derive(case: ProblemCase) -> DerivedModel:
     shared = case.problem.__dict__.setdefault("_derived_cache", {})
     fp = fingerprint(case)
     if fp in shared:
-        case._cache[key] = shared[fp]
-        return shared[fp]
+        case._cache[key] = dm = shared[fp]
+        case._cache["derived-floor"] = [0.0 if a is None else max_abs_finite(a, empty=0.0) for a in dm.allowed]
+        return dm
     dm = case._cache[key] = _derive(case)
+    # The largest allowed error per output: a scalar summary that outlives the model
+    # (release_case keeps it), for tamper's history calls.
+    case._cache["derived-floor"] = [0.0 if a is None else max_abs_finite(a, empty=0.0) for a in dm.allowed]
     if sum(r.numel() for r in case.reference()) <= CACHE_NUMEL:  # large outputs: GPU memory matters more
         if len(shared) >= CACHE_SIZE:
             shared.pop(next(iter(shared)))
@@ -420,62 +553,120 @@ def derive(case: ProblemCase) -> DerivedModel:
 
 
 def _derive(case: ProblemCase) -> DerivedModel:
+    """The derivation of the module docs, holding little: the multilinear tests first (before
+    anything of the fold is resident), then each evaluation folded into ``sigma`` and
+    dropped, every elementwise step in chunks, the float64 model copies freed at the end."""
     refs = case.reference()
-    alts = alternatives(case)
     # One thread for the float64 tests: the same results, and on a loaded machine a
     # small op on several threads waits for them far longer than it computes.
     with _threads(1) if not str(case.device).startswith("cuda") else contextlib.nullcontext():
         ml = multilinear(case)
     u = unit_roundoff(case)
     tiny = torch.finfo(case.dtype).tiny if case.dtype.is_floating_point else 0.0
+    u_native = UNIT_ROUNDOFF.get(case.dtype, 2.0**-24)
+    folds = [_Fold(ref, case.dtype) if ref.is_floating_point() else None for ref in refs]
+    names: list[str] = []
+    for name, outs in evaluations(case):
+        if name != "reference rounded":
+            names.append(name)
+        for fold, out in zip(folds, outs):
+            if fold is not None:
+                fold.add(name, out)
+        del outs
+    for key in [k for k in case._cache if isinstance(k, tuple) and k and k[0] == "derived-model"]:
+        del case._cache[key]  # the float64 and |.| model copies: parameters can be large
     allowed: list[torch.Tensor | None] = []
     scales: list[torch.Tensor | None] = []
     natives: list[torch.Tensor | None] = []
     notes: list[str] = []
-    u_native = UNIT_ROUNDOFF.get(case.dtype, 2.0**-24)
-    for k, ref in enumerate(refs):
-        if not ref.is_floating_point():
+    for k, (ref, fold) in enumerate(zip(refs, folds)):
+        if fold is None:
             allowed.append(None)
             scales.append(None)
             natives.append(None)
             continue
-        rounded = alts["reference rounded"][k]
-        evaluated = {name: a[k] for name, a in alts.items() if name != "reference rounded"}
-        representable = _exactly_equal(rounded.to(torch.float64), ref)
-        if (ml is None and representable
-                and all(_exactly_equal(a.to(rounded.dtype), rounded) for a in evaluated.values())):
+        if ml is None and fold.representable and fold.all_equal:
             allowed.append(None)
             scales.append(None)
             natives.append(None)
             notes.append(f"output {k}: the float64 reference is representable in {case.dtype} and every "
                          "evaluation equals it bit for bit: exact")
             continue
-        ref_f = torch.nan_to_num(ref, nan=0.0, posinf=0.0, neginf=0.0)
-        mag = ml.magnitude[k] if ml is not None else ref_f.abs().clamp_min(_rms(ref_f))
-        scale = _scale(ref, mag, list(evaluated.values()) + [rounded], u)
-        bound = SAFETY * scale
-        n = 1
+        mag = ml.magnitude[k] if ml is not None else None
+        rf = ref.reshape(-1)
+        mag_floor = 0.0 if ml is not None else _rms_chunked(
+            rf.numel(), lambda lo, hi: torch.nan_to_num(rf[lo:hi], nan=0.0, posinf=0.0, neginf=0.0))
+        scale = _scale_from_sigma(ref, mag, mag_floor, fold.sigma, u)
+        native = None
+        if fold.native_sigma is not None:
+            native = _scale_from_sigma(ref, mag, mag_floor, fold.native_sigma, u_native)
+        fold.sigma = fold.native_sigma = None
+        n = ml.length if ml is not None else 1
+        bound = scale * SAFETY
         if ml is not None:
-            n = ml.length
-            bound = bound + u * LAMBDA * math.sqrt(n) * mag
-        allowed.append(bound + n * tiny)
+            bound.add_(mag, alpha=u * LAMBDA * math.sqrt(n))
+        bound.add_(n * tiny)
+        allowed.append(bound)
         scales.append(scale)
-        native = [a for name, a in evaluated.items() if name != TF32_ALTERNATIVE] + [rounded]
-        natives.append(scale if len(native) == len(evaluated) + 1 else _scale(ref, mag, native, u_native))
-    return DerivedModel(allowed, scales, [n for n in alts if n != "reference rounded"], ml is not None,
-                        ml.length if ml is not None else None, notes, natives)
+        natives.append(scale if native is None else native)
+    return DerivedModel(allowed, scales, names, ml is not None, ml.length if ml is not None else None, notes,
+                        natives)
 
 
-def _scale(ref: torch.Tensor, mag: torch.Tensor, evaluations: list[torch.Tensor], u: float) -> torch.Tensor:
-    """``max(sigma, c * M, u * |ref|)`` of the module docs for one output."""
-    ref_f = torch.nan_to_num(ref, nan=0.0, posinf=0.0, neginf=0.0)
-    finite_ref = torch.isfinite(ref)
-    sigma = torch.zeros_like(ref_f)
-    for a in evaluations:
-        e = (a.to(torch.float64) - ref).abs()
-        # a non-finite evaluation where the reference is finite (an overflow of the dtype)
-        # says nothing about rounding: the candidate must match the reference there
-        sigma = torch.maximum(sigma, torch.where(torch.isfinite(e) & finite_ref, e, torch.zeros_like(e)))
-    ratio = torch.where(mag > 0, sigma / mag.clamp_min(torch.finfo(torch.float64).tiny), torch.zeros_like(mag))
-    c = _rms(ratio)
-    return torch.maximum(torch.maximum(sigma, c * mag), u * ref_f.abs())
+class _Fold:
+    """One output's evaluations folded as they come: ``sigma`` (the largest distance from
+    the float64 reference where both are finite), the same without the TF32 evaluation,
+    and whether the reference is representable and every evaluation equals it."""
+
+    def __init__(self, ref: torch.Tensor, dtype: torch.dtype) -> None:
+        self.ref, self.dtype = ref, dtype
+        # contiguous whatever the reference's strides: it is updated through flat views
+        self.sigma = torch.zeros(ref.shape, dtype=ref.dtype, device=ref.device)
+        self.native_sigma: torch.Tensor | None = None
+        self.all_equal = True
+        self.representable = True
+
+    def add(self, name: str, out: torch.Tensor) -> None:
+        if name == TF32_ALTERNATIVE and self.native_sigma is None:
+            self.native_sigma = self.sigma.clone()  # the dtype's own rounding, without TF32
+        rf, of, sf = self.ref.reshape(-1), out.reshape(-1), self.sigma.reshape(-1)
+        nf = self.native_sigma.reshape(-1) if self.native_sigma is not None and name != TF32_ALTERNATIVE else None
+        for lo, hi in _spans(rf.numel()):
+            r, o = rf[lo:hi], of[lo:hi]
+            e = (o.to(torch.float64) - r).abs()
+            e = torch.where(torch.isfinite(e) & torch.isfinite(r), e, torch.zeros_like(e))
+            torch.maximum(sf[lo:hi], e, out=sf[lo:hi])
+            if nf is not None:
+                torch.maximum(nf[lo:hi], e, out=nf[lo:hi])
+            rounded = r.to(self.dtype)
+            if name == "reference rounded":
+                self.representable = self.representable and _exactly_equal(rounded.to(torch.float64), r)
+            elif self.all_equal:
+                self.all_equal = _exactly_equal(o.to(self.dtype), rounded)
+
+
+def _scale_from_sigma(ref: torch.Tensor, mag: torch.Tensor | None, mag_floor: float, sigma: torch.Tensor,
+                      u: float) -> torch.Tensor:
+    """``max(sigma, c * M, u * |ref|)`` of the module docs, in a new tensor, chunk by chunk
+    (``M`` is ``mag``, or ``max(|ref|, mag_floor)`` where ``mag`` is ``None``)."""
+    sf = sigma.reshape(-1)
+    tiny = torch.finfo(torch.float64).tiny
+
+    def ratio(lo: int, hi: int) -> torch.Tensor:
+        m = _mag_span(mag, ref, mag_floor, lo, hi)
+        return torch.where(m > 0, sf[lo:hi] / m.clamp_min(tiny), torch.zeros_like(m))
+
+    c = _rms_chunked(sf.numel(), ratio)
+    out = torch.empty(sigma.shape, dtype=sigma.dtype, device=sigma.device)  # contiguous: written through a flat view
+    of, rf = out.reshape(-1), ref.reshape(-1)
+    for lo, hi in _spans(sf.numel()):
+        m = _mag_span(mag, ref, mag_floor, lo, hi)
+        r = torch.nan_to_num(rf[lo:hi], nan=0.0, posinf=0.0, neginf=0.0).abs()
+        torch.maximum(torch.maximum(sf[lo:hi], c * m), u * r, out=of[lo:hi])
+    return out
+
+
+def _mag_span(mag: torch.Tensor | None, ref: torch.Tensor, mag_floor: float, lo: int, hi: int) -> torch.Tensor:
+    if mag is not None:
+        return mag.reshape(-1)[lo:hi]
+    return torch.nan_to_num(ref.reshape(-1)[lo:hi], nan=0.0, posinf=0.0, neginf=0.0).abs().clamp_min(mag_floor)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ..problems.problem_case import ProblemCase, release_models
 from ...verdict import Status, Verdict
-from .base import Comparator, Driver, Subject, combine
+from .base import Comparator, Driver, Subject, combine, free_device_memory
 
 #: Small primes for the all-prime case (non-multiples of 2, 4, 8, 16, 32, ...).
 SMALL_PRIMES = (7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43)
@@ -67,6 +67,7 @@ def _release(vcase: ProblemCase, subject: Subject) -> None:
     """Free the ``Model`` and ``ModelNew`` instances built for one boundary shape: they are
     never used again, and kept they add up (a model per shape, 3 GB on a large problem)."""
     release_models(vcase)
+    free_device_memory(vcase)
     key = tuple(sorted(vcase.shapes.items()))
     models = getattr(subject, "_models", {})
     for k in [k for k in models if k[1] == key]:

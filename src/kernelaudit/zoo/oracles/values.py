@@ -29,7 +29,7 @@ import torch
 
 from ..problems.problem_case import ProblemCase
 from ...verdict import Verdict
-from .base import Comparator, Driver, Subject, combine, judge_or_unjudged
+from .base import Comparator, Driver, Subject, combine, free_device_memory, judge_or_unjudged
 
 #: Value kinds every problem gets.
 VALUE_KINDS = ("normal", "negative", "large", "small", "mixed")
@@ -127,6 +127,9 @@ class ValuesOracle(Driver):
                 continue
             vcase = case.with_inputs(value_inputs(case, kind, case.seed * 1000 + i), f"values {kind}")
             verdicts[f"values {kind}"] = judge_or_unjudged(self.compare, vcase, subject)  # one kind, not all
+            # one kind's inputs, reference and error model at a time: freed before the next is drawn
+            free_device_memory(vcase)
+            del vcase
         v = combine(self.name, verdicts, context="values: ")
         if skip:
             note = "; ".join(f"{k} skipped: {why}" for k, why in skip.items())

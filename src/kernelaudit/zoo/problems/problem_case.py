@@ -31,10 +31,45 @@ class ReferenceFailed(Exception):
     """
 
 
+class CheckerOutOfMemory(ReferenceFailed):
+    """The checker itself ran out of memory (its float64 reference, the derivation of the
+    error model, a comparison): the case could not be judged, never the candidate's fault."""
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """A ``MemoryError`` or torch's out-of-memory error (CUDA or CPU allocator)."""
+    return isinstance(exc, (MemoryError, torch.OutOfMemoryError))
+
+
+def memory_held(device: str | torch.device) -> str:
+    """What the checking process holds now, in words: allocated and peak device memory on
+    CUDA, the peak resident size of the process otherwise."""
+    import resource
+
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB (Linux)
+    if str(device).startswith("cuda") and torch.cuda.is_available():
+        dev = torch.device(device)
+        return (f"{torch.cuda.memory_allocated(dev) / 2**30:.1f} GiB allocated by PyTorch on {dev} "
+                f"(peak {torch.cuda.max_memory_allocated(dev) / 2**30:.1f} GiB), process peak resident {rss:.1f} GiB")
+    return f"process peak resident {rss:.1f} GiB"
+
+
+def checker_out_of_memory(case_or_problem: Any, what: str, exc: BaseException) -> CheckerOutOfMemory:
+    """A :class:`CheckerOutOfMemory` saying what the checker was computing and how much it held."""
+    problem = getattr(case_or_problem, "problem", case_or_problem)
+    label = case_or_problem.describe() if isinstance(case_or_problem, ProblemCase) else str(problem.path)
+    device = getattr(case_or_problem, "device", "cpu")
+    return CheckerOutOfMemory(f"{label}: could not judge: the checker ran out of memory while computing {what} "
+                              f"({type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}; "
+                              f"the checker held {memory_held(device)}); not the candidate's fault")
+
+
 def reference_failure(case_or_problem: Any, what: str, exc: BaseException) -> ReferenceFailed:
     """A :class:`ReferenceFailed` naming the problem, what raised and where in the problem file."""
     import traceback
 
+    if is_out_of_memory(exc):
+        return checker_out_of_memory(case_or_problem, f"the reference ({what})", exc)
     problem = getattr(case_or_problem, "problem", case_or_problem)
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == str(problem.path)]
     where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
@@ -201,6 +236,21 @@ def release_models(case: ProblemCase) -> None:
     for key in [k for k in cache if k[1] == str(case.device) and k[2] == shapes]:
         del cache[key]
     case._cache.clear()
+
+
+#: Entries of ``ProblemCase._cache`` that hold scalars or strings, kept by :func:`release_case`:
+#: the derived model's largest allowed error per output, and why no model could be derived.
+SMALL_CACHE_KEYS = ("derived-floor", "derived-failed")
+
+
+def release_case(case: ProblemCase) -> None:
+    """Drop the large tensors a case caches (float64 references, derived error models,
+    float64 model copies) and keep the small entries (verdicts, scalar summaries such as
+    ``derived-floor``): called between oracles, so a sequence holds one oracle's working
+    set at a time, not the sum of all of them."""
+    for key in list(case._cache):
+        if not ((isinstance(key, tuple) and key and key[0] == "verdict") or key in SMALL_CACHE_KEYS):
+            del case._cache[key]
 
 
 def new_model(cls: type, init_inputs: Sequence[Any], device: str, *, eval_mode: bool = True) -> torch.nn.Module:

@@ -1,0 +1,148 @@
+"""The checker's own memory: out-of-memory in the checker is "could not judge", never the
+candidate's fault; comparisons in chunks give the whole comparison's verdict; a sequence
+holds one oracle's working set at a time.
+
+The peak-memory figures (before/after, resident size of an elementwise problem of a few
+hundred MB) are measured by ``benchmarks/checker_memory.py``, not here (too slow for CI).
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+import torch
+
+from kernelaudit.verdict import Status
+from kernelaudit.zoo.check import exit_code, run_check
+from kernelaudit.zoo.oracles import compare, derived, tamper
+from kernelaudit.zoo.oracles.base import SequenceOracle, Subject
+from kernelaudit.zoo.oracles.bound import BoundOracle
+from kernelaudit.zoo.oracles.compare import chunked_compare, mismatch_verdict, nonfinite_mismatch
+from kernelaudit.zoo.problems import ProblemCase, load_candidate, load_problem
+
+PROBLEM = """
+import torch
+import torch.nn as nn
+
+M, N = 6, 40
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.sigmoid(x) * 3.0
+
+
+def get_inputs():
+    return [torch.randn(M, N)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+RIGHT = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.sigmoid(x) * 3.0
+"""
+
+#: Wrong in rows 2 and 4 only (an off-by-one-row style fault).
+WRONG_ROWS = RIGHT.replace("        return torch.sigmoid(x) * 3.0",
+                           "        y = torch.sigmoid(x) * 3.0\n        y[2, 5:9] += 0.5\n        y[4, 0] = float('nan')\n"
+                           "        return y")
+
+#: Raises an out-of-memory error in its own forward.
+OOM_IN_FORWARD = RIGHT.replace("        return torch.sigmoid(x) * 3.0",
+                               "        raise torch.OutOfMemoryError('CUDA out of memory. Tried to allocate 12.00 GiB')")
+
+
+def _files(tmp_path, candidate=RIGHT):
+    p, c = tmp_path / "problem.py", tmp_path / "cand.py"
+    p.write_text(textwrap.dedent(PROBLEM))
+    c.write_text(textwrap.dedent(candidate))
+    return p, c
+
+
+def _oom(*args, **kwargs):
+    raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 12.00 GiB")
+
+
+@pytest.mark.parametrize("where", ["reference", "derive", "compare"])
+def test_checker_out_of_memory_is_could_not_judge_with_what_it_held(tmp_path, monkeypatch, where):
+    if where == "reference":
+        monkeypatch.setattr(ProblemCase, "reference", _oom)
+    elif where == "derive":
+        monkeypatch.setattr(derived, "_derive", _oom)
+    else:
+        monkeypatch.setattr("kernelaudit.zoo.oracles.bound.chunked_compare", _oom)
+    v = run_check(*_files(tmp_path), "bound", device="cpu").verdict
+    assert v.status is Status.SKIPPED, v.message
+    assert exit_code(v) == 3
+    assert "ran out of memory" in v.message and "the checker held" in v.message, v.message
+    assert "not the candidate's fault" in v.message
+
+
+def test_tamper_out_of_memory_in_its_own_comparison_is_could_not_judge(tmp_path, monkeypatch):
+    # the L1 5/7/9/33 false rejections on the H200: tamper's history comparison ran out
+    # of memory and was reported as the candidate's error
+    monkeypatch.setattr(tamper, "_judge_history_call", _oom)
+    v = run_check(*_files(tmp_path), "bound,tamper", device="cpu").verdict
+    checks = v.details["checks"]
+    assert checks["bound"]["status"] == "ok"
+    assert checks["tamper"]["status"] == "skipped", checks["tamper"]["message"]
+    assert "ran out of memory" in checks["tamper"]["message"] and "tamper's copies" in checks["tamper"]["message"]
+    assert v.status is Status.SKIPPED and exit_code(v) == 3
+
+
+def test_out_of_memory_in_the_candidates_forward_stays_its_error(tmp_path):
+    v = run_check(*_files(tmp_path, OOM_IN_FORWARD), "bound,tamper", device="cpu").verdict
+    checks = v.details["checks"]
+    assert checks["bound"]["status"] == checks["tamper"]["status"] == "error"
+    assert "candidate raised OutOfMemoryError" in checks["tamper"]["message"]
+    assert "the checker held" in checks["tamper"]["message"]  # so a reader can tell whose memory it was
+
+
+def test_chunked_comparison_gives_the_whole_comparisons_verdict(tmp_path, monkeypatch):
+    problem_path, cand_path = _files(tmp_path, WRONG_ROWS)
+    problem = load_problem(problem_path)
+    case = ProblemCase.make(problem)
+    got = Subject(load_candidate(cand_path))(case)
+    monkeypatch.setattr(compare, "CHUNK_ELEMENTS", 7)  # many chunks, none aligned with a row
+    v = BoundOracle().compare(case, got)
+    # the same figures from one whole-tensor pass
+    ref, bnd = case.reference()[0], derived.derive(case).allowed[0]
+    err = (got[0].to(torch.float64) - ref).abs()
+    bad = nonfinite_mismatch(got[0], ref) | (torch.isfinite(err) & (err > bnd))
+    whole = mismatch_verdict(case, 0, got[0], ref, bad, metric="err/bound", value=v.value, tolerance=1.0,
+                             allowed=bnd, extra=derived.derive(case).describe())
+    assert v.status is Status.WRONG
+    assert v.message == whole.message
+    assert (v.first_bad_index, v.bad_batches) == (whole.first_bad_index, whole.bad_batches)
+    assert v.bad_batches.first == 2 and v.bad_batches.last == 4 and v.bad_batches.count == 2
+    assert v.details["mismatched"] == int(bad.sum()) == 5
+
+
+def test_chunked_exact_comparison_finds_one_flipped_bit():
+    ref = torch.arange(50, dtype=torch.float64).reshape(5, 10)
+    got = ref.to(torch.float32)
+    assert chunked_compare(got, ref, None, chunk=3).mismatched == 0
+    got[3, 7] = torch.nextafter(got[3, 7], torch.tensor(1e9))
+    res = chunked_compare(got, ref, None, chunk=3)
+    assert (res.mismatched, res.first, res.bad_batches().first) == (1, 37, 3)
+
+
+def test_a_sequence_frees_each_oracles_large_tensors(tmp_path):
+    problem_path, cand_path = _files(tmp_path)
+    case = ProblemCase.make(load_problem(problem_path))
+    v = SequenceOracle([BoundOracle(), tamper.TamperOracle()]).judge(case, Subject(load_candidate(cand_path)))
+    assert v.status is Status.OK, v.message
+    held = [k for k, x in case._cache.items()
+            if isinstance(x, torch.Tensor) or isinstance(x, (list, derived.DerivedModel))
+            and k != "derived-floor"]
+    assert held == []  # no reference, no derived model kept past its oracle
+    assert case._cache["derived-floor"][0] > 0  # the scalar summary tamper reads is kept
