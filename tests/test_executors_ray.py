@@ -82,7 +82,7 @@ def run_mutants(out, subject, **executor) -> None:
     from kernelaudit.zoo.mutate.campaign import run_campaign
     from kernelaudit.zoo.mutate.operators import get_operators
 
-    run_campaign([subject], out, columns=["kernelbench"], operators=get_operators(MUTATIONS), timeout_s=60,
+    run_campaign([subject], out, columns=["kernelbench"], operators=get_operators(MUTATIONS), timeout_s=180,
                  **executor)
 
 

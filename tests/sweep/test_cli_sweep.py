@@ -13,15 +13,13 @@ def _run(*args, cwd=None):
                           timeout=600)
 
 
+# Each case is a whole process (a torch import): four, one per kind of argument (list,
+# op name, model, device); GridSpec's own validation of the rest is tested in-process.
 @pytest.mark.parametrize("args,name", [
     (["--dtypes", "float8"], "dtypes"),
     (["--ops", "bmm,conv"], "ops"),
-    (["--layouts", "diagonal"], "layouts"),
     (["--fault-model", "cosmic"], "fault_model"),
-    (["--scale", "40"], "scale"),
     (["--device", "tpu"], "device"),
-    (["--reference", "gpu"], "reference"),
-    (["--thresholds", "2^30"], "thresholds"),
 ])
 def test_bad_sweep_argument_exits_2_naming_the_argument_and_the_allowed_values(args, name, tmp_path):
     r = _run("sweep", "--out", str(tmp_path / "x"), *args)
@@ -37,7 +35,7 @@ def test_sweep_refuses_zero_workers_with_exit_2_naming_the_argument(tmp_path):
 
 def test_sweep_exits_1_on_wrong_cases_0_when_they_match_the_rules_and_report_rebuilds(tmp_path):
     common = ["--device", "cpu", "--ops", "bmm", "--dtypes", "float32", "--thresholds", "2^32",
-              "--fault-model", "mps", "--scale", "12", "--no-report"]
+              "--layouts", "contig,aT", "--directions", "fwd", "--fault-model", "mps", "--scale", "12", "--no-report"]
     r = _run("sweep", *common, "--out", str(tmp_path / "a"))
     assert r.returncode == 1, r.stdout + r.stderr
     assert "wrong" in r.stdout and "bmm/float32/aT/out/2^32+/fwd" in r.stdout
@@ -53,7 +51,7 @@ def test_sweep_exits_1_on_wrong_cases_0_when_they_match_the_rules_and_report_reb
 
 def test_sweep_refuses_to_overwrite_a_run_without_resume(tmp_path):
     common = ["--device", "cpu", "--ops", "add", "--dtypes", "float32", "--thresholds", "2^32", "--scale", "12",
-              "--positions", "above", "--no-report", "--out", str(tmp_path)]
+              "--positions", "above", "--layouts", "contig", "--directions", "fwd", "--no-report", "--out", str(tmp_path)]
     assert _run("sweep", *common).returncode == 0
     r = _run("sweep", *common)
     assert r.returncode == 2 and "--resume" in r.stderr
@@ -64,3 +62,14 @@ def test_sweep_refuses_to_overwrite_a_run_without_resume(tmp_path):
 def test_sweep_help_shows_examples():
     r = _run("sweep", "--help")
     assert r.returncode == 0 and "Examples:" in r.stdout and "--fault-model mps --scale 16" in r.stdout
+
+
+@pytest.mark.parametrize("kw,name", [({"layouts": ("diagonal",)}, "layouts"), ({"scale": 40}, "scale"),
+                                     ({"thresholds": ("2^30",)}, "thresholds")])
+def test_bad_grid_argument_in_process_names_the_argument_and_the_allowed_values(kw, name):
+    from kernelaudit import GridSpec
+    from kernelaudit.errors import InvalidArgument
+    from kernelaudit.sweep.cases import grid
+
+    with pytest.raises(InvalidArgument, match=f"{name}=.*allowed values"):
+        grid(GridSpec(**kw))

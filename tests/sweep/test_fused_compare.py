@@ -32,11 +32,14 @@ def test_row_max_matches_torch_with_nans_scales_and_ragged_rows():
         assert torch.equal(mag[[0, 1, 2, 3]], r.abs().amax(1)[[0, 1, 2, 3]])
 
 
+# One op per comparison path (elementwise, row-wise, reduction, copy, matmul); gelu ran the
+# add path again and cat's bfloat16 cases cost a minute under the interpreter.
 @pytest.mark.parametrize("op,fault", [("add", "wrap32"), ("softmax", "wrap32"), ("sum", "wrap32"),
-                                      ("cat", "wrap32"), ("bmm", "mps"), ("gelu", "wrap32")])
+                                      ("cat", "wrap32"), ("bmm", "mps")])
 def test_fused_comparison_gives_the_same_verdicts_as_torch(op, fault, monkeypatch):
     pytest.importorskip("triton")
-    cases = grid(GridSpec(ops=(op,), dtypes=("float32", "bfloat16"), layouts=("contig",), thresholds=("2^32",),
+    dtypes = ("float32",) if op == "cat" else ("float32", "bfloat16")
+    cases = grid(GridSpec(ops=(op,), dtypes=dtypes, layouts=("contig",), thresholds=("2^32",),
                           positions=("above",), scale=12))
     statuses = set()
     for case in cases:

@@ -166,6 +166,9 @@ def run_check(
         check_time_iters(time_iters)
         timers = capture_timers()  # before any user code loads: a replaced timer is then seen
     _triton_mode_for(dev)
+    from .oracles import integrity
+
+    integrity.rebase()  # what was patched before this check is not its candidate's doing
     problem = load_problem(problem_path)
     start = time.perf_counter()
     try:

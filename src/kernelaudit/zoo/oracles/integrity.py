@@ -67,8 +67,17 @@ def snapshot() -> dict[str, tuple[Any, str, Any]]:
     return snap
 
 
-#: The watched namespaces as they were when the oracles were imported, before any candidate.
+#: The watched namespaces as they were when the oracles were imported, before any candidate;
+#: :func:`rebase` retakes it when a check starts.
 PRISTINE = snapshot()
+
+
+def rebase() -> None:
+    """Retake :data:`PRISTINE` now, before a check loads its problem and candidate: in a
+    long-lived process (a test session, a notebook) other libraries may have wrapped torch
+    functions since the import, and that is not the candidate's doing."""
+    PRISTINE.clear()
+    PRISTINE.update(snapshot())
 
 
 def _torch_wrapper_of(new: Any, old: Any) -> bool:
