@@ -15,11 +15,19 @@ On 2 CPU cores, a corpus slice::
     python benchmarks/mutate_campaign.py --subjects corpus --device cpu --jobs 2 --limit 200 \
         --oracle kernelbench,bound --out runs/mutate-cpu
 
+On 2 CPU cores, the whole corpus (issue 17's 10-minute goal; estimate in
+benchmarks/results/2026-12-03-cpu-mutate-speed/README.md)::
+
+    python benchmarks/mutate_campaign.py --subjects corpus --device cpu --jobs 2 \
+        --oracle kernelbench,kernelbench@1e-4,strongest --out runs/mutate-cpu-corpus
+
 Prints (and writes to ``--out``/benchmark.json) the wall time, the mutants judged, the
 outcome counts, the kill rate of every oracle, the minimal-suite curve (k = 1, 2) with
 its held-out rate and false rejections, and the cost per mutant: median seconds per
 stage of the worker (load, first input = compile + one run, equivalence inputs,
-oracles, suite inputs), the floor a faster engine has to beat. The store is resumable
+oracles, suite inputs, and each oracle column), the floor a faster engine has to beat;
+mutants equivalent from coverage alone and crashes that ended a worker process are
+classes of their own. The store is resumable
 (``--resume``); ``kernelaudit mutate report DIR`` draws the heat map, the suite curve
 and the HTML page.
 """
@@ -92,15 +100,27 @@ def cost(records: list[dict]) -> dict:
 
     out: dict = {}
     muts = [r for r in records if r.get("type") == "mutant" and "seconds" in r]
-    for outcome in sorted({r["outcome"] for r in muts}):
-        rs = [r for r in muts if r["outcome"] == outcome]
+    for r in muts:  # equivalent from coverage alone (never produced, loaded or run): a class of its own cost
+        if r["outcome"] == "equivalent" and "timing" not in r:
+            r["_class"] = "equivalent (coverage)"
+    for outcome in sorted({r.get("_class", r["outcome"]) for r in muts}):
+        rs = [r for r in muts if r.get("_class", r["outcome"]) == outcome]
         row = {"n": len(rs), "median_s": round(statistics.median(r["seconds"] for r in rs), 3),
                "total_s": round(sum(r["seconds"] for r in rs), 1)}
         for stage in ("load", "first_input", "equivalence", "oracles", "inputs"):
             xs = [r["timing"][stage] for r in rs if stage in r.get("timing", {})]
             if xs:
                 row[f"median_{stage}_s"] = round(statistics.median(xs), 4)
+        columns = sorted({c for r in rs for c in r.get("timing", {}).get("columns", {})})
+        for c in columns:  # each oracle column's own seconds: what the column set costs
+            xs = [r["timing"]["columns"][c] for r in rs if c in r.get("timing", {}).get("columns", {})]
+            row.setdefault("median_column_s", {})[c] = round(statistics.median(xs), 4)
         out[outcome] = row
+    for r in muts:
+        r.pop("_class", None)
+    died = [r for r in records if r.get("type") == "mutant" and "seconds" not in r and r["outcome"] == "crash"]
+    if died:  # the worker (or its child) ended: its cost is the restart, not the mutant's own seconds
+        out["crash (process died)"] = {"n": len(died)}
     return out
 
 

@@ -82,7 +82,8 @@ def count_command(subjects, kernelbench, operators) -> None:
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the --limit sample.")
 @click.option("--jobs", type=int, default=1, show_default=True, help="Worker processes at a time.")
 @click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds per mutant.")
-@click.option("--batch", type=int, default=60, show_default=True, help="Mutants per worker process.")
+@click.option("--batch", type=int, default=250, show_default=True,
+              help="Mutants per worker process (a subject's setup is paid once per batch).")
 @click.option("--device", type=click.Choice(("auto", "cpu", "cuda")), default="auto", show_default=True)
 @click.option("--small/--full-shapes", default=True, show_default=True,
               help="The problems' small shapes (CPU, Triton interpreter) or their fixed shapes.")

@@ -96,7 +96,8 @@ class _Walker(cst.CSTTransformer):
 
     def __init__(self, node_types: tuple[type, ...], applies: Applies, rewrite: Rewrite | None,
                  scope: frozenset[str] | None, target: int | None,
-                 many: list[tuple[tuple[type, ...], Applies]] | None = None) -> None:
+                 many: list[tuple[tuple[type, ...], Applies]] | None = None,
+                 edits: list[tuple[tuple[type, ...], Applies, Rewrite]] | None = None) -> None:
         super().__init__()
         self.node_types = node_types
         self.applies = applies
@@ -105,7 +106,10 @@ class _Walker(cst.CSTTransformer):
         self.target = target
         self.count = 0
         self.many = many
-        self.counts = [0] * len(many or ())
+        self.counts = [0] * len(many or edits or ())
+        #: With ``edits`` set: per operator, (original node, rewritten node or the exception) per site.
+        self.edits = edits
+        self.found: list[list[tuple[cst.CSTNode, cst.CSTNode | Exception]]] = [[] for _ in edits or ()]
         self.lines: list[int] = []
         self.ctx = Context()
         self._saved: list[Context] = []
@@ -163,6 +167,15 @@ class _Walker(cst.CSTTransformer):
             self.ctx.stack.pop()
         if self._depth == 0 and self.scope is not None:
             return updated_node
+        if self.edits is not None:
+            for i, (types, applies, rewrite) in enumerate(self.edits):
+                if isinstance(original_node, types) and applies(original_node, self.ctx):
+                    try:
+                        new: cst.CSTNode | Exception = rewrite(updated_node, self.ctx)
+                    except Exception as exc:  # noqa: BLE001 - the mutant is not produced: stillborn later
+                        new = exc
+                    self.found[i].append((original_node, new))
+            return updated_node
         if self.many is not None:
             for i, (types, applies) in enumerate(self.many):
                 if isinstance(original_node, types) and applies(original_node, self.ctx):
@@ -202,4 +215,66 @@ def apply_at(tree: cst.Module, node_types: tuple[type, ...], applies: Applies, r
     out = tree.visit(w)
     if not w.applied:
         raise IndexError(f"site {site} does not exist: the operator has {w.count} sites here")
+    return out
+
+
+@dataclass(frozen=True)
+class SiteEdit:
+    """One site as a text edit of the module's source: ``source[start:end]`` becomes ``new``.
+
+    ``new`` is None where the edit cannot be spliced exactly (the node or its rewrite spans
+    several lines, whose text depends on the enclosing indentation): apply the operator to
+    the tree then. ``error`` is set when the rewrite itself raised. ``lines`` are the
+    1-based source lines the node spans (one more either side where ``new`` is None): a
+    superset of the lines the mutation changes.
+    """
+
+    start: int
+    end: int
+    new: str | None
+    lines: tuple[int, ...]
+    error: str | None = None
+
+
+def site_edits(tree: cst.Module, operators: list[tuple[tuple[type, ...], Applies, Rewrite]],
+               scope: Iterable[str] | None = None) -> list[list[SiteEdit]]:
+    """Every site of several operators (node types, applies, rewrite) in one walk, each as a text edit.
+
+    One walk (with positions resolved once) instead of a walk per mutant: the sites, their
+    numbering and their rewrites are those of :func:`apply_at`, which is the reference this
+    is tested against; a single-line node whose standalone text is exactly the source text
+    at its position is spliced, anything else is left to :func:`apply_at` (``new`` None).
+    """
+    from libcst.metadata import MetadataWrapper, WhitespaceInclusivePositionProvider
+
+    source = tree.code
+    starts = [0]
+    for line in source.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    positions = MetadataWrapper(tree, unsafe_skip_copy=True).resolve(WhitespaceInclusivePositionProvider)
+    w = _Walker((), lambda n, c: False, None, None if scope is None else frozenset(scope), None, edits=operators)
+    tree.visit(w)
+    out: list[list[SiteEdit]] = []
+    for found in w.found:
+        row = []
+        for node, new in found:
+            r = positions[node]
+            a = starts[r.start.line - 1] + r.start.column
+            b = starts[r.end.line - 1] + r.end.column
+            lines = tuple(range(r.start.line, r.end.line + 1))
+            if isinstance(new, Exception):
+                row.append(SiteEdit(a, b, None, lines, f"{type(new).__name__}: {new}"))
+                continue
+            old_text = code_of(node)
+            try:
+                new_text = code_of(new)
+            except Exception:  # noqa: BLE001 - a rewrite that does not print: apply_at says why
+                row.append(SiteEdit(a, b, None, lines))
+                continue
+            exact = old_text == source[a:b] and "\n" not in old_text and "\n" not in new_text \
+                and "\r" not in old_text + new_text
+            if not exact:  # printed whole later, where a line diff may name a neighbour line: widen by one
+                lines = tuple(range(max(1, r.start.line - 1), r.end.line + 2))
+            row.append(SiteEdit(a, b, new_text if exact else None, lines))
+        out.append(row)
     return out

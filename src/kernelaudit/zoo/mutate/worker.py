@@ -13,9 +13,10 @@ on the CPU, or PyTorch code) the lines it executed. With ``check_clean``: every 
 judges the clean candidate (it must pass) and a forced failure (its outputs doubled plus one:
 it must be caught).
 
-Per mutant, under a deadline: materialise and load it (a failure is *stillborn*); a
-mutant whose changed lines the clean candidate never executed is *equivalent* without
-running; otherwise it runs on the equivalence inputs: raising on the first is
+Per mutant, under a deadline: a mutant whose lines (from the subject's site table, one
+walk per batch) the clean candidate never executed is *equivalent* before it is even
+produced; otherwise it is produced (one line spliced where exact) and loaded (a failure
+is *stillborn*) and runs on the equivalence inputs: raising on the first is
 *stillborn* (a Triton compile error) or a *crash*; bit-identical outputs and inputs on
 all of them is *equivalent*; else every oracle judges it (``killed``: wrong or error;
 ``survived``: ok; ``unjudged``: skipped).
@@ -24,6 +25,7 @@ all of them is *equivalent*; else every oracle judges it (``killed``: wrong or e
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import os
 import signal
@@ -59,29 +61,59 @@ def make_column(column: str):  # noqa: ANN201
     return make_oracle(column)
 
 
-def judge_columns(problem, candidate, columns: list[str], device: str, small: bool) -> dict[str, Any]:  # noqa: ANN001
-    """Every column's verdict of one candidate (a fresh case and subject each); aliases from their parts."""
-    from ...verdict import worst
+#: Order in which the parts of an alias column (``strongest``) are tried when they are not columns
+#: themselves: cheapest and most often killing first (per-column seconds measured on corpus mutants).
+PART_ORDER = ("bound", "static", "values", "shapes", "tamper")
+
+
+def judge_columns(problem, candidate, columns: list[str], device: str, small: bool,  # noqa: ANN001
+                  seconds: dict[str, float] | None = None) -> dict[str, Any]:
+    """Every column's verdict of one candidate (a fresh case and subject each); aliases from their parts.
+
+    An alias (``strongest`` = bound, shapes, values, tamper, static) whose parts are all
+    columns is the worst of their verdicts. Otherwise its parts run one at a time, each
+    alone on a fresh case, in :data:`PART_ORDER`, and stop at the first that rejects: the
+    alias's verdict is the worst of its parts, so one rejecting part decides ``killed``
+    exactly as running them all would (its message names the part and the parts not run).
+    ``seconds``, when given, receives each column's wall time (where a judged mutant's cost goes)."""
+    from ...verdict import Verdict, worst
     from ..oracles import ALIASES, Subject
-    from ..oracles.base import judge_or_unjudged
+    from ..oracles.base import combine, judge_or_unjudged
     from ..problems.problem_case import ProblemCase
 
-    verdicts: dict[str, Any] = {}
     subject = Subject(candidate)
+
+    def one(column: str) -> Any:  # noqa: ANN401
+        case = ProblemCase.make(problem, device=device, small=small)
+        try:
+            return judge_or_unjudged(make_column(column), case, subject.fresh())
+        except Deadline:
+            raise
+        except Exception as exc:  # noqa: BLE001 - an oracle failing on a mutant is an error verdict
+            return Verdict.error(f"{case.describe()}: checking raised {type(exc).__name__}: {exc}")
+
+    verdicts: dict[str, Any] = {}
     for column in columns:
         parts = ALIASES.get(column)
         if parts and all(p in verdicts for p in parts):
             verdicts[column] = worst([verdicts[p] for p in parts])
             continue
-        case = ProblemCase.make(problem, device=device, small=small)
-        try:
-            verdicts[column] = judge_or_unjudged(make_column(column), case, subject.fresh())
-        except Deadline:
-            raise
-        except Exception as exc:  # noqa: BLE001 - an oracle failing on a mutant is an error verdict
-            from ...verdict import Verdict
-
-            verdicts[column] = Verdict.error(f"{case.describe()}: checking raised {type(exc).__name__}: {exc}")
+        t0 = time.perf_counter()
+        if parts:
+            got: dict[str, Any] = {}
+            for part in sorted(parts, key=lambda p: PART_ORDER.index(p) if p in PART_ORDER else len(PART_ORDER)):
+                got[part] = verdicts[part] if part in verdicts else one(part)
+                if column_outcome(got[part]) == "killed":
+                    break
+            v = combine(column, got)
+            rest = [p for p in parts if p not in got]
+            if rest:  # the verdict says which parts it did not need
+                v = dataclasses.replace(v, message=f"{v.message}; not run (a part already rejects): {', '.join(rest)}")
+            verdicts[column] = v
+        else:
+            verdicts[column] = one(column)
+        if seconds is not None:
+            seconds[column] = round(time.perf_counter() - t0, 4)
     return verdicts
 
 
@@ -229,6 +261,61 @@ class LineTrace:
 
 
 # ---------------------------------------------------------------------------
+# the Triton CPU interpreter without its repeated patching
+# ---------------------------------------------------------------------------
+
+def lighten_interpreter() -> bool:
+    """Make Triton's CPU interpreter skip re-patching ``triton.language`` for nested ``@jit`` calls.
+
+    Why: the interpreter patches the language module (``inspect.getmembers`` over it, a few
+    ms) at every launch *and* again at every call of a ``@jit`` helper from inside a kernel,
+    which was about a quarter of a corpus worker's time (cProfile, triton 3.9). Inside a
+    launch the modules are already patched, so the nested patching only sets the same
+    wrappers again (and is never undone by itself: the launch's own restore undoes it);
+    skipping it when the helper sees no language module the launch has not patched
+    changes no result (tests compare outputs bit for bit). False when the interpreter's
+    internals are not the ones this was written for (nothing changed then).
+    """
+    try:
+        import inspect
+
+        import triton.language as tl
+        import triton.runtime.interpreter as ti
+    except Exception:  # noqa: BLE001 - no Triton: nothing to lighten
+        return False
+    if getattr(ti, "_kernelaudit_light", False):
+        return True
+    if not all(hasattr(ti, n) for n in ("_patch_lang", "GridExecutor", "_LangPatchScope")):
+        return False
+    original, launch = ti._patch_lang, ti.GridExecutor.__call__
+    patched: list[frozenset[int]] = []  # per launch in progress: ids of the language modules it patched
+
+    def langs(fn) -> frozenset[int]:  # noqa: ANN001 - the modules the interpreter's own _patch_lang picks
+        return frozenset(id(v) for v in fn.__globals__.values() if inspect.ismodule(v) and v in (tl, tl.core))
+
+    def patch_lang(fn):  # noqa: ANN001, ANN202
+        mine = langs(fn)
+        if patched and mine and mine <= patched[-1]:
+            return ti._LangPatchScope()  # already patched by this launch: nothing to set or restore
+        scope = original(fn)
+        if patched:
+            patched[-1] = patched[-1] | mine
+        return scope
+
+    def call(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        patched.append(frozenset())
+        try:
+            return launch(self, *args, **kwargs)
+        finally:
+            patched.pop()
+
+    ti._patch_lang = patch_lang
+    ti.GridExecutor.__call__ = call
+    ti._kernelaudit_light = True
+    return True
+
+
+# ---------------------------------------------------------------------------
 # the job
 # ---------------------------------------------------------------------------
 
@@ -295,6 +382,7 @@ class Job:
         self.per_input: bool = job.get("per_input", False)
         self.inputs: list = []
         self.inputs_error: str | None = None
+        self.setup_s: float | None = None
         self.scratch = Path(job["scratch"])
         self.scratch.mkdir(parents=True, exist_ok=True)
         self.emit = emit
@@ -340,8 +428,11 @@ class Job:
         except Exception as exc:  # noqa: BLE001 - no suite columns for this subject; the oracles still judge
             self.inputs = []
             self.inputs_error = _exc_text(exc)
-        self.executed = {h for h in (statement_heads(self.subject.source).get(n, n) for n in trace.lines)}
-        self.heads = statement_heads(self.subject.source)
+        self.heads = statement_heads(self.subject.source)  # once: it parses the whole subject
+        self.executed = {self.heads.get(n, n) for n in trace.lines}
+        from .generate import SiteTable
+
+        self.table = SiteTable(self.subject)  # every site's lines and text edit, from one walk
         return None
 
     def subject_record(self, failure: str | None) -> dict[str, Any]:
@@ -350,6 +441,7 @@ class Job:
         if failure:
             rec["error"] = failure
             return rec
+        t0 = time.perf_counter()
         rec["equivalence_inputs"] = [c.label for c in self.cases]
         rec["executed_lines"] = len(self.executed) if self.traced else None
         clean = judge_columns(self.problem, self.clean, self.columns, self.device, self.small)
@@ -373,9 +465,15 @@ class Job:
                     rec["variants"][name] = {c: column_outcome(v) for c, v in got.items()}
                     if self.per_input:
                         rec.setdefault("variant_inputs", {})[name] = judge_inputs(load_candidate(path), self.inputs)
+        # seconds of this subject's setup (once per worker) and of the checks above (once per subject)
+        rec["timing"] = {"setup": self.setup_s, "checks": round(time.perf_counter() - t0, 3)}
         return rec
 
     # -- one mutant -------------------------------------------------------------
+    def ran_any(self, lines) -> bool:  # noqa: ANN001
+        """Did the clean candidate run any of these source lines (by their statements' first lines)?"""
+        return any(self.heads.get(n, n) in self.executed for n in lines)
+
     def judge(self, mutant_id: str, index: int) -> dict[str, Any]:
         from ..problems import load_candidate
         from .generate import Mutant, materialise
@@ -383,12 +481,19 @@ class Job:
         m = Mutant.parse(mutant_id)
         rec: dict[str, Any] = {"type": "mutant", "id": mutant_id, "subject": m.subject, "operator": m.operator,
                                "family": m.family, "site": m.site}
+        touched = self.table.touched_lines(m)
+        if self.traced and touched is not None and not self.ran_any(touched):
+            # decided before the mutant is produced: no line its node spans ever ran (the lines a
+            # mutation changes lie inside that span), so it behaves as the clean candidate does
+            rec["lines"] = list(touched)
+            return {**rec, "outcome": "equivalent", "reason": "changed lines never run by the clean candidate "
+                                                              "on the equivalence inputs"}
         try:
-            mat = materialise(self.subject, m)
+            mat = materialise(self.subject, m, self.table)
         except Exception as exc:  # noqa: BLE001 - no such site, or a rewrite that does not print
             return {**rec, "outcome": "stillborn", "reason": f"not produced: {_exc_text(exc)}"}
         rec.update(lines=list(mat.lines), before=mat.before, after=mat.after)
-        if self.traced and not any(self.heads.get(n, n) in self.executed for n in mat.lines):
+        if self.traced and not self.ran_any(mat.lines):
             return {**rec, "outcome": "equivalent", "reason": "changed lines never run by the clean candidate "
                                                               "on the equivalence inputs"}
         path = self.scratch / f"m{index}.py"
@@ -423,7 +528,8 @@ class Job:
             return {**rec, "outcome": "equivalent", "reason": f"bit-identical outputs and inputs on "
                                                               f"{len(self.cases)} equivalence inputs"}
         t0 = time.perf_counter()
-        verdicts = judge_columns(self.problem, cand, self.columns, self.device, self.small)
+        verdicts = judge_columns(self.problem, cand, self.columns, self.device, self.small,
+                                 seconds=timing.setdefault("columns", {}))
         timing["oracles"] = round(time.perf_counter() - t0, 4)
         rec["oracles"] = {c: column_outcome(v) for c, v in verdicts.items()}
         rec["messages"] = {c: _short(v) for c, v in verdicts.items() if column_outcome(v) == "killed"}
@@ -436,11 +542,22 @@ class Job:
         return rec
 
     # -- the loop ---------------------------------------------------------------
-    def run(self) -> None:
+    def run(self, progress=None) -> None:  # noqa: ANN001
+        """Set up, check the clean candidate when asked, then judge every mutant; ``progress``
+        (shared memory, from :func:`run_zygote`) holds the index of the mutant being judged."""
+        t0 = time.perf_counter()
         failure = self.setup()
+        self.setup_s = round(time.perf_counter() - t0, 3)
         if self.check_clean or failure:
             self.emit(self.subject_record(failure))
-        for i, mid in enumerate(self.mutants):
+        self.judge_from(0, failure, progress)
+
+    def judge_from(self, first: int, failure: str | None = None, progress=None) -> None:  # noqa: ANN001
+        """Judge mutants ``first`` onwards, each under the deadline."""
+        for i in range(first, len(self.mutants)):
+            mid = self.mutants[i]
+            if progress is not None:
+                progress[:8] = i.to_bytes(8, "little", signed=True)
             self.emit({"type": "start", "id": mid})
             start = time.perf_counter()
             if failure:
@@ -462,6 +579,50 @@ class Job:
             self.emit(rec)
 
 
+def run_zygote(job: dict[str, Any], emit, enter) -> int:  # noqa: ANN001
+    """Judge the job in forked children of this process, which has imported torch, Triton and the
+    oracles but loaded no subject code: each child enters the sandbox (``enter``), sets the subject
+    up and judges what is left. A child that dies (a mutant that corrupts memory, ``os._exit``)
+    costs a fork and a setup, not a new interpreter and its imports: its mutant is recorded
+    ``crash`` here and the next child takes the rest. Returns this process's exit code (1 when a
+    child died before judging any mutant: the campaign then reports the setup as failed)."""
+    import mmap
+
+    from .generate import Mutant
+
+    todo = list(job["mutants"])
+    progress = mmap.mmap(-1, 8)  # MAP_SHARED: the child's writes are seen here
+    check_clean = job["check_clean"]
+    while True:
+        progress[:8] = (-1).to_bytes(8, "little", signed=True)
+        pid = os.fork()
+        if pid == 0:  # the child: into the box, then the usual job
+            code = 0
+            try:
+                enter(job)
+                Job({**job, "mutants": todo, "check_clean": check_clean}, emit).run(progress)
+                progress[:8] = len(todo).to_bytes(8, "little", signed=True)
+            except BaseException:  # noqa: BLE001 - the parent reports it
+                traceback.print_exc()
+                code = 70
+            sys.stderr.flush()
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        at = int.from_bytes(progress[:8], "little", signed=True)
+        if at >= len(todo):  # every mutant recorded (a nonzero exit after that is the child's own end)
+            return 0
+        if at < 0:
+            return 1  # died setting up: nothing of this batch can be judged (the campaign records why)
+        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        m = Mutant.parse(todo[at])
+        emit({"type": "mutant", "id": m.id, "subject": m.subject, "operator": m.operator, "family": m.family,
+              "site": m.site, "outcome": "crash", "reason": f"the worker process ended (exit {code}) while judging it"})
+        todo = todo[at + 1:]
+        check_clean = False  # the dead child checked it already: its subject record came before any mutant
+        if not todo:
+            return 0
+
+
 def main(argv: list[str]) -> int:
     """``python -m kernelaudit.zoo.mutate.worker --events-fd N`` with the job as JSON on stdin."""
     fd = int(argv[argv.index("--events-fd") + 1])
@@ -472,6 +633,18 @@ def main(argv: list[str]) -> int:
         from ...config import TRITON_INTERPRET
 
         os.environ[TRITON_INTERPRET.name] = "1"  # before triton is imported
+        if job.get("light_interpreter", True):
+            lighten_interpreter()
+    # a zygote on the CPU (a CUDA context does not survive a fork): imports paid once per batch
+    zygote = job.get("zygote", True) and job["device"] == "cpu" and hasattr(os, "fork")
+    if zygote:
+        import torch
+
+        from .. import oracles  # noqa: F401 - imported once, before any fork
+        from ..problems import load_problem  # noqa: F401
+
+        # no OpenMP pool is started before the fork, and every child computes as the others do
+        torch.set_num_threads(1)
 
     def expire(signum, frame):  # noqa: ANN001, ARG001
         raise Deadline()
@@ -481,10 +654,18 @@ def main(argv: list[str]) -> int:
     def emit(rec: dict[str, Any]) -> None:
         events.write(json.dumps(rec) + "\n")
 
-    if job.get("sandbox", True):  # the mutants are untrusted code: in the box before any of it loads
-        from ..sandbox import enter_worker
+    def enter(job: dict[str, Any]) -> None:
+        if job.get("sandbox", True):  # the mutants are untrusted code: in the box before any of it loads
+            from ..sandbox import enter_worker
 
-        enter_worker(job)
+            enter_worker(job)
+
+    if zygote:
+        code = run_zygote(job, emit, enter)
+        events.close()
+        sys.stdout.flush()
+        os._exit(code)
+    enter(job)
     Job(job, emit).run()
     events.close()
     sys.stdout.flush()
