@@ -23,9 +23,33 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 SHARED_EXPENSIVE = ("mps_run", "table", "one_worker_clean", "forced_phases")
 
 
+#: Parametrizations that repeat a path CI already covers with another parameter (the
+#: float32 twin, the batched or biased form of the same projection): marked ``slow`` and
+#: deselected by default so the suite fits its 6 minutes on 2 cores; ``pytest -m slow``
+#: (or ``-m ""`` for everything) runs them.
+SLOW = (
+    "test_fused_freivalds.py::test_the_check_from_projections_made_at_generation_gives_the_regenerating_sums[*bfloat16]",
+    "test_fused_freivalds.py::test_inputs_generated_with_their_projections_are_the_plain_inputs_bit_for_bit[bfloat16-*]",
+    "test_fused_freivalds.py::test_fused_freivalds_gives_the_same_verdicts_and_metrics_as_the_torch_check[b*-1]",
+    "test_fused_freivalds.py::test_inputs_generated_with_their_projections_are_the_plain_inputs_bit_for_bit[float32-matmul4d-contig]",
+    "test_fused_freivalds.py::test_the_flat_kernel_gives_the_rowsum_sums_and_flags_exactly_the_corrupted_matrices[bfloat16-masked]",
+    "test_sweep_faults.py::test_calibrating_side_by_side_gives_the_same_tolerances_and_verdicts",
+    "test_fused_freivalds.py::test_gradients_judged_by_projection_agree_with_the_float64_autograd_reference[m*]",
+    "test_fused_freivalds.py::test_gradients_judged_by_projection_agree_with_the_float64_autograd_reference[linear]",
+    "test_fused_freivalds.py::test_gradients_judged_by_projection_agree_with_the_float64_autograd_reference[addmm]",
+    "test_fused_compare.py::test_fused_comparison_gives_the_same_verdicts_as_torch[sum-wrap32]",
+    "test_sweep_workers.py::test_two_workers_record_the_same_cases_and_verdicts_as_one_under_the_mps_fault_model",
+)
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items):
+    import re
+
+    slow = re.compile("|".join(".*" + re.escape(p).replace(r"\*", ".*") + "$" for p in SLOW))
     for item in items:
+        if slow.match(item.nodeid):
+            item.add_marker(pytest.mark.slow)
         for name in SHARED_EXPENSIVE:
             if name in getattr(item, "fixturenames", ()):
                 item.add_marker(pytest.mark.xdist_group(name))
