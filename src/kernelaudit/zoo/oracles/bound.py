@@ -38,7 +38,6 @@ has errors of about ``2^-9 * sqrt(K) * rms(a*b)``, which the worst-case bound ``
 
 from __future__ import annotations
 
-import copy
 import math
 from typing import Any
 
@@ -50,7 +49,7 @@ from ...verdict import Status, Verdict
 from .base import Comparator
 from .compare import chunked_compare, chunked_mismatch_verdict, structure_verdict
 # One table of unit roundoffs and one LAMBDA, shared with the derived error model.
-from .derived import LAMBDA, TF32_UNIT_ROUNDOFF, UNIT_ROUNDOFF, DerivedModel, derive
+from .derived import LAMBDA, TF32_UNIT_ROUNDOFF, UNIT_ROUNDOFF, DerivedModel, _model_at, derive
 
 #: ULPs allowed for evaluating one function (exp, erf, division) and the final rounding.
 FN_ULPS = 8.0
@@ -80,16 +79,8 @@ def accumulation_length(case: ProblemCase, length: Any) -> int:
 
 
 def _model64(case: ProblemCase, *, absolute: bool) -> torch.nn.Module:
-    key = f"model64:{absolute}"
-    if key not in case._cache:
-        m = copy.deepcopy(case.model()).to(torch.float64)
-        if absolute:
-            with torch.no_grad():
-                for p in list(m.parameters()) + list(m.buffers()):
-                    if p.is_floating_point():
-                        p.abs_()
-        case._cache[key] = m
-    return case._cache[key]
+    """The case's model in float64 (``|parameters|`` with ``absolute``), shared with the derivation."""
+    return _model_at(case, torch.float64, absolute=absolute)
 
 
 def _elementwise_scale(ref: torch.Tensor) -> torch.Tensor:
