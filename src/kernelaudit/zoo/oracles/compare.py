@@ -96,29 +96,12 @@ def mismatch_verdict(
     r = ref.reshape(-1).to(torch.float64)
     diff = (g - r).abs().nan_to_num(nan=float("inf"))
     worst_i = int(diff.argmax()) if n else 0
-    parts = [
-        f"{case.describe()}: output {index} {tuple(got.shape)} {str(got.dtype).replace('torch.', '')}",
-        f"{metric}={value:.3g} > tol={tolerance:.3g}",
-        f"Mismatched elements: {k} / {n} ({100.0 * k / max(n, 1):.1f}%)",
-    ]
+    at = None
     if first is not None:
-        at = f"first bad flat index {first}: got {g[first].item():.8g}, expected {r[first].item():.8g}"
-        if allowed is not None:
-            at += f" (allowed error {allowed.reshape(-1)[first].item():.3g})"
-        parts.append(at)
-        parts.append(f"greatest abs diff {diff[worst_i].item():.3g} at index {worst_i}")
-    if extra:
-        parts.append(extra)
-    return Verdict(
-        Status.WRONG,
-        metric=metric,
-        value=value,
-        tolerance=tolerance,
-        bad_batches=bad_batches(bad),
-        first_bad_index=first,
-        message="; ".join(parts),
-        details={"output": index, "mismatched": k, "numel": n, **(details or {})},
-    )
+        at = (g[first].item(), r[first].item(), None if allowed is None else allowed.reshape(-1)[first].item(),
+              diff[worst_i].item(), worst_i)
+    return _wrong(case, index, got, metric=metric, value=value, tolerance=tolerance, numel=n, mismatched=k,
+                  first=first, at=at, batches=bad_batches(bad), extra=extra, details=details)
 
 
 # -- chunked comparison: no float64 copy of a whole output ----------------------------
@@ -232,17 +215,30 @@ def chunked_mismatch_verdict(
     n, k, first = result.numel, result.mismatched, result.first
     if value is None:
         value = max(result.worst_ratio, 1.0) if tolerance else result.max_err
+    at = None
+    if first is not None:
+        at = (result.first_got, result.first_ref, result.first_allowed, result.worst_diff, result.worst_index)
+    return _wrong(case, index, got, metric=metric, value=value, tolerance=tolerance, numel=n, mismatched=k,
+                  first=first, at=at, batches=result.bad_batches(), extra=extra, details=details)
+
+
+def _wrong(case: ProblemCase, index: int, got: torch.Tensor, *, metric: str, value: float, tolerance: float,
+           numel: int, mismatched: int, first: int | None, at: tuple | None, batches, extra: str,
+           details: dict | None) -> Verdict:
+    """The ``wrong`` verdict both mismatch builders return; ``at`` is (got, expected, allowed
+    or None, greatest abs diff, its index) at the first bad index."""
     parts = [
         f"{case.describe()}: output {index} {tuple(got.shape)} {str(got.dtype).replace('torch.', '')}",
         f"{metric}={value:.3g} > tol={tolerance:.3g}",
-        f"Mismatched elements: {k} / {n} ({100.0 * k / max(n, 1):.1f}%)",
+        f"Mismatched elements: {mismatched} / {numel} ({100.0 * mismatched / max(numel, 1):.1f}%)",
     ]
-    if first is not None:
-        at = f"first bad flat index {first}: got {result.first_got:.8g}, expected {result.first_ref:.8g}"
-        if result.first_allowed is not None:
-            at += f" (allowed error {result.first_allowed:.3g})"
-        parts.append(at)
-        parts.append(f"greatest abs diff {result.worst_diff:.3g} at index {result.worst_index}")
+    if at is not None:
+        got_at, ref_at, allowed_at, worst_diff, worst_index = at
+        line = f"first bad flat index {first}: got {got_at:.8g}, expected {ref_at:.8g}"
+        if allowed_at is not None:
+            line += f" (allowed error {allowed_at:.3g})"
+        parts.append(line)
+        parts.append(f"greatest abs diff {worst_diff:.3g} at index {worst_index}")
     if extra:
         parts.append(extra)
     return Verdict(
@@ -250,10 +246,10 @@ def chunked_mismatch_verdict(
         metric=metric,
         value=value,
         tolerance=tolerance,
-        bad_batches=result.bad_batches(),
+        bad_batches=batches,
         first_bad_index=first,
         message="; ".join(parts),
-        details={"output": index, "mismatched": k, "numel": n, **(details or {})},
+        details={"output": index, "mismatched": mismatched, "numel": numel, **(details or {})},
     )
 
 
