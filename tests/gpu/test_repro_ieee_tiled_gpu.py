@@ -35,7 +35,7 @@ def test_compiled_tiled_linear_equals_cpu_emulator_bit_for_bit(i, m, k, n, adt, 
     x, w, b = _draw((m, k), adt, 1, 100.0), _draw((n, k), wdt, 2), _draw((n,), wdt, 3)
     got = gemm.linear(x.cuda(), w.cuda(), b.cuda(), tiles=_tiles()[i]).cpu()
     want = emulate.linear_ieee(x, w, b)
-    assert torch.equal(got.view(torch.uint8), want.view(torch.uint8))
+    assert emulate.bit_mismatches(got, want) == 0
 
 
 def test_table_decode_buckets_keep_row_0_bits_and_negative_zero():

@@ -6,6 +6,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import numpy as np
+import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
@@ -77,3 +78,27 @@ def test_fma32_equals_exact_rounding(a, b, c):
         assert abs(got) == float("inf")
         return
     assert np.float32(got) == _round32(exact)
+
+
+def test_bit_mismatches_lets_a_nan_match_any_nan_but_nothing_else_differ():
+    from kernelaudit.repro.emulate import bit_mismatches, same_bits
+
+    gpu_nan = torch.tensor([0x7FFFFFFF], dtype=torch.int32).view(torch.float32)
+    cpu_nan = torch.tensor([-0x400000], dtype=torch.int32).view(torch.float32)   # 0xffc00000
+    base = torch.tensor([1.0, -0.0, float("inf"), 0.0])
+    got, want = torch.cat([base, gpu_nan]), torch.cat([base, cpu_nan])
+    assert same_bits(got, want)
+    assert bit_mismatches(torch.tensor([0.0]), torch.tensor([-0.0])) == 1          # signed zeros count
+    assert bit_mismatches(torch.tensor([float("nan")]), torch.tensor([float("inf")])) == 1
+    one_ulp = torch.nextafter(torch.tensor([1.0]), torch.tensor([2.0]))
+    assert bit_mismatches(torch.cat([one_ulp, gpu_nan]), want[[0, 4]]) == 1
+    assert bit_mismatches(got.bfloat16(), want.bfloat16()) == 0
+
+
+def test_bit_mismatches_refuses_tensors_of_different_shape_or_dtype():
+    from kernelaudit.repro.emulate import bit_mismatches
+
+    with pytest.raises(ValueError, match="bit_mismatches"):
+        bit_mismatches(torch.zeros(2), torch.zeros(3))
+    with pytest.raises(ValueError, match="float16"):
+        bit_mismatches(torch.zeros(2), torch.zeros(2, dtype=torch.float16))

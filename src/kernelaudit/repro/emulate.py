@@ -79,3 +79,26 @@ def bmm_ieee(a, b, *, out_dtype=None) -> torch.Tensor:
 def linear_ieee(x, weight, bias=None) -> torch.Tensor:
     out = addmm_ieee(bias, x.reshape(-1, x.shape[-1]), weight.t())
     return out.reshape(*x.shape[:-1], weight.shape[0])
+
+
+def bit_mismatches(got: torch.Tensor, want: torch.Tensor) -> int:
+    """How many elements of ``got`` and ``want`` differ in their bits, NaN payloads aside.
+
+    IEEE 754 leaves the sign and payload of a NaN an operation produces to the
+    implementation: an NVIDIA GPU writes ``0x7fffffff`` for ``inf - inf``, an x86 CPU
+    ``0xffc00000``. So a NaN matches any NaN (the positions must agree); every other value,
+    signed zeros and infinities included, must match bit for bit.
+    """
+    if got.shape != want.shape or got.dtype != want.dtype:
+        raise ValueError(f"bit_mismatches: got {tuple(got.shape)} {got.dtype}, want {tuple(want.shape)} {want.dtype}")
+    ints = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[want.element_size()]
+    g, w = got.contiguous(), want.contiguous()
+    differ = g.view(ints) != w.view(ints)
+    if g.is_floating_point():
+        differ &= ~(torch.isnan(g) & torch.isnan(w))
+    return int(differ.sum())
+
+
+def same_bits(got: torch.Tensor, want: torch.Tensor) -> bool:
+    """``got`` equals ``want`` bit for bit, a NaN matching any NaN (see :func:`bit_mismatches`)."""
+    return bit_mismatches(got, want) == 0
