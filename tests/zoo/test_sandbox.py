@@ -177,6 +177,38 @@ def test_the_policy_allows_the_problem_the_candidate_and_the_scratch_only(tmp_pa
     assert worker.candidates == [str(tmp_path / "scratch")] and not worker.may_read(str(cand))
 
 
+def test_the_policy_reads_the_absolute_pythonpath_directories_but_never_the_root(tmp_path, monkeypatch):
+    problem, cand = _files(tmp_path, "pass")
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), "/", "relative/dir", ""]))
+    policy = sandbox.Sandbox.for_check(problem, cand, tmp_path / "scratch")
+    assert policy.may_read(str(site / "pkg-1.0.dist-info" / "entry_points.txt"))
+    assert "/" not in policy.read_paths and not policy.may_read("/etc/shadow")
+    assert not policy.may_read(str(tmp_path / "secret.txt"))
+
+
+def test_the_process_rlimit_leaves_room_above_the_task_bound(tmp_path):
+    """Where the kernel enforces RLIMIT_NPROC for root, a limit below the parent's task bound
+    would cap a fork bomb silently and blame the candidate's next fork on the candidate."""
+    import resource
+
+    problem, cand = _files(tmp_path, "pass")
+    policy = sandbox.Sandbox.for_check(problem, cand, tmp_path / "scratch")
+    code = ("import json, resource, sys\nfrom kernelaudit.zoo import sandbox\n"
+            "from kernelaudit.zoo.sandbox import kernel\n"
+            "p = sandbox.Sandbox.from_json(json.loads(sys.argv[1]))\n"
+            "before = kernel._threads_of_user()\nkernel.set_limits(p)\n"
+            "print(before, resource.getrlimit(resource.RLIMIT_NPROC)[0])")
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(policy.to_json())], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    before, limit = map(int, out.stdout.split())
+    hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+    want = before + policy.max_tasks
+    assert limit >= min(want, hard) if hard != resource.RLIM_INFINITY else limit >= want, (before, limit)
+
+
 def test_the_cuda_policy_reads_the_driver_libraries_it_finds_mapped(tmp_path):
     maps = tmp_path / "maps"
     maps.write_text("7f0-7f1 r-xp 00000000 08:01 12 /opt/drv/lib/libcuda.so.550.1\n"

@@ -69,7 +69,11 @@ def set_limits(policy: Sandbox) -> str:
         limits[resource.RLIMIT_DATA] = policy.memory_bytes
     if policy.cpu_seconds:
         limits[resource.RLIMIT_CPU] = policy.cpu_seconds
-    limits[resource.RLIMIT_NPROC] = _threads_of_user() + 256 + policy.max_processes
+    # Room above the parent's task bound: where the kernel enforces RLIMIT_NPROC for root
+    # (a container without CAP_SYS_RESOURCE), a lower limit would cap a fork bomb silently
+    # below the bound, and the candidate's next fork would fail as its own error instead of
+    # the check reporting "forked without bound" (seen on the H200 machine).
+    limits[resource.RLIMIT_NPROC] = _threads_of_user() + 256 + max(policy.max_processes, policy.max_tasks)
     for which, value in limits.items():
         _soft, hard = resource.getrlimit(which)
         value = value if hard == resource.RLIM_INFINITY else min(value, hard)

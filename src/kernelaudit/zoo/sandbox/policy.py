@@ -113,7 +113,8 @@ class Sandbox:
 
 
 def python_roots() -> list[str]:
-    """The Python and torch installation, its C headers, and the kernelaudit package (read-only)."""
+    """The Python and torch installation, its C headers, the kernelaudit package and the
+    absolute directories of ``PYTHONPATH`` (read-only)."""
     import kernelaudit
 
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, str(Path(sys.executable).resolve().parent),
@@ -121,6 +122,10 @@ def python_roots() -> list[str]:
     # include dirs: Triton compiles its C launcher against Python.h
     paths.update(p for k, p in sysconfig.get_paths().items()
                  if k in ("stdlib", "platstdlib", "purelib", "platlib", "include", "platinclude"))
+    # the import path the user declared (PYTHONPATH): packages installed there are part of
+    # the installation the candidate runs on; "/" would open everything, so it is never added
+    paths.update(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+                 if p and Path(p).is_absolute() and Path(p).resolve() != Path("/"))
     for name in ("torch", "triton", "numpy"):
         mod = sys.modules.get(name)
         if mod is not None and getattr(mod, "__file__", None):
