@@ -296,6 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--levels", default="1,2,3", help="comma list of levels (default 1,2,3)")
     ap.add_argument("--limit", type=int, default=0, help="at most this many problems per level (0: all)")
+    ap.add_argument("--only", default="", help="comma list of problem numbers (5) or level/number (1/5) to run")
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     ap.add_argument("--small", dest="small", action="store_true", default=None, help="searched small shapes")
     ap.add_argument("--full", dest="small", action="store_false", help="the problems' own shapes")
@@ -334,6 +335,15 @@ def main(argv: list[str] | None = None) -> int:
     files = problem_files(root, levels)
     if args.limit:
         files = [f for lv in levels for f in [g for g in files if g.parent.name == f"level{lv}"][:args.limit]]
+    if args.only:
+        wanted = {w.strip() for w in args.only.split(",") if w.strip()}
+        bad = [w for w in wanted if not all(part.isdigit() for part in w.split("/"))]
+        if bad:
+            print(f"Cannot have --only={args.only!r}: allowed values are problem numbers (5) or level/number "
+                  "(1/5), comma separated", file=sys.stderr)
+            return 2
+        num = lambda f: f.name.split("_", 1)[0]  # noqa: E731 - "5_Matrix_scalar_multiplication.py" -> "5"
+        files = [f for f in files if num(f) in wanted or f"{f.parent.name[5:]}/{num(f)}" in wanted]
     results = args.out / "results.jsonl"
     if args.fresh and results.exists():
         results.unlink()
