@@ -98,13 +98,15 @@ def _ieee_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
         # GenericFMAVectorMultiplier): the same order, with Triton's register blocking
         rk = tl.arange(0, BK)
         for k0 in range(0, K, BK):
-            # a masked step adds fma(+0, -0, acc) = acc + (-0) == acc bit for bit (with
-            # +0 * +0 an accumulator at -0.0 would turn into +0.0)
+            # a masked step adds fma(+0, -1, acc) = acc + (-0) == acc bit for bit (with
+            # +0 * +0 an accumulator at -0.0 would turn into +0.0). The padding is -1, not
+            # -0.0: compiled, a masked load's `other=-0.0` came back as +0.0 on the H200
+            # (a zero fill drops the sign); the interpreter kept it
             mask_k = (k0 + rk) < K
             a = tl.load(a_rows[:, None] + (k0 + rk)[None, :] * s_ak, mask=mask_m[:, None] & mask_k[None, :],
                         other=0.0).to(tl.float32)
             b = tl.load(b_cols[None, :] + (k0 + rk)[:, None] * s_bk, mask=mask_k[:, None] & mask_n[None, :],
-                        other=-0.0).to(tl.float32)
+                        other=-1.0).to(tl.float32)
             acc = tl.dot(a, b, acc, input_precision="ieee")
         k_main = K
     elif TILE8:

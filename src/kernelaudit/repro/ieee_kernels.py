@@ -12,8 +12,10 @@ reach the FMAs:
   (reshape/permute/split: data movement only) and applies the ``BK`` rank-1 updates in
   increasing k; the order never depends on ``BM``, ``BN``, ``BK`` or the warps;
 * the K tail (K mod BK) is one more masked tile whose padding multiplies ``+0.0`` by
-  ``-0.0``: the product is ``-0.0`` and ``x + (-0.0) == x`` for every x, signed zeros
-  and NaN included, so the padded steps leave every accumulator bit unchanged;
+  ``-1.0``: the product is ``-0.0`` and ``x + (-0.0) == x`` for every x, signed zeros
+  and NaN included, so the padded steps leave every accumulator bit unchanged (not
+  ``other=-0.0``: compiled for the H200, a masked load's ``-0.0`` fill came back as
+  ``+0.0``, which turns an accumulator at ``-0.0`` into ``+0.0``);
 * decode (``BM`` >= M, at most 16): one program per ``BN`` columns holds every row, the
   grid is N / BN programs wide (memory parallelism), ``PREFETCH`` loads the next tile
   before the FMAs of this one;
@@ -114,10 +116,10 @@ def ieee_tiled_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
             bt = tl.load(b_t + k64 * s_bk, mask=mask_n[:, None], other=0.0).to(tl.float32)
             acc = _fma_steps(acc, at, bt, BK)
     if k_main < K:
-        # the tail: padded steps are fma(+0, -0, acc) = acc + (-0) = acc, bit for bit
+        # the tail: padded steps are fma(+0, -1, acc) = acc + (-0) = acc, bit for bit
         mask_k = (k_main + rk) < K
         a_tail = tl.load(a_t + k_main64 * s_ak, mask=mask_m[:, None] & mask_k[None, :], other=0.0)
-        b_tail = tl.load(b_t + k_main64 * s_bk, mask=mask_n[:, None] & mask_k[None, :], other=-0.0)
+        b_tail = tl.load(b_t + k_main64 * s_bk, mask=mask_n[:, None] & mask_k[None, :], other=-1.0)
         acc = _fma_steps(acc, a_tail.to(tl.float32), b_tail.to(tl.float32), BK)
     epilogue(acc, bias_ptr, c_ptr, pid_b, rm, rn, mask_m, mask_n, s_xb, s_xm, s_xn, s_cb, s_cm, s_cn,
              alpha, beta, HAS_BIAS, OUT_BF16)
