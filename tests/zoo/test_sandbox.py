@@ -188,6 +188,21 @@ def test_the_policy_reads_the_absolute_pythonpath_directories_but_never_the_root
     assert not policy.may_read(str(tmp_path / "secret.txt"))
 
 
+def test_the_policy_reads_the_prefix_of_the_compiler_on_path(tmp_path, monkeypatch):
+    """Triton builds its launcher with the C compiler it finds on PATH (/opt/gcc/bin/gcc on the H200
+    machine): its prefix, libexec included, must be readable, and nothing beside it."""
+    problem, cand = _files(tmp_path, "pass")
+    gcc = tmp_path / "opt" / "gcc" / "bin" / "gcc"
+    gcc.parent.mkdir(parents=True)
+    gcc.write_text("#!/bin/sh\n")
+    gcc.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{gcc.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("CC", raising=False)
+    policy = sandbox.Sandbox.for_check(problem, cand, tmp_path / "scratch")
+    assert policy.may_read(str(gcc)) and policy.may_read(str(tmp_path / "opt/gcc/libexec/gcc/cc1"))
+    assert not policy.may_read(str(tmp_path / "opt" / "other")) and not policy.may_read(str(tmp_path / "secret.txt"))
+
+
 def test_the_process_rlimit_leaves_room_above_the_task_bound(tmp_path):
     """Where the kernel enforces RLIMIT_NPROC for root, a limit below the parent's task bound
     would cap a fork bomb silently and blame the candidate's next fork on the candidate."""
@@ -312,3 +327,33 @@ def test_the_task_bound_stops_a_wide_tree_and_names_its_mechanism(tmp_path, use_
     assert "past the bound of 64" in done.unbounded
     left = subprocess.run(["pgrep", "-f", f"^sleep {nap}$"], capture_output=True, text=True)
     assert left.returncode == 1 and not left.stdout, f"children left alive: {left}"  # 1: none found
+
+
+@pytest.mark.parametrize("children", [0, 24])
+def test_a_refused_fork_is_a_fork_bomb_only_while_the_tree_holds_many_processes(tmp_path, monkeypatch, children):
+    """A machine limit below the check's own bound fails the candidate's fork with EAGAIN:
+    with more than max_processes processes alive that is the bomb, else the candidate's error."""
+    from kernelaudit.zoo.sandbox import report
+
+    problem, cand = _files(tmp_path, "pass")
+    policy = sandbox.Sandbox.for_check(problem, cand, tmp_path / "scratch")
+    monkeypatch.setitem(report._state, "policy", policy)
+    monkeypatch.setitem(report._state, "violations", [])
+    procs = [subprocess.Popen(["sleep", "30"]) for _ in range(children)]
+    try:
+        raised = {"status": "error", "message": "relu: candidate raised BlockingIOError at subprocess.py:1885: "
+                                                "[Errno 11] Resource temporarily unavailable",
+                  "details": {"exception": "BlockingIOError"}}
+        out = report.overrule({"verdict": raised})["verdict"]
+        other = report.overrule({"verdict": {**raised, "message": "relu: candidate raised ValueError",
+                                             "details": {"exception": "ValueError"}}})["verdict"]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    assert other["message"] == "relu: candidate raised ValueError"
+    if children > policy.max_processes:
+        assert out["message"].startswith("the candidate forked without bound: a fork was refused (EAGAIN) with "), out
+        assert out["details"]["sandbox"]["violations"][0]["kind"] == "fork bomb"
+    else:
+        assert out == raised

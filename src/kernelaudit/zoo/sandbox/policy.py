@@ -76,7 +76,8 @@ class Sandbox:
         On CUDA memory is not bounded by an rlimit (the driver's mappings count against ``RLIMIT_DATA``),
         and the process may name its threads (``name_threads``: the driver's ``cuInit`` does).
         """
-        reads = [str(Path(problem).resolve()), str(Path(candidate).resolve()), *python_roots(), *SYSTEM_READ_ROOTS]
+        reads = [str(Path(problem).resolve()), str(Path(candidate).resolve()), *python_roots(), *compiler_roots(),
+                 *SYSTEM_READ_ROOTS]
         writes = list(DEVICE_WRITE_FILES)
         if device == "cuda":
             reads += cuda_read_roots()
@@ -131,6 +132,29 @@ def python_roots() -> list[str]:
         if mod is not None and getattr(mod, "__file__", None):
             paths.add(str(Path(mod.__file__).resolve().parent.parent))
     return sorted(str(Path(p).resolve()) for p in paths if p)
+
+
+#: The compilers a candidate's build may start: Triton's launcher (``CC``, else cc/gcc/clang)
+#: and torch's ``load_inline`` (``CXX``, else c++/g++) with ninja.
+COMPILERS = ("cc", "gcc", "clang", "c++", "g++", "clang++", "ninja")
+
+
+def compiler_roots() -> list[str]:
+    """The installation prefix of each compiler on ``PATH`` (``/opt/gcc`` for ``/opt/gcc/bin/gcc``: its
+    ``libexec`` and ``lib`` come with it), read-only; a prefix of ``/`` is never added."""
+    import shutil
+
+    names = [os.environ.get(v, "").split(" ")[0] for v in ("CC", "CXX")] + list(COMPILERS)
+    roots = set()
+    for name in filter(None, names):
+        found = shutil.which(name)
+        if not found:
+            continue
+        for path in {Path(found).absolute(), Path(found).resolve()}:
+            prefix = path.parent.parent if path.parent.name == "bin" else path.parent
+            if prefix != Path("/"):
+                roots.add(str(prefix))
+    return sorted(roots)
 
 
 def cuda_device_files() -> list[str]:

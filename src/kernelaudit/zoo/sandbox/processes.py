@@ -209,6 +209,11 @@ def _write(path: Path, text: str) -> None:
         pass
 
 
+def descendants(root: int) -> list[int]:
+    """The live processes of ``root``'s tree (descendants and session), ``root`` left out."""
+    return [pid for pid, _n in _tree(root) if pid != root]
+
+
 def _tree(root: int) -> list[tuple[int, int]]:
     """(pid, threads) of ``root``, its live descendants and its session."""
     children: dict[int, list[int]] = {}
