@@ -99,6 +99,7 @@ class TaskBound:
 
     def __init__(self, max_tasks: int, *, use_cgroup: bool = True) -> None:
         self.max_tasks = max_tasks
+        self.peak_processes = 0  # the most processes seen alive at once in the tree (each look)
         self.cgroup, why = make_pids_cgroup(max_tasks) if use_cgroup else (None, "not asked for")
         self.mechanism = why if self.cgroup else (f"watchdog in the parent counting the child's tasks every "
                                                   f"{POLL_S * 1000:g} ms (no pids cgroup: {why})")
@@ -113,6 +114,7 @@ class TaskBound:
     def exceeded(self, root: int) -> str | None:
         """Why the tree of ``root`` is past the bound, or None."""
         if self.cgroup:
+            self.peak_processes = max(self.peak_processes, len(self._pids(root)))
             events = _read(Path(self.cgroup, "pids.events"))
             refused = int(events.split()[-1]) if events.startswith("max") else 0
             if refused:
@@ -120,10 +122,27 @@ class TaskBound:
                 return (f"{peak} tasks alive at once, the kernel refused {refused} fork(s) past the bound of "
                         f"{self.max_tasks}; bound by the {self.mechanism}")
             return None
-        tasks = sum(n for _pid, n in _tree(root))
+        tree = _tree(root)
+        self.peak_processes = max(self.peak_processes, len(tree))
+        tasks = sum(n for _pid, n in tree)
         if tasks > self.max_tasks:
             return f"{tasks} tasks alive at once, past the bound of {self.max_tasks}; bound by the {self.mechanism}"
         return None
+
+    def capped_elsewhere(self, exception: str, message: str, max_processes: int) -> str | None:
+        """Why a candidate's failed fork was a fork bomb that a process limit of this machine capped first.
+
+        Where the kernel enforces ``RLIMIT_NPROC`` for root, or the container has a pids
+        limit of its own, that limit can be reached below :attr:`max_tasks`: the bomb is
+        capped, and the candidate's next fork fails with ``EAGAIN`` (``BlockingIOError``,
+        or "can't start new thread") as if it were its own error. It was the bomb when the
+        parent saw more than ``max_processes`` processes alive at once in the tree."""
+        refused = exception == "BlockingIOError" or "can't start new thread" in message or "[Errno 11]" in message
+        if not refused or self.peak_processes <= max_processes:
+            return None
+        return (f"a fork was refused (EAGAIN) with {self.peak_processes} processes of the check alive at once, "
+                f"past its {max_processes}: this machine's process limit (RLIMIT_NPROC or a pids cgroup) capped "
+                f"them before the check's own bound of {self.max_tasks} tasks; seen by the {self.mechanism}")
 
     def kill(self, root: int) -> None:
         """Kill every process of the check (several passes: a fork bomb forks while it dies)."""
@@ -207,11 +226,6 @@ def _write(path: Path, text: str) -> None:
         path.write_text(text)
     except OSError:
         pass
-
-
-def descendants(root: int) -> list[int]:
-    """The live processes of ``root``'s tree (descendants and session), ``root`` left out."""
-    return [pid for pid, _n in _tree(root) if pid != root]
 
 
 def _tree(root: int) -> list[tuple[int, int]]:

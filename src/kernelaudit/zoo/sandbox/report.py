@@ -125,29 +125,6 @@ def enforced() -> list[str]:
     return list(_state["enforced"])
 
 
-def _forks_refused(verdict: dict[str, Any]) -> str | None:
-    """Why an ``error`` verdict is a fork bomb that this machine's process limit stopped first.
-
-    Where the kernel enforces ``RLIMIT_NPROC`` for root, or the machine's container has a
-    pids limit, the limit can be reached below the check's own task bound: the bomb is
-    capped, and the candidate's next fork fails with ``EAGAIN`` as if it were its own
-    error. It is the bomb when more processes than ``max_processes`` of this check's
-    tree are alive when the verdict is written (its processes outlive the failed fork)."""
-    policy: Sandbox | None = _state["policy"]
-    text = f"{verdict.get('message') or ''} {(verdict.get('details') or {}).get('exception')}"
-    if policy is None or verdict.get("status") != "error" or not (
-            "BlockingIOError" in text or "can't start new thread" in text):
-        return None
-    from .processes import descendants
-
-    alive = len(descendants(os.getpid()))
-    if alive <= policy.max_processes:
-        return None
-    return (f"a fork was refused (EAGAIN) with {alive} processes of the check alive, past its "
-            f"{policy.max_processes}; this machine's process limit (RLIMIT_NPROC or a pids cgroup) bound them "
-            f"before the check's own bound of {policy.max_tasks} tasks")
-
-
 def overrule(result: dict[str, Any]) -> dict[str, Any]:
     """A check's result (JSON) with the verdict turned to ``error`` when the candidate violated the sandbox."""
     found = violations()
@@ -158,12 +135,6 @@ def overrule(result: dict[str, Any]) -> dict[str, Any]:
     if not found:  # a denial the hook did not see (C code, ctypes): the kernel's EACCES/EPERM, named as such
         v = dict(result["verdict"])
         details = dict(v.get("details") or {})
-        bomb = _forks_refused(v)
-        if bomb:
-            verdict = Verdict.error(f"the candidate forked without bound: {bomb}; every process of the check was "
-                                    "killed", sandbox={"violations": [{"kind": "fork bomb", "message": bomb}],
-                                                       "enforced": enforced()})
-            return {**result, "verdict": verdict.to_json()}
         if v.get("status") != "error" or "PermissionError" not in (v.get("message") or "") + str(details.get("exception")):
             return result
         v["message"] = (v.get("message") or "") + (" (a PermissionError under the sandbox: probably denied by the "
