@@ -89,9 +89,10 @@ TABLE: dict[tuple[str, str, str], Tiles] = {
 #: interpreter (every tile == the emulator, tests/repro/test_gemm_ieee_tiled.py) and
 #: benchmarks/repro_gemm.py on the GPU (row 0 of x[:M] @ W identical for M = 1..8192).
 #: Decode rows: the register-tiled kernel, BN columns per program (N / BN programs, for
-#: memory parallelism), 16-bit K tiles double-buffered in registers; chosen from compiled
-#: sm_90 register counts (no spills), to be replaced by the H200 sweep's best
-#: (benchmarks/repro_gemm.py, section "sweep"). Prefill rows: the fp32 ``tl.dot`` path,
+#: memory parallelism), 16-bit K tiles double-buffered in registers. Large-N rows: the
+#: H200 decode section's winners at K = N = 4096 and 8192 (2026-12-04,
+#: benchmarks/results/2026-12-04-h200-repro-tiled-decode-bits); small-N rows: chosen from
+#: compiled sm_90 register counts (no spills). Prefill rows: the fp32 ``tl.dot`` path,
 #: the best of 7 at M = 2048, K = N = 4096 on the H200 (27.6 TFLOP/s,
 #: benchmarks/results/2026-12-03-h200-repro-gemm).
 DECODE_ROWS = (1, 2, 4, 8, 16)
@@ -101,11 +102,11 @@ IEEE_TABLE: dict[tuple[str, str], Tiles] = {
     ("decode4", "small"): Tiles(4, 16, 32, num_warps=1, num_stages=1, tiled=True, prefetch=True),
     ("decode8", "small"): Tiles(8, 16, 16, num_warps=1, num_stages=1, tiled=True, prefetch=True),
     ("decode16", "small"): Tiles(16, 16, 8, num_warps=1, num_stages=1, tiled=True, prefetch=True),
-    ("decode1", "large"): Tiles(1, 32, 64, num_warps=1, num_stages=1, tiled=True, prefetch=True),
-    ("decode2", "large"): Tiles(2, 32, 64, num_warps=1, num_stages=1, tiled=True, prefetch=True),
-    ("decode4", "large"): Tiles(4, 32, 32, num_warps=1, num_stages=1, tiled=True, prefetch=True),
-    ("decode8", "large"): Tiles(8, 32, 16, num_warps=2, num_stages=1, tiled=True, prefetch=True),
-    ("decode16", "large"): Tiles(16, 32, 8, num_warps=2, num_stages=1, tiled=True, prefetch=True),
+    ("decode1", "large"): Tiles(1, 16, 64, num_warps=1, num_stages=1, tiled=True, prefetch=True),
+    ("decode2", "large"): Tiles(2, 16, 64, num_warps=1, num_stages=1, tiled=True, prefetch=True),
+    ("decode4", "large"): Tiles(4, 16, 32, num_warps=1, num_stages=1, tiled=True, prefetch=True),
+    ("decode8", "large"): Tiles(8, 64, 16, num_warps=4, num_stages=1, tiled=True, prefetch=True),
+    ("decode16", "large"): Tiles(16, 16, 8, num_warps=1, num_stages=1, tiled=True, prefetch=True),
     ("prefill", "small"): Tiles(64, 64, 16, num_warps=4, num_stages=3, dot=True),
     ("prefill", "large"): Tiles(128, 128, 32, num_warps=4, num_stages=2, dot=True),
 }
