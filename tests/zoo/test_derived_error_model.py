@@ -96,6 +96,30 @@ def test_multilinear_models_get_their_term_count_and_others_do_not():
         assert not derive(ProblemCase.make(stripped(name), small=True)).multilinear, name
 
 
+def test_a_second_seed_reuses_the_multilinear_tests_and_gets_the_same_model(monkeypatch):
+    from kernelaudit.zoo.oracles import derived
+
+    problem = stripped("matmul_square")
+    first, second = (ProblemCase.make(problem, shapes={"N": 48}, seed=s) for s in (1, 2))
+    calls = []
+    real_run = derived._run
+    monkeypatch.setattr(derived, "_run", lambda model, inputs: calls.append(1) or real_run(model, inputs))
+    full = derived.multilinear(first)
+    n_full = len(calls)
+    reused = derived.multilinear(second)
+    assert full is not None and reused is not None and len(calls) - n_full == 1  # the magnitude only
+    problem.__dict__.pop("_multilinear_structures")
+    fresh = derived.multilinear(ProblemCase.make(problem, shapes={"N": 48}, seed=2))
+    # n is the structure's, estimated once (Rademacher samples: a fresh estimate differs a little)
+    assert reused.length == full.length and abs(fresh.length - full.length) <= 0.15 * 48
+    assert all(torch.equal(a, b) for a, b in zip(reused.magnitude, fresh.magnitude))
+    # a model that is not multilinear is tested in full every time, never cached as one
+    relu = stripped("gelu")
+    for seed in (1, 2):
+        assert derived.multilinear(ProblemCase.make(relu, small=True, seed=seed)) is None
+    assert not relu.__dict__.get("_multilinear_structures")
+
+
 def test_centering_is_affine_but_its_absolute_evaluation_is_no_magnitude(tmp_path):
     case = ProblemCase.make(load_problem(_problem_file(tmp_path, "x - x.mean(dim=-1, keepdim=True)")))
     assert not derive(case).multilinear
