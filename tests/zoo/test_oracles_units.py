@@ -259,3 +259,13 @@ def _model_as_candidate(problem_path):
     p = d / problem_path.name
     p.write_text(problem_path.read_text() + "\nModelNew = Model\n")
     return p
+
+
+def test_max_abs_finite_skips_non_finite_values_and_leaves_its_input_alone():
+    from kernelaudit.zoo.oracles.compare import max_abs_finite
+
+    t = torch.tensor([-3.0, float("inf"), 2.0, float("nan"), -float("inf")], dtype=torch.float64)
+    before = t.clone()
+    assert max_abs_finite(t, chunk=2) == 3.0
+    assert torch.equal(t.nan_to_num(), before.nan_to_num())  # float64: .to() is no copy, no abs_ in place
+    assert max_abs_finite(torch.tensor([float("nan")]), empty=7.0) == 7.0

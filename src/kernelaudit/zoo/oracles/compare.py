@@ -175,7 +175,7 @@ def chunked_compare(got: torch.Tensor, ref: torch.Tensor, allowed: Allowed | Non
                 res.worst_ratio = max(res.worst_ratio, float(ratio.max()))
             del ratio
         if bool(finite.any()):
-            res.max_err = max(res.max_err, float(err[finite].max()))
+            res.max_err = max(res.max_err, float(torch.where(finite, err, -1.0).max()))
         diff = err.nan_to_num(nan=float("inf"))
         if diff.numel():
             i = int(diff.argmax())
@@ -259,9 +259,9 @@ def max_abs_finite(t: torch.Tensor, *, chunk: int | None = None, empty: float = 
     flat = t.reshape(-1)
     best = None
     for a in range(0, flat.numel(), chunk):
-        c = flat[a:a + chunk].to(torch.float64).abs()
-        c = c[torch.isfinite(c)]
-        if c.numel():
-            m = float(c.max())
+        c = flat[a:a + chunk].to(torch.float64).abs()  # not abs_(): .to() of float64 is t itself
+        finite = torch.isfinite(c)
+        if bool(finite.any()):  # the non-finite as -1, below every |value|: no boolean gather
+            m = float(torch.where(finite, c, -1.0).max())
             best = m if best is None else max(best, m)
     return empty if best is None else best

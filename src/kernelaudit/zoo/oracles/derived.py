@@ -210,9 +210,10 @@ def _rms_chunked(n: int, values) -> float:  # noqa: ANN001 - values(lo, hi) -> t
     total, count = 0.0, 0
     for lo, hi in _spans(n):
         v = values(lo, hi)
-        v = v[torch.isfinite(v)].to(torch.float64)
-        total += float(v.pow(2).sum())
-        count += v.numel()
+        finite = torch.isfinite(v)
+        # zeros for the non-finite, not a boolean gather: a gather compacts (and syncs a GPU)
+        total += float(torch.where(finite, v, 0.0).to(torch.float64).square().sum())
+        count += int(finite.sum())
     return math.sqrt(total / count) if count else 0.0
 
 
@@ -510,7 +511,7 @@ def _bounded_by(values: torch.Tensor, mag: torch.Tensor, mag_rms: float) -> bool
     for lo, hi in _spans(vf.numel()):
         v = vf[lo:hi]
         slack = mf[lo:hi] * (1 + F64_TEST_TOL) + F64_TEST_TOL * mag_rms
-        if bool((v.abs() > slack)[torch.isfinite(v)].any()):
+        if bool(((v.abs() > slack) & torch.isfinite(v)).any()):
             return False
     return True
 
@@ -674,8 +675,8 @@ class _Fold:
         nf = self.native_sigma.reshape(-1) if self.native_sigma is not None and name != TF32_ALTERNATIVE else None
         for lo, hi in _spans(rf.numel()):
             r, o = rf[lo:hi], of[lo:hi]
-            e = (o.to(torch.float64) - r).abs()
-            e = torch.where(torch.isfinite(e) & torch.isfinite(r), e, torch.zeros_like(e))
+            # |o - r| is finite exactly where both are: a non-finite one gives inf or NaN, here 0
+            e = (o.to(torch.float64) - r).abs_().nan_to_num_(nan=0.0, posinf=0.0)
             torch.maximum(sf[lo:hi], e, out=sf[lo:hi])
             if nf is not None:
                 torch.maximum(nf[lo:hi], e, out=nf[lo:hi])
