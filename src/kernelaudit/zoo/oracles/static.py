@@ -393,7 +393,10 @@ class _Scanner(ast.NodeVisitor):
             self.add("process-exit", node, f"calls {dotted}()")
         if name == "fork" and mod == "os":
             self.add("threads", node, "calls os.fork()")
-        if name in ("_getframe", "currentframe", "stack"):
+        # frames: sys._getframe and inspect.currentframe by name; "stack" only from inspect or
+        # traceback (torch.stack and numpy.stack are ordinary ops: KernelBench L3 30 and 34 use them)
+        if name in ("_getframe", "currentframe") or (
+                name in ("stack", "extract_stack", "walk_stack", "getouterframes") and mod in ("inspect", "traceback")):
             self.add("introspection", node, f"calls {dotted}(): reads the checker's frames")
         if name in _STREAM_MAKERS and (mod or "").startswith("torch") or name in ("Stream", "ExternalStream") and \
                 "cuda" in dotted:
