@@ -284,3 +284,43 @@ def test_table_without_annotations_catches_what_the_annotated_one_catches(monkey
             else:
                 assert committed[name][column] == "ok" and row.cells[column] == "ok", (name, column,
                                                                                       row.messages[column])
+
+
+CLOSURE_PROBLEM = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 8)
+        fc = self.fc
+        self.apply_fc = lambda x: fc(x)  # a closure: a deep copy shares this Linear with the original
+
+    def forward(self, x):
+        return torch.tanh(self.apply_fc(x))
+
+def get_inputs():
+    return [torch.randn(4, 16)]
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_model_whose_forward_reaches_a_submodule_through_a_closure_is_judged(tmp_path):
+    """KernelBench L3 44 (MiniGPTBlock) keeps ``lambda x: m.c_proj(...)``: the float64 copy of
+    the model must not call the float32 original's modules."""
+    path = tmp_path / "closure.py"
+    path.write_text(CLOSURE_PROBLEM)
+    problem = load_problem(path)
+    case = ProblemCase.make(problem)
+    ref = case.reference()[0]
+    assert ref.dtype == torch.float64 and problem.__dict__.get("_fresh_models")
+    model32 = case.model()
+    assert model32.fc.weight.dtype == torch.float32  # the cached model is left as it was
+    with torch.no_grad():
+        want = torch.tanh(case.inputs[0].double() @ model32.fc.weight.double().T + model32.fc.bias.double())
+    assert torch.allclose(ref, want, rtol=0, atol=1e-12)
+    correct = Subject(variant_candidate(problem, "reference"))
+    assert BoundOracle().judge(case, correct).ok

@@ -143,7 +143,7 @@ def _model_at(case: ProblemCase, dtype: torch.dtype, *, absolute: bool = False) 
         if not absolute and all(p.dtype == dtype for p in floats):
             m = base  # shared, never modified
         else:
-            m = copy.deepcopy(base).to(dtype)
+            m = case.model_at(dtype)
             if absolute:
                 with torch.no_grad():
                     for p in list(m.parameters()) + list(m.buffers()):

@@ -200,15 +200,39 @@ class ProblemCase:
         key = f"ref:{dtype}"
         if key not in self._cache:
             model = self.model()
-            try:
-                if dtype != self.dtype:
-                    model = copy.deepcopy(model).to(dtype)
-                inputs = cast_floating(self.inputs, dtype)
+
+            def run() -> list[torch.Tensor]:
+                m = model if dtype == self.dtype else self.model_at(dtype)
                 with torch.no_grad():
-                    self._cache[key] = [t.detach() for t in as_tensors(model(*inputs))]
+                    return [t.detach() for t in as_tensors(m(*cast_floating(self.inputs, dtype)))]
+
+            try:
+                self._cache[key] = run()
             except Exception as exc:  # noqa: BLE001 - the problem's code failed, not the candidate's
-                raise reference_failure(self, f"Model.forward at {dtype}", exc) from exc
+                flags = self.problem.__dict__
+                if dtype == self.dtype or flags.get("_fresh_models"):
+                    raise reference_failure(self, f"Model.forward at {dtype}", exc) from exc
+                flags["_fresh_models"] = True  # a copy that shares modules with the original? once more
+                try:
+                    self._cache[key] = run()
+                except Exception:  # noqa: BLE001 - not that: the first failure is the one to report
+                    flags.pop("_fresh_models")
+                    raise reference_failure(self, f"Model.forward at {dtype}", exc) from exc
         return self._cache[key]
+
+    def model_at(self, dtype: torch.dtype) -> torch.nn.Module:
+        """The case's ``Model`` with floating parameters and buffers at ``dtype``, never the cached one.
+
+        A deep copy, converted; or, for a problem whose forward reaches submodules through a
+        closure (KernelBench L3 44: ``self.mlpf = lambda x: m.c_proj(...)``), which a deep copy
+        shares with the original, a fresh instance built like :meth:`model`, converted in place.
+        """
+        try:
+            if self.problem.__dict__.get("_fresh_models"):
+                return new_model(self.problem.Model, self.init_inputs, self.device).to(dtype)
+            return copy.deepcopy(self.model()).to(dtype)
+        except Exception as exc:  # noqa: BLE001 - the problem's code failed, not the candidate's
+            raise reference_failure(self, "Model(*get_init_inputs())", exc) from exc
 
 
 def cast_floating(values: Sequence[Any], dtype: torch.dtype) -> list[Any]:
