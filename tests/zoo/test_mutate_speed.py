@@ -247,7 +247,7 @@ def test_a_mutant_that_ends_its_process_costs_a_fork_and_the_rest_is_judged(tmp_
     recs = CampaignStore.open(tmp_path / "c").records()
     got = {r["id"]: r for r in recs if r["type"] == "mutant"}
     assert got[ids[0]]["outcome"] == "crash" and "exit 3" in got[ids[0]]["reason"]
-    assert got[ids[1]]["outcome"] == "killed"  # judged by the next child, after a new setup
+    assert got[ids[1]]["outcome"] == "killed"  # judged by the next child, forked after the one setup
     subj = [r for r in recs if r["type"] == "subject"]
     assert len(subj) == 1 and subj[0]["clean"] == {"kernelbench": "survived"}
     assert subj[0]["timing"]["setup"] > 0

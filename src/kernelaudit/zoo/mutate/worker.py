@@ -580,28 +580,37 @@ class Job:
 
 
 def run_zygote(job: dict[str, Any], emit, enter) -> int:  # noqa: ANN001
-    """Judge the job in forked children of this process, which has imported torch, Triton and the
-    oracles but loaded no subject code: each child enters the sandbox (``enter``), sets the subject
-    up and judges what is left. A child that dies (a mutant that corrupts memory, ``os._exit``)
-    costs a fork and a setup, not a new interpreter and its imports: its mutant is recorded
+    """Judge the job in forked children of this process. This process has imported torch, Triton
+    and the oracles; it enters the sandbox (``enter``), sets the subject up once (the problem, the
+    clean candidate, the equivalence and suite inputs, the site table: no mutant code) and checks
+    the clean candidate when asked; then each child judges what is left. A child that dies (a
+    mutant that corrupts memory, ``os._exit``) costs a fork, not a setup: its mutant is recorded
     ``crash`` here and the next child takes the rest. Returns this process's exit code (1 when a
-    child died before judging any mutant: the campaign then reports the setup as failed)."""
+    child died before judging any mutant: the campaign then reports the batch as failed)."""
     import mmap
 
     from .generate import Mutant
 
-    todo = list(job["mutants"])
+    enter(job)
+    work = Job(job, emit)
+    t0 = time.perf_counter()
+    failure = work.setup()
+    work.setup_s = round(time.perf_counter() - t0, 3)
+    if work.check_clean or failure:
+        emit(work.subject_record(failure))
+    if failure:  # every mutant unjudged, with the reason: no candidate code runs
+        work.judge_from(0, failure)
+        return 0
     progress = mmap.mmap(-1, 8)  # MAP_SHARED: the child's writes are seen here
-    check_clean = job["check_clean"]
-    while True:
+    first = 0
+    while first < len(work.mutants):
         progress[:8] = (-1).to_bytes(8, "little", signed=True)
         pid = os.fork()
-        if pid == 0:  # the child: into the box, then the usual job
+        if pid == 0:  # the child: already in the box and set up; judges from `first` on
             code = 0
             try:
-                enter(job)
-                Job({**job, "mutants": todo, "check_clean": check_clean}, emit).run(progress)
-                progress[:8] = len(todo).to_bytes(8, "little", signed=True)
+                work.judge_from(first, None, progress)
+                progress[:8] = len(work.mutants).to_bytes(8, "little", signed=True)
             except BaseException:  # noqa: BLE001 - the parent reports it
                 traceback.print_exc()
                 code = 70
@@ -609,18 +618,16 @@ def run_zygote(job: dict[str, Any], emit, enter) -> int:  # noqa: ANN001
             os._exit(code)
         _, status = os.waitpid(pid, 0)
         at = int.from_bytes(progress[:8], "little", signed=True)
-        if at >= len(todo):  # every mutant recorded (a nonzero exit after that is the child's own end)
+        if at >= len(work.mutants):  # every mutant recorded (a nonzero exit after that is the child's own end)
             return 0
-        if at < 0:
-            return 1  # died setting up: nothing of this batch can be judged (the campaign records why)
+        if at < first:
+            return 1  # died before its first mutant: nothing more of this batch can be judged
         code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-        m = Mutant.parse(todo[at])
+        m = Mutant.parse(work.mutants[at])
         emit({"type": "mutant", "id": m.id, "subject": m.subject, "operator": m.operator, "family": m.family,
               "site": m.site, "outcome": "crash", "reason": f"the worker process ended (exit {code}) while judging it"})
-        todo = todo[at + 1:]
-        check_clean = False  # the dead child checked it already: its subject record came before any mutant
-        if not todo:
-            return 0
+        first = at + 1
+    return 0
 
 
 def main(argv: list[str]) -> int:

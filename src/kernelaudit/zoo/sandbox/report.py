@@ -47,7 +47,10 @@ def _audit(event: str, args: tuple) -> None:
                                   "the installation", os.fsdecode(args[0]))
     elif event == "socket.__new__" and _family_number(args) != socket.AF_UNIX:
         _deny(policy, "socket", f"opened a socket (family {_family(args)}): the check has no network")
-    elif event in ("os.fork", "os.forkpty"):
+    elif event in ("os.fork", "os.forkpty") and _in_candidate(policy):
+        # the checker's own forks (a mutate worker's next child, after its setup) have no
+        # candidate frame anywhere on the stack; a fork the candidate reaches, even through a
+        # library (multiprocessing), does
         _deny(policy, "fork", "forked the checking process (os.fork): process creation is bounded")
     elif event == "ctypes.dlsym" and isinstance(args[1], str):
         what = seccomp.denied_function(args[1])
