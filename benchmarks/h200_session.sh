@@ -8,6 +8,10 @@
 # OOM_POSITIONS=below,at,above to see the plan skip float32 sort at 2*2^32,
 # and `verify` to re-measure fp16/fp32 after session 7's changes.
 # A sweep resumes runs/h200 when it exists (carry it between calls).
+# Resumable long steps (carry runs/ back and forth with the device tool's `carry`):
+#   kernelbench (KernelBench L1-3 at their own shapes, KB_BUDGET_S/KB_LEVELS/KB_ONLY),
+#   kboracle (strongest vs the official checker on L1), mutate (the 10k-mutant campaign,
+#   MUTATE_BUDGET_S), quicksweep (issue 16's 3-minute --quick CUDA sweep).
 #   steps: gputests (all of tests/gpu) oomsweep (float32 backward at 2*2^32: OOM retries) flatab (flat orders and tiles, interleaved rounds) flatncu kernels verify ncu profile guard sweep workers_ab repro corpus oracle_cost demo
 #   (default: all but sweep, workers_ab, repro)
 # workers_ab: the same sub-grid swept once per AB_CONFIGS entry (workers:calibration
@@ -85,6 +89,24 @@ PY
       python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_corpus_gpu.py 2>&1 | tail -8 ;;
   oracle_cost) log oracle_cost; timeout ${ORACLE_TIMEOUT_S:-200} python3 benchmarks/oracle_cost.py --device cuda --repeats 3 \
       ${ORACLE_PROBLEMS:+--problems $ORACLE_PROBLEMS} "$O/oracle_cost_h200.json" 2>&1 | tail -6 ;;
+  kernelbench) log kernelbench_own_shapes; mkdir -p runs  # resumable: carry runs/kb-h200 between calls
+    timeout -k 20 "${KB_BUDGET_S:-540}" python3 benchmarks/kernelbench_false_rejections.py --device cuda --full \
+      --levels "${KB_LEVELS:-1,2,3}" ${KB_ONLY:+--only $KB_ONLY} --jobs 1 --timeout "${KB_TIMEOUT_S:-240}" \
+      --kernelbench "${KB_ROOT:-.kb/KernelBench}" --out runs/kb-h200 > "$O/kernelbench.log" 2>&1; echo "kernelbench rc=$?"
+    tail -5 "$O/kernelbench.log"; cp -r runs/kb-h200 "$O/" ;;
+  kboracle) log oracle_cost_kernelbench; mkdir -p runs  # strongest vs the official checker, level 1 own shapes
+    timeout -k 20 "${KBO_BUDGET_S:-540}" python3 benchmarks/oracle_cost_kernelbench.py --device cuda --resume \
+      --root "${KB_ROOT:-.kb/KernelBench}" --out runs/oracle_cost_kb_h200.json ${KBO_PROBLEMS:+--problems $KBO_PROBLEMS} \
+      > "$O/oracle_cost_kb.log" 2>&1; echo "kboracle rc=$?"; tail -8 "$O/oracle_cost_kb.log"; cp runs/oracle_cost_kb_h200.json "$O/" ;;
+  mutate) log mutate_campaign; mkdir -p runs  # resumable: carry runs/mutate-h200 between calls
+    timeout -k 20 --signal=INT "${MUTATE_BUDGET_S:-540}" python3 benchmarks/mutate_campaign.py \
+      --subjects "${MUTATE_SUBJECTS:-corpus,kb}" --device cuda --jobs "${MUTATE_JOBS:-4}" \
+      --kernelbench "${KB_ROOT:-.kb/KernelBench}" --out runs/mutate-h200 --resume > "$O/mutate.log" 2>&1
+    echo "mutate rc=$?"; tail -8 "$O/mutate.log"; cp -r runs/mutate-h200 "$O/" ;;
+  quicksweep) log quick_sweep; rm -rf runs/quick-h200  # issue 16: every family within 3 minutes
+    /usr/bin/time -f "quick sweep wall %e s" timeout 300 python3 -m kernelaudit sweep --device cuda --quick --ops family:each,bmm,mm,sdpa \
+      --out runs/quick-h200 --case-timeout 60 > "$O/quick_sweep.log" 2>&1; tail -8 "$O/quick_sweep.log"
+    cp -r runs/quick-h200 "$O/" ;;
   *) echo "unknown step $s" ;;
   esac
 done
