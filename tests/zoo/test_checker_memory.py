@@ -146,3 +146,16 @@ def test_a_sequence_frees_each_oracles_large_tensors(tmp_path):
             and k != "derived-floor"]
     assert held == []  # no reference, no derived model kept past its oracle
     assert case._cache["derived-floor"][0] > 0  # the scalar summary tamper reads is kept
+
+
+def test_chunks_are_larger_on_a_gpu_so_launches_do_not_dominate():
+    from kernelaudit.zoo.oracles import compare, derived
+
+    assert compare.chunk_elements("cuda:0") == compare.CUDA_CHUNK_ELEMENTS > compare.chunk_elements("cpu")
+    n = 3 * compare.CHUNK_ELEMENTS
+    assert len(list(derived._spans(n))) == 3  # the CPU's chunks outside a derivation
+    token = derived._DEVICE.set("cuda")
+    try:
+        assert list(derived._spans(n)) == [(0, n)]
+    finally:
+        derived._DEVICE.reset(token)

@@ -109,6 +109,15 @@ def mismatch_verdict(
 #: Elements compared at a time: float64 temporaries of 8 MiB each, whatever the output's size
 #: (a 6 GiB fp32 output compared whole needs several 12 GiB float64 temporaries).
 CHUNK_ELEMENTS = 1 << 20
+#: The same on a CUDA device: float64 temporaries of 512 MiB. With 1M-element chunks a
+#: 1G-element output is a thousand chunks of a dozen small kernels per pass: the GPU waits
+#: on launches (tens of seconds a check at KernelBench L1's own shapes on the H200).
+CUDA_CHUNK_ELEMENTS = 1 << 26
+
+
+def chunk_elements(device: torch.device | str) -> int:
+    """Elements per chunk of the chunked comparisons and derivations on ``device``."""
+    return CUDA_CHUNK_ELEMENTS if torch.device(device).type == "cuda" else CHUNK_ELEMENTS
 
 #: ``allowed(ref64_chunk, start, stop)``: the allowed absolute error of flat elements [start, stop).
 Allowed = Callable[[torch.Tensor, int, int], torch.Tensor]
@@ -147,7 +156,7 @@ def chunked_compare(got: torch.Tensor, ref: torch.Tensor, allowed: Allowed | Non
     temporaries of ``chunk`` elements.
     """
     n = got.numel()
-    chunk = chunk or CHUNK_ELEMENTS
+    chunk = chunk or chunk_elements(got.device)
     res = ChunkedComparison(numel=n)
     g_flat, r_flat = got.reshape(-1), ref.reshape(-1)
     row = n // got.shape[0] if got.dim() >= 2 and got.shape[0] else 0
@@ -255,7 +264,7 @@ def _wrong(case: ProblemCase, index: int, got: torch.Tensor, *, metric: str, val
 
 def max_abs_finite(t: torch.Tensor, *, chunk: int | None = None, empty: float = 1.0) -> float:
     """The largest finite ``|t|`` in float64, chunk by chunk (``empty`` when nothing is finite)."""
-    chunk = chunk or CHUNK_ELEMENTS
+    chunk = chunk or chunk_elements(t.device)
     flat = t.reshape(-1)
     best = None
     for a in range(0, flat.numel(), chunk):

@@ -57,6 +57,7 @@ is TF32: a convolution followed by a global average pool and a sum reached only 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import copy
 import math
 import os
@@ -198,9 +199,14 @@ def _close64(a: list[torch.Tensor], b: list[torch.Tensor], scale: list[torch.Ten
     return True
 
 
+#: The device the derivation in progress runs on (its chunk size: :func:`~.compare.chunk_elements`).
+_DEVICE: contextvars.ContextVar[str] = contextvars.ContextVar("derived_device", default="cpu")
+
+
 def _spans(n: int) -> Iterator[tuple[int, int]]:
-    """[lo, hi) flat spans of at most :data:`~.compare.CHUNK_ELEMENTS` elements."""
-    step = _compare.CHUNK_ELEMENTS  # read at call time (tests make it small)
+    """[lo, hi) flat spans of at most :func:`~.compare.chunk_elements` elements of the device
+    the derivation runs on (:data:`_DEVICE`)."""
+    step = _compare.chunk_elements(_DEVICE.get())  # read at call time (tests make it small)
     for lo in range(0, n, step):
         yield lo, min(n, lo + step)
 
@@ -577,6 +583,14 @@ def derive(case: ProblemCase) -> DerivedModel:
     key = "derived-model"
     if key in case._cache:
         return case._cache[key]
+    token = _DEVICE.set(str(case.device))
+    try:
+        return _derive_cached(case, key)
+    finally:
+        _DEVICE.reset(token)
+
+
+def _derive_cached(case: ProblemCase, key: str) -> DerivedModel:
     shared = case.problem.__dict__.setdefault("_derived_cache", {})
     fp = fingerprint(case)
     if fp in shared:
