@@ -251,3 +251,43 @@ def test_a_mutant_that_ends_its_process_costs_a_fork_and_the_rest_is_judged(tmp_
     subj = [r for r in recs if r["type"] == "subject"]
     assert len(subj) == 1 and subj[0]["clean"] == {"kernelbench": "survived"}
     assert subj[0]["timing"]["setup"] > 0
+
+
+_GUARD_SCRIPT = '''
+import os, sys
+os.environ["TRITON_INTERPRET"] = "1"
+import torch, triton, triton.language as tl
+from kernelaudit.zoo.mutate.worker import guard_interpreter_memory
+
+@triton.jit
+def copy(x, y, n, BLOCK: tl.constexpr, MASKED: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    if MASKED:
+        tl.store(y + offs, tl.load(x + offs, mask=offs < n) * 2, mask=offs < n)
+    else:
+        tl.store(y + offs, tl.load(x + offs) * 2)
+
+x = torch.arange(10, dtype=torch.float32)
+y0 = torch.empty(10)
+copy[(1,)](x, y0, 10, BLOCK=16, MASKED=True)
+assert guard_interpreter_memory()
+y1 = torch.empty(10)
+copy[(1,)](x, y1, 10, BLOCK=16, MASKED=True)
+assert torch.equal(y0, y1) and torch.equal(y1, x * 2)
+try:
+    copy[(1,)](x, torch.empty(10), 10, BLOCK=4096, MASKED=False)
+except Exception as exc:
+    print("RAISED", type(exc).__name__, str(exc)[:300])
+else:
+    print("NOT RAISED")
+'''
+
+
+def test_the_interpreter_guard_refuses_out_of_bounds_access_and_changes_nothing_in_bounds():
+    """A mutant that drops a mask must raise in the kernel, not corrupt the worker's heap."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _GUARD_SCRIPT], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "RAISED" in out.stdout and "out-of-bounds load" in out.stdout, out.stdout

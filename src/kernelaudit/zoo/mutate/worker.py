@@ -315,6 +315,97 @@ def lighten_interpreter() -> bool:
     return True
 
 
+def guard_interpreter_memory() -> bool:
+    """Make Triton's CPU interpreter refuse a load or store outside its launch's tensors.
+
+    Why: the interpreter reads and writes raw addresses. A mutant that drops a mask reads
+    or writes past its tensors, which corrupts the worker's heap: the process aborts
+    (``free(): invalid pointer``) or, with the heap in another layout, hangs in the
+    allocator until the campaign's timeout (120 s each). Here every active lane's address
+    is checked against the storages of the launch's tensor arguments (whole storages:
+    what a GPU could touch without faulting), and an access outside all of them raises
+    ``IndexError`` in the kernel: the candidate raises, as a faulting GPU kernel would.
+    In bounds nothing changes (same loads, same stores). False when the interpreter's
+    internals are not the ones this was written for (nothing changed then).
+    """
+    try:
+        import numpy as np
+        import triton.runtime.interpreter as ti
+    except Exception:  # noqa: BLE001 - no Triton: nothing to guard
+        return False
+    if getattr(ti, "_kernelaudit_guarded", False):
+        return True
+    builder = type(getattr(ti, "interpreter_builder", None))
+    needed = ("create_masked_load", "create_masked_store")
+    if not all(hasattr(builder, n) for n in needed) or not hasattr(ti.GridExecutor, "_init_args_hst") \
+            or not hasattr(ti, "_get_np_dtype"):
+        return False
+    ranges: list[np.ndarray] = []  # per launch in progress: [[start, end), ...] of its tensors' storages
+
+    def storages(arg, out: list) -> None:  # noqa: ANN001
+        if isinstance(arg, (tuple, list)):
+            for a in arg:
+                storages(a, out)
+        elif hasattr(arg, "base") and hasattr(arg, "block_shape"):  # a TensorDescriptor
+            storages(arg.base, out)
+        elif hasattr(arg, "untyped_storage"):
+            st = arg.untyped_storage()
+            out.append((st.data_ptr(), st.data_ptr() + st.nbytes()))
+
+    init, load, store = ti.GridExecutor._init_args_hst, builder.create_masked_load, builder.create_masked_store
+
+    def init_args(self, args_dev, kwargs):  # noqa: ANN001, ANN202
+        args_hst, kwargs_hst = init(self, args_dev, kwargs)
+        found: list = []
+        storages(list(args_hst) + list(kwargs_hst.values()), found)
+        ranges.append(np.array(found or [(0, 0)], dtype=np.uint64))
+        return args_hst, kwargs_hst
+
+    def check(ptrs, mask, what: str) -> None:  # noqa: ANN001
+        if not ranges:
+            return
+        addr = np.asarray(ptrs.data, dtype=np.uint64).reshape(-1)
+        active = np.asarray(mask.data, dtype=bool).reshape(-1) if mask is not None else None
+        if active is not None:
+            addr = addr[np.broadcast_to(active, addr.shape) if active.shape != addr.shape else active]
+        if addr.size == 0:
+            return
+        size = np.uint64(ti._get_np_dtype(ptrs.get_element_ty()).itemsize)
+        r = ranges[-1]
+        lo, hi = addr.min(), addr.max() + size
+        if ((lo >= r[:, 0]) & (hi <= r[:, 1])).any():  # the usual case: every lane in one tensor
+            return
+        ok = ((addr[:, None] >= r[None, :, 0]) & (addr[:, None] + size <= r[None, :, 1])).any(axis=1)
+        if not ok.all():
+            bad = int(addr[~ok][0])
+            raise IndexError(f"out-of-bounds {what} at address {bad:#x}: outside every tensor of the launch "
+                             f"(checked by kernelaudit's interpreter guard)")
+
+    def masked_load(self, ptrs, mask, other, cache_policy, is_volatile):  # noqa: ANN001, ANN202
+        check(ptrs, mask, "load")
+        return load(self, ptrs, mask, other, cache_policy, is_volatile)
+
+    def masked_store(self, ptrs, value, mask, cache_policy):  # noqa: ANN001, ANN202
+        check(ptrs, mask, "store")
+        return store(self, ptrs, value, mask, cache_policy)
+
+    launch = ti.GridExecutor.__call__
+
+    def call(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        depth = len(ranges)
+        try:
+            return launch(self, *args, **kwargs)
+        finally:
+            del ranges[depth:]
+
+    ti.GridExecutor._init_args_hst = init_args
+    ti.GridExecutor.__call__ = call
+    builder.create_masked_load = masked_load
+    builder.create_masked_store = masked_store
+    ti._kernelaudit_guarded = True
+    return True
+
+
 # ---------------------------------------------------------------------------
 # the job
 # ---------------------------------------------------------------------------
@@ -642,6 +733,8 @@ def main(argv: list[str]) -> int:
         os.environ[TRITON_INTERPRET.name] = "1"  # before triton is imported
         if job.get("light_interpreter", True):
             lighten_interpreter()
+        if job.get("guard_interpreter", True):
+            guard_interpreter_memory()
     # a zygote on the CPU (a CUDA context does not survive a fork): imports paid once per batch
     zygote = job.get("zygote", True) and job["device"] == "cpu" and hasattr(os, "fork")
     if zygote:
