@@ -291,3 +291,19 @@ def test_the_interpreter_guard_refuses_out_of_bounds_access_and_changes_nothing_
     out = subprocess.run([sys.executable, "-c", _GUARD_SCRIPT], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "RAISED" in out.stdout and "out-of-bounds load" in out.stdout, out.stdout
+
+
+def test_a_refused_out_of_bounds_access_is_a_crash_not_a_stillborn_mutant():
+    from kernelaudit.zoo.mutate.worker import GUARD_MARK, _stillborn_error
+
+    class InterpreterError(Exception):  # what Triton's interpreter wraps a kernel's exception in
+        pass
+
+    try:
+        try:
+            raise IndexError(f"out-of-bounds load at address 0x10: outside every tensor ({GUARD_MARK})")
+        except IndexError as inner:
+            raise InterpreterError(repr(inner)) from inner
+    except InterpreterError as exc:
+        assert not _stillborn_error(exc)
+    assert _stillborn_error(InterpreterError("IncompatibleTypeErrorImpl: int32 and pointer"))

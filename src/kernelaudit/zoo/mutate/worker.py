@@ -315,6 +315,10 @@ def lighten_interpreter() -> bool:
     return True
 
 
+#: In the message of every access :func:`guard_interpreter_memory` refuses.
+GUARD_MARK = "refused by kernelaudit's interpreter guard"
+
+
 def guard_interpreter_memory() -> bool:
     """Make Triton's CPU interpreter refuse a load or store outside its launch's tensors.
 
@@ -379,7 +383,7 @@ def guard_interpreter_memory() -> bool:
         if not ok.all():
             bad = int(addr[~ok][0])
             raise IndexError(f"out-of-bounds {what} at address {bad:#x}: outside every tensor of the launch "
-                             f"(checked by kernelaudit's interpreter guard)")
+                             f"({GUARD_MARK})")
 
     def masked_load(self, ptrs, mask, other, cache_policy, is_volatile):  # noqa: ANN001, ANN202
         check(ptrs, mask, "load")
@@ -442,6 +446,8 @@ def _short(v) -> str:  # noqa: ANN001
 def _stillborn_error(exc: BaseException) -> bool:
     """A program Triton rejects (a compile error; in the interpreter, the type and shape errors it raises
     while tracing a kernel, which the compiler raises before any launch), as opposed to a crash while running."""
+    if any(e is not None and GUARD_MARK in str(e) for e in (exc, exc.__cause__, exc.__context__)):
+        return False  # an out-of-bounds access the interpreter guard refused: a run-time fault
     for e in (exc, exc.__cause__, exc.__context__):
         if e is not None and (type(e).__name__ in ("CompilationError", "InterpreterError", "IncompatibleTypeErrorImpl")
                               or type(e).__module__.startswith("triton.")):
