@@ -279,13 +279,13 @@ def run_check_isolated(
                                    verdict, time.perf_counter() - start, True)
             result = CheckResult.from_json(payload)
             result.isolated = True
-            capped = bound.capped_elsewhere(str(result.verdict.details.get("exception")), result.verdict.message,
-                                            policy.max_processes) if bound is not None \
-                and result.verdict.status is Status.ERROR else None
-            if capped:
-                result.verdict = Verdict.error(f"the candidate forked without bound: {capped}; every process of the "
-                                               "check was killed", sandbox={"violations": [{"kind": "fork bomb",
-                                                                                            "message": capped}]})
+            if bound is not None and result.verdict.status is Status.ERROR:
+                v = result.verdict
+                capped = bound.capped_elsewhere(str(v.details.get("exception")), v.message, policy.max_processes)
+                if capped:
+                    result.verdict = Verdict.error(f"the candidate forked without bound: {capped}; every process of "
+                                                   "the check was killed",
+                                                   sandbox={"violations": [{"kind": "fork bomb", "message": capped}]})
             return result
         tail = (proc.stderr or proc.stdout or "").strip().splitlines()[-5:]
         how = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit code {proc.returncode}"
