@@ -403,14 +403,14 @@ def multilinear(case: ProblemCase) -> Multilinear | None:
     key = _structure(case)
     if key in known:
         try:
-            mag = _magnitude(case, inputs64, positions, ref)
+            found = _magnitude(case, inputs64, positions, ref)
         except Exception as exc:  # noqa: BLE001 - as below: a refused evaluation is no magnitude
             if is_out_of_memory(exc):
                 raise
-            mag = None
-        if mag is not None:
-            return Multilinear(mag, known[key])
-        return None
+            found = None
+        if found is None:
+            return None
+        return Multilinear([torch.nan_to_num(m, nan=0.0, posinf=0.0, out=m) for m in found[0]], known[key])
     model64 = _model_at(case, torch.float64)
     gen = torch.Generator(device=inputs64[positions[0]].device).manual_seed(case.seed + 7)
 
@@ -436,14 +436,10 @@ def multilinear(case: ProblemCase) -> Multilinear | None:
             if not _affine(plus, minus, ref):
                 return None
             del plus, minus
-        absolute = [x.abs() if i in positions else x for i, x in enumerate(inputs64)]
-        mag = [t.abs_() for t in _run(_model_at(case, torch.float64, absolute=True), absolute)]
-        del absolute
-        if len(mag) != len(ref) or any(m.shape != r.shape for m, r in zip(mag, ref)):
+        found = _magnitude(case, inputs64, positions, ref)
+        if found is None:
             return None
-        slack_rms = [_rms(m) for m in mag]
-        if not all(_bounded_by(r, m, q) for r, m, q in zip(ref, mag, slack_rms)):
-            return None
+        mag, slack_rms = found
         ones = _replace(inputs64, {p: torch.ones_like(inputs64[p]) for p in positions})
         total_mag = sum(_sum_squares(c) for c in _run(_model_at(case, torch.float64, absolute=True), ones))
         del ones
@@ -476,16 +472,18 @@ def multilinear(case: ProblemCase) -> Multilinear | None:
 
 
 def _magnitude(case: ProblemCase, inputs64: list[Any], positions: list[int],
-               ref: list[torch.Tensor]) -> list[torch.Tensor] | None:
-    """``S`` (the module on |inputs| and |parameters|, float64) where it bounds ``ref``, else None."""
+               ref: list[torch.Tensor]) -> tuple[list[torch.Tensor], list[float]] | None:
+    """``S`` (the module on |inputs| and |parameters|, float64) and its rms per output, where
+    ``S`` bounds ``ref``; else None."""
     absolute = [x.abs() if i in positions else x for i, x in enumerate(inputs64)]
     mag = [t.abs_() for t in _run(_model_at(case, torch.float64, absolute=True), absolute)]
     del absolute
     if len(mag) != len(ref) or any(m.shape != r.shape for m, r in zip(mag, ref)):
         return None
-    if not all(_bounded_by(r, m, _rms(m)) for r, m in zip(ref, mag)):
+    slack_rms = [_rms(m) for m in mag]
+    if not all(_bounded_by(r, m, q) for r, m, q in zip(ref, mag, slack_rms)):
         return None
-    return [torch.nan_to_num(m, nan=0.0, posinf=0.0, out=m) for m in mag]
+    return mag, slack_rms
 
 
 def _affine(plus: list[torch.Tensor], minus: list[torch.Tensor], ref: list[torch.Tensor]) -> bool:
