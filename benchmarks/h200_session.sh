@@ -20,7 +20,7 @@
 # SWEEP_BUDGET_S (default 540) bounds the sweep step; it resumes a store in runs/h200.
 # REPORT=0 skips building the report there (kernelaudit report rebuilds it anywhere).
 set -u
-export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
+export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 O=${OUT:-/tmp/out}/h200; mkdir -p "$O"
 log() { echo "== $(date -u +%T) $*"; }
 steps=${*:-kernels verify profile guard demo corpus oracle_cost}
