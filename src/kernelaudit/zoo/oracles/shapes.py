@@ -8,11 +8,19 @@ and every constant set to a different small prime. Each case is built from the p
 judged by the comparator(s) of the sequence (``bound`` by default). A shape the
 reference itself rejects (a pooling window larger than the input) is skipped and
 recorded; a candidate that raises at a valid shape is an ``error``.
+
+A case larger than the problem's small shape (a KernelBench problem at its own shape:
+:func:`~kernelaudit.zoo.problems.small_shapes.shrinking_shapes`) is judged at its own
+shape once, then the boundary shapes are taken around the small shape, which is judged
+too: a tail, a size of 1 or a prime size is the same boundary at either scale, and the
+own shape, already judged, is not paid for again by every boundary case (a prime just
+below 2^16 costs what 2^16 costs).
 """
 
 from __future__ import annotations
 
 from ..problems.problem_case import ProblemCase, release_models
+from ..problems.small_shapes import shrinking_shapes
 from ...verdict import Status, Verdict
 from .base import Comparator, Driver, Subject, combine, free_device_memory
 
@@ -94,7 +102,13 @@ class ShapesOracle(Driver):
         if self.fixed_judged_by is None or fell_back:
             verdicts[f"shape {case.label}"] = self.compare.judge(case, subject)
         skipped = []
-        for label, shapes in shape_variants(case.shapes):
+        base = case.shapes
+        small = shrinking_shapes(case.problem, case.shapes)
+        variants = shape_variants(base)
+        if small is not None:  # the boundaries around the small shape, and the small shape itself
+            base = {**case.shapes, **small}
+            variants = [("small", base)] + shape_variants(base)
+        for label, shapes in variants:
             vcase = None
             try:
                 vcase = ProblemCase.make(case.problem, seed=case.seed, device=case.device, shapes=shapes,
@@ -115,4 +129,6 @@ class ShapesOracle(Driver):
         v.details["skipped_shapes"] = skipped
         if self.fixed_judged_by is not None:
             v.details["fixed_shape_judged_by"] = self.fixed_judged_by
+        if small is not None:
+            v.details["boundaries_around"] = dict(base)
         return v

@@ -21,6 +21,11 @@ An input declared ``positive`` takes the absolute value, ``probability`` /
 rms and clamped to [-40, 40] (no probability underflows to an exact 0), ``fixed`` (class indexes, masks,
 signs) is never changed. Each kind is judged by the comparator(s) of the sequence
 (``bound`` by default).
+
+A case larger than the problem's small shape (a KernelBench problem at its own shape:
+:func:`~kernelaudit.zoo.problems.small_shapes.shrinking_shapes`) has its value kinds
+drawn at the small shape (same seed): signs, magnitudes and ties reach the same branches
+there, and ``bound`` has judged the own shape already.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from __future__ import annotations
 import torch
 
 from ..problems.problem_case import ProblemCase
+from ..problems.small_shapes import shrinking_shapes
 from ...verdict import Verdict
 from .base import Comparator, Driver, Subject, combine, free_device_memory, judge_or_unjudged
 
@@ -122,14 +128,26 @@ class ValuesOracle(Driver):
     def drive(self, case: ProblemCase, subject: Subject) -> Verdict:
         verdicts = {}
         skip = case.problem.value_kinds_skip
-        for i, kind in enumerate(self.kinds(case)):
+        base = case
+        small = shrinking_shapes(case.problem, case.shapes)
+        if small is not None:
+            try:
+                base = ProblemCase.make(case.problem, seed=case.seed, device=case.device,
+                                        shapes={**case.shapes, **small}, label="small")
+            except Exception:  # noqa: BLE001 - get_inputs() refuses the small shape after all: the case's own
+                base = case
+        for i, kind in enumerate(self.kinds(base)):
             if kind in skip:  # seeds stay tied to the kind's position, skipped or not
                 continue
-            vcase = case.with_inputs(value_inputs(case, kind, case.seed * 1000 + i), f"values {kind}")
+            vcase = base.with_inputs(value_inputs(base, kind, case.seed * 1000 + i), f"values {kind}")
             verdicts[f"values {kind}"] = judge_or_unjudged(self.compare, vcase, subject)  # one kind, not all
             # one kind's inputs, reference and error model at a time: freed before the next is drawn
             free_device_memory(vcase)
             del vcase
+        if base is not case:
+            from .shapes import _release
+
+            _release(base, subject)
         v = combine(self.name, verdicts, context="values: ")
         if skip:
             note = "; ".join(f"{k} skipped: {why}" for k, why in skip.items())

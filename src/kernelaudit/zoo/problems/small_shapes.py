@@ -25,6 +25,11 @@ content (and search settings) in memory and on disk (``KERNELAUDIT_SMALL_SHAPES_
 so a second run is instant.
 
 A problem's declared ``SMALL_SHAPES`` always wins (:meth:`Problem.small`).
+
+The oracles that try many inputs (``shapes``, ``values``) and the derived error model's
+tests of the function's structure run at the small shape when a case is larger
+(:func:`shrinking_shapes`): a case at the problem's own shape pays for its own shape
+once, not once per value kind or boundary shape.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import json
 import math
 import time
 from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -338,3 +344,31 @@ def _search(problem: Problem, max_flops: int, max_bytes: int) -> SmallShapes:
 def _brief(tried: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The search's attempts, errors shortened, for the cache and the benchmark's table."""
     return [{**t, "error": (t.get("error") or None) and t["error"][:120]} for t in tried]
+
+
+def shrinking_shapes(problem: Problem, shapes: Mapping[str, int]) -> dict[str, int] | None:
+    """The problem's small shape (:meth:`Problem.small`) where it shrinks a case whose sizes in
+    effect are ``shapes``: no size grows and at least one shrinks. ``None`` where the case is
+    at or below its small shape, where a size cannot be compared, or where no small shape
+    can be had (the search found none, or raised)."""
+    try:
+        small = problem.small()
+    except Exception:  # noqa: BLE001 - no small shape: the case's own shape it is
+        return None
+    slots = problem.sizes.slots if problem.sizes is not None else {}
+
+    def current(name: str) -> int | None:
+        if name in shapes:
+            return int(shapes[name])
+        if name in slots:
+            return slots[name].value
+        value = getattr(problem.module, name, None)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    shrunk = False
+    for name, value in small.items():
+        now = current(name)
+        if now is None or value > now:
+            return None
+        shrunk = shrunk or value < now
+    return dict(small) if shrunk else None
