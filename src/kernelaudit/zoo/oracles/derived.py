@@ -22,7 +22,13 @@ override in :mod:`.bound`):
    absolute-value evaluation ``S`` and ``n``, the number of terms a value
    accumulates, is derived from it: ``n = |model|(1)^2 / E[(model(r) - model(0))^2]``
    over Rademacher inputs ``r`` (exactly ``K`` for a matmul, ``DIM`` for a mean).
-   Elsewhere ``M[i] = max(|ref[i]|, rms(ref))``;
+   Elsewhere ``M[i] = max(|ref[i]|, rms(ref))``.
+   A case larger than the problem's small shape (a KernelBench problem at its own
+   shape) takes affinity, the sign-flip bound and batch separability, properties of the
+   function rather than of its sizes, from the small shape, tested there once per
+   problem; at its own shape it computes only ``S`` and ``n`` (one Rademacher sample
+   once the outputs hold :data:`ONE_SAMPLE_NUMEL` elements, on the first rows of the
+   batch where the model is separable). Later cases of the problem take those answers too;
 4. **smoothing**: one alternative that happens to land on the reference must not
    make an element's bound 0, so ``sigma`` is blended with ``c * M`` where ``c`` is the
    root mean square of ``sigma / M`` over the output (the error per unit magnitude
@@ -92,6 +98,9 @@ TF32_ALTERNATIVE = "TF32 operands"
 SIGN_SAMPLES = 4
 #: Elements below which torch runs a CPU op on one thread (``at::internal::GRAIN_SIZE``).
 GRAIN_SIZE = 32768
+#: Elements of a case's largest tensor from which the float64 tests of the derivation run
+#: on the CPU threads torch has (below: one thread; small shapes stay far below it).
+THREADED_TESTS_NUMEL = 1 << 20
 #: Relative float64 tolerance of the affinity, separability and magnitude tests.
 F64_TEST_TOL = 1e-9
 
@@ -326,9 +335,9 @@ def _alternatives(case: ProblemCase, *, cpu: bool, big: bool) -> Iterator[tuple[
             out = _run(model, inputs)
         yield "cuDNN off", out
     out = None
-    chunks = _batch_chunks(case, inputs, ref)
-    if chunks is not None and _separable(case, chunks[1]):
-        yield "batch split in two", _chunked(model, inputs, chunks[1])
+    split = separable_split(case)
+    if split is not None:
+        yield "batch split in two", _chunked(model, inputs, split)
     if case.problem.allow_tf32 and dtype == torch.float32:
         tf32_model = copy.deepcopy(model)
         with torch.no_grad():
@@ -341,6 +350,24 @@ def _alternatives(case: ProblemCase, *, cpu: bool, big: bool) -> Iterator[tuple[
         yield TF32_ALTERNATIVE, out
         out = None
     yield "reference rounded", [r.to(dtype) if r.is_floating_point() else r for r in ref]
+
+
+def separable_split(case: ProblemCase) -> int | None:
+    """Where the model is batch-separable (every tensor input and output shares a leading
+    size, and the float64 model gives the reference on the two halves of the batch): the
+    size of the first half; else ``None``. Computed once per case; a case larger than its
+    small shape takes the answer of the small shape (:func:`_small_shape_facts`), where
+    the batch is also split."""
+    key = "derived-separable"
+    if key not in case._cache:
+        chunks = _batch_chunks(case, case.inputs, case.reference())
+        separable = False
+        if chunks is not None:
+            facts = _small_shape_facts(case)
+            shown = facts.get("separable") if facts is not None else None
+            separable = _separable(case, chunks[1]) if shown is None else shown
+        case._cache[key] = chunks[1] if chunks is not None and separable else None
+    return case._cache[key]
 
 
 def _separable(case: ProblemCase, split: int) -> bool:
@@ -395,12 +422,17 @@ def multilinear(case: ProblemCase) -> Multilinear | None:
     ref = case.reference()
     if not all(r.is_floating_point() for r in ref):
         return None
-    inputs64 = cast_floating(case.inputs, torch.float64)
-    positions = _float_positions(inputs64)
-    if not positions:
+    if not _float_positions(case.inputs):
         return None
     known = case.problem.__dict__.setdefault("_multilinear_structures", {})
     key = _structure(case)
+    shown = None if key in known else shown_at_small_shape(case)
+    if shown is False:
+        return None  # not multilinear at the small shape: the same function is not here either
+    inputs64 = cast_floating(case.inputs, torch.float64)
+    positions = _float_positions(inputs64)
+    if shown:
+        return _multilinear_shown(case, inputs64, positions, ref, known, key)
     if key in known:
         try:
             found = _magnitude(case, inputs64, positions, ref)
@@ -469,6 +501,126 @@ def multilinear(case: ProblemCase) -> Multilinear | None:
         known.pop(next(iter(known)))
     known[key] = length
     return Multilinear([torch.nan_to_num(m, nan=0.0, posinf=0.0, out=m) for m in mag], length)
+
+
+#: Output elements from which one Rademacher sample estimates the term count ``n`` of a
+#: case whose function was shown multilinear at the small shape (fewer elements: more
+#: samples, at most :data:`SIGN_SAMPLES`): ``n`` is a ratio of sums over every output
+#: element, and one sample of 4096 elements varies by about 2 % (``sqrt(n)`` by 1 %).
+ONE_SAMPLE_NUMEL = 1 << 12
+
+
+def shown_at_small_shape(case: ProblemCase) -> bool | None:
+    """Whether the problem's function is multilinear (affine in each input, ``S`` bounding
+    every sign pattern), as its small shape shows; ``None`` where the small shape was not
+    tested (the case is tested in full). See :func:`_small_shape_facts`."""
+    facts = _small_shape_facts(case)
+    return None if facts is None else facts["multilinear"]
+
+
+def _small_shape_facts(case: ProblemCase) -> dict[str, bool | None] | None:
+    """What the problem's small shape shows about its function: ``multilinear`` (affine in
+    each input, ``S`` bounding every sign pattern) and ``separable`` (the float64 model
+    gives the reference on the two halves of the batch; ``None`` where the small shape's
+    inputs share no leading size to split).
+
+    These are properties of the function, not of its sizes: the small shape
+    (:func:`~kernelaudit.zoo.problems.small_shapes.shrinking_shapes`, same seed and
+    device) shows them for a fraction of what a case at the problem's own shape costs.
+    Only the magnitude ``S`` and the term count ``n`` depend on the shape; each case
+    computes those. A case larger than the small shape has the small shape tested (once
+    per problem, function, device and dtype); once tested, every case of the problem
+    (the boundary shapes and value kinds that follow) takes the answer. ``None`` where
+    no case larger than the small shape came first: the case is tested in full, as a
+    ``--small`` check tests every case."""
+    from ..problems.small_shapes import shrinking_shapes
+
+    found = case.problem.__dict__.setdefault("_small_shape_facts", {})
+    fkey = (id(case.problem.Model), str(case.device), str(case.dtype), len(case.inputs),
+            tuple(_float_positions(case.inputs)))
+    if fkey in found:
+        return found[fkey][1]
+    small = shrinking_shapes(case.problem, case.shapes)
+    if small is None:
+        return None
+    try:
+        probe = ProblemCase.make(case.problem, seed=case.seed, device=case.device,
+                                 shapes={**case.shapes, **small}, label="small (function probe)")
+    except Exception as exc:  # noqa: BLE001 - get_inputs() refuses the small shape: test the case in full
+        if is_out_of_memory(exc):
+            raise
+        return None
+    if probe.dtype != case.dtype or (len(probe.inputs), tuple(_float_positions(probe.inputs))) != fkey[3:]:
+        return None  # not the same inputs at the small shape: test the case in full
+    token = _DEVICE.set(str(case.device))
+    try:
+        with _threads(1) if not str(case.device).startswith("cuda") else contextlib.nullcontext():
+            facts: dict[str, bool | None] = {"multilinear": multilinear(probe) is not None}
+            chunks = _batch_chunks(probe, probe.inputs, probe.reference())
+            facts["separable"] = None if chunks is None else _separable(probe, chunks[1])
+    except Exception as exc:  # noqa: BLE001 - the reference refuses the small shape: test the case in full
+        if is_out_of_memory(exc):
+            raise
+        return None
+    finally:
+        _DEVICE.reset(token)
+        del probe
+    found[fkey] = (case.problem.Model, facts)  # the class kept alive: its id stays unique
+    return facts
+
+
+def _multilinear_shown(case: ProblemCase, inputs64: list[Any], positions: list[int], ref: list[torch.Tensor],
+                       known: dict, key: tuple) -> Multilinear | None:
+    """:func:`multilinear` for a case whose function the small shape showed multilinear:
+    its own ``S`` (which must bound its reference) and ``n`` (``|model|(1)``, ``model(0)``
+    and Rademacher samples: one where the outputs hold :data:`ONE_SAMPLE_NUMEL` elements;
+    on the first rows that hold that many where the model is batch-separable)."""
+    try:
+        found = _magnitude(case, inputs64, positions, ref)
+        if found is None:
+            return None
+        mag = found[0]
+        model64 = _model_at(case, torch.float64)
+        # n is the same on every row of a batch-separable model: the first rows that hold
+        # ONE_SAMPLE_NUMEL output elements estimate it (the whole batch otherwise)
+        numel = sum(r.numel() for r in ref)
+        sample = inputs64
+        split = separable_split(case)
+        if split is not None:
+            batch = ref[0].shape[0]
+            rows = min(batch, -(-ONE_SAMPLE_NUMEL * batch // max(1, numel)))
+            sample = [x[:rows] if isinstance(x, torch.Tensor) else x for x in inputs64]
+            numel = numel * rows // batch
+        ones = _replace(sample, {p: torch.ones_like(sample[p]) for p in positions})
+        total_mag = sum(_sum_squares(c) for c in _run(_model_at(case, torch.float64, absolute=True), ones))
+        del ones
+        zeros = _replace(sample, {p: torch.zeros_like(sample[p]) for p in positions})
+        offset = _run(model64, zeros)
+        del zeros
+        samples = min(SIGN_SAMPLES, -(-ONE_SAMPLE_NUMEL // max(1, numel)))
+        gen = torch.Generator(device=inputs64[positions[0]].device).manual_seed(case.seed + 7)
+        total_var = 0.0
+        for _ in range(samples):
+            signs = {p: _signs_like(sample[p], gen) for p in positions}
+            rad = _run(model64, _replace(sample, signs))
+            del signs
+            total_var += sum(_sum_squares(r, o) for r, o in zip(rad, offset)) / samples
+            del rad
+        del offset, sample
+    except Exception as exc:  # noqa: BLE001 - as in multilinear: a refused evaluation, not multilinear
+        if is_out_of_memory(exc):
+            raise
+        return None
+    length = int(max(1, round(total_mag / total_var)) if total_var > 0 else 1)
+    if len(known) >= CACHE_SIZE:
+        known.pop(next(iter(known)))
+    known[key] = length
+    return Multilinear([torch.nan_to_num(m, nan=0.0, posinf=0.0, out=m) for m in mag], length)
+
+
+def _signs_like(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """Rademacher signs (+-1, float64) shaped like ``x``, from one byte of randomness each."""
+    return torch.randint(0, 2, x.shape, generator=gen, device=x.device, dtype=torch.int8).to(torch.float64).mul_(2).sub_(1)
 
 
 def _magnitude(case: ProblemCase, inputs64: list[Any], positions: list[int],
@@ -611,9 +763,12 @@ def _derive(case: ProblemCase) -> DerivedModel:
     anything of the fold is resident), then each evaluation folded into ``sigma`` and
     dropped, every elementwise step in chunks, the float64 model copies freed at the end."""
     refs = case.reference()
-    # One thread for the float64 tests: the same results, and on a loaded machine a
-    # small op on several threads waits for them far longer than it computes.
-    with _threads(1) if not str(case.device).startswith("cuda") else contextlib.nullcontext():
+    # One thread for the float64 tests of a small case: the same results, and on a loaded
+    # machine a small op on several threads waits for them far longer than it computes.
+    # A large case (whose structure its small shape showed) keeps the threads it has.
+    cpu = not str(case.device).startswith("cuda")
+    largest = max([x.numel() for x in case.inputs if isinstance(x, torch.Tensor)] + [r.numel() for r in refs])
+    with _threads(1) if cpu and largest < THREADED_TESTS_NUMEL else contextlib.nullcontext():
         ml = multilinear(case)
     u = unit_roundoff(case)
     tiny = torch.finfo(case.dtype).tiny if case.dtype.is_floating_point else 0.0
