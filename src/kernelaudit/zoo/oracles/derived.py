@@ -744,8 +744,11 @@ def derive(case: ProblemCase) -> DerivedModel:
 
 def _derive_cached(case: ProblemCase, key: str) -> DerivedModel:
     shared = case.problem.__dict__.setdefault("_derived_cache", {})
-    fp = fingerprint(case)
-    if fp in shared:
+    # large outputs are never kept there (GPU memory matters more), so none is looked up:
+    # the fingerprint's passes over the inputs are saved too
+    kept = sum(r.numel() for r in case.reference()) <= CACHE_NUMEL
+    fp = fingerprint(case) if kept else None
+    if kept and fp in shared:
         case._cache[key] = dm = shared[fp]
         case._cache["derived-floor"] = [0.0 if a is None else max_abs_finite(a, empty=0.0) for a in dm.allowed]
         return dm
@@ -753,7 +756,7 @@ def _derive_cached(case: ProblemCase, key: str) -> DerivedModel:
     # The largest allowed error per output: a scalar summary that outlives the model
     # (release_case keeps it), for tamper's history calls.
     case._cache["derived-floor"] = [0.0 if a is None else max_abs_finite(a, empty=0.0) for a in dm.allowed]
-    if sum(r.numel() for r in case.reference()) <= CACHE_NUMEL:  # large outputs: GPU memory matters more
+    if kept:
         if len(shared) >= CACHE_SIZE:
             shared.pop(next(iter(shared)))
         shared[fp] = dm
