@@ -54,6 +54,26 @@ def test_shrinking_shapes_only_ever_shrinks():
     assert shrinking_shapes(relu, {"BATCH": 2, "DIM": 400}) is None  # BATCH would grow
 
 
+def test_a_search_from_sizes_a_caller_set_neither_reads_nor_writes_the_cache(tmp_path, monkeypatch):
+    """The cache is keyed by the file's content: a search that starts from other sizes (a
+    test that set the module's constants) must not answer for the file."""
+    from kernelaudit.config import SMALL_SHAPES_CACHE
+    from kernelaudit.zoo.problems.small_shapes import find_small_shapes
+
+    monkeypatch.setenv(SMALL_SHAPES_CACHE.name, str(tmp_path / "cache"))
+    path = tmp_path / "wide.py"
+    path.write_text("import torch\nimport torch.nn as nn\nBATCH = 512\nDIM = 8192\n"
+                    "class Model(nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n"
+                    "def get_inputs():\n    return [torch.rand(BATCH, DIM)]\n"
+                    "def get_init_inputs():\n    return []\n")
+    capped = load_problem(path)
+    capped.module.BATCH, capped.module.DIM = 4, 16
+    assert find_small_shapes(capped).source == "unchanged"  # from 4 x 16: nothing to shrink
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())
+    found = find_small_shapes(load_problem(path))  # from the file's 512 x 8192, not the above
+    assert found.source == "searched" and found.shapes["BATCH"] < 512 and found.shapes["DIM"] < 8192
+
+
 def test_a_larger_case_gets_its_value_kinds_and_boundaries_at_the_small_shape():
     problem = load_problem(CORPUS_DIR / "relu.py")
     candidate, seen = _recording(problem)

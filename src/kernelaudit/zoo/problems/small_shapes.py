@@ -266,9 +266,13 @@ def find_small_shapes(problem: Problem, *, max_flops: int = SMALL_MAX_FLOPS, max
                       use_cache: bool = True) -> SmallShapes:
     """Small shapes at which ``problem``'s reference runs (see the module doc).
 
-    ``problem.small()`` calls this when the file declares no ``SMALL_SHAPES``.
+    ``problem.small()`` calls this when the file declares no ``SMALL_SHAPES``. The cache
+    is keyed by the file's content, so it is neither read nor written while the module's
+    size constants hold values other than the file's (a caller set them): the search
+    starts from the sizes in effect, and its answer holds for those only.
     """
     key = _cache_key(problem, max_flops, max_bytes)
+    use_cache = use_cache and _sizes_as_in_file(problem)
     if use_cache:
         hit = _read_cache(key)
         if hit is not None:
@@ -277,6 +281,15 @@ def find_small_shapes(problem: Problem, *, max_flops: int = SMALL_MAX_FLOPS, max
     if use_cache:
         _write_cache(key, found)
     return found
+
+
+def _sizes_as_in_file(problem: Problem) -> bool:
+    """Do the module's size constants hold the values its file sets?"""
+    if problem.sizes is None:
+        return True
+    missing = object()
+    return all(getattr(problem.module, name, missing) in (missing, slot.value)
+               for name, slot in problem.sizes.slots.items() if slot.kind == "constant")
 
 
 def _search(problem: Problem, max_flops: int, max_bytes: int) -> SmallShapes:
