@@ -155,3 +155,15 @@ def test_reductions_get_a_last_dim_variant_judged_ok_and_faults_caught():
     assert _judge(cases["below"]).status.value == "ok"
     assert _judge(cases["above"]).status.value == "ok"
     assert _judge(cases["above"], "wrap32").status.value == "wrong"
+
+
+def test_plain_op_names_are_selected_without_the_catalogue(monkeypatch):
+    """A fresh machine sweeping hand-named ops must not derive the OpInfo catalogue."""
+    from kernelaudit.sweep.ops import opinfo
+    from kernelaudit.sweep.ops.coverage import select
+
+    def refuse(**_):
+        raise AssertionError("the catalogue was loaded for plain op names")
+
+    monkeypatch.setattr(opinfo, "catalogue", refuse)
+    assert select(("bmm", "sum", "bmm", "sdpa.efficient"), device="cpu") == ("bmm", "sum", "sdpa.efficient")

@@ -111,6 +111,9 @@ def select(items: tuple[str, ...], *, device: str | None = None,
     (it runs, and its ``error`` says why)."""
     out: list[str] = []
     kind = None if device in (None, "auto") else device.split(":")[0]
+    if not any(item == "all" or item.startswith("family:") for item in items):
+        # Plain names need no catalogue: a fresh machine would otherwise derive it (minutes).
+        return tuple(dict.fromkeys(items))
     where = {r.name: r for r in rows()[0]}
     for item in items:
         if item == "all":
