@@ -307,3 +307,37 @@ def test_a_refused_out_of_bounds_access_is_a_crash_not_a_stillborn_mutant():
     except InterpreterError as exc:
         assert not _stillborn_error(exc)
     assert _stillborn_error(InterpreterError("IncompatibleTypeErrorImpl: int32 and pointer"))
+
+
+def test_one_fork_server_judges_every_batch_of_a_thread_and_is_replaced_when_it_dies(tmp_path):
+    from kernelaudit.zoo.mutate.campaign import Unit, Worker, drive_unit
+    from kernelaudit.zoo.mutate.operators import get_operators
+
+    subjects = []
+    for name in ("one", "two"):
+        path = tmp_path / f"{name}.py"
+        path.write_text(DEADLY)
+        subjects.append(Subject(f"kb/test/{name}", "torch", path, model_as_candidate(DEADLY), ("ModelNew",)))
+    ops = get_operators("sub-to-add,add-term-dropped")
+    cfg = {"columns": ["kernelbench"], "device": "cpu", "small": True, "timeout_s": 60.0,
+           "log": str(tmp_path / "worker.log"), "per_input": False}
+    worker = Worker(cfg)
+    assert worker.serve
+    recs: list[dict] = []
+    pids = []
+    try:
+        for s in subjects:
+            ids = [m.id for m in enumerate_mutants([s], ops)]
+            drive_unit(Unit(s, ids, True), cfg, recs.append, worker)
+            pids.append(worker.proc.pid)
+        assert pids[0] == pids[1]  # the second subject reused the first one's process: imports paid once
+        worker.proc.kill()  # a server that died between batches is replaced by the next batch
+        worker.proc.wait()
+        s = subjects[0]
+        drive_unit(Unit(s, [f"{s.id}:add-term-dropped:0"], False), cfg, recs.append, worker)
+        assert worker.proc is not None and worker.proc.pid != pids[0]
+    finally:
+        worker.close()
+    out = [(r["id"].split(":", 1)[1], r["outcome"]) for r in recs if r["type"] == "mutant"]
+    assert out == [("sub-to-add:0", "crash"), ("add-term-dropped:0", "killed")] * 2 + [("add-term-dropped:0", "killed")]
+    assert [r["subject"] for r in recs if r["type"] == "subject"] == ["kb/test/one", "kb/test/two"]

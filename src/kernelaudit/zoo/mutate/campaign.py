@@ -118,27 +118,101 @@ class Progress:
         self.outcomes[rec["outcome"]] = self.outcomes.get(rec["outcome"], 0) + 1
 
 
-def _spawn(unit: Unit, mutants: list[str], check_clean: bool, cfg: dict[str, Any], scratch: Path):  # noqa: ANN202
-    """A worker process for ``mutants`` of ``unit``'s subject, and the read end of its events pipe."""
-    r, w = os.pipe()
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+def _job(unit: Unit, mutants: list[str], check_clean: bool, cfg: dict[str, Any], scratch: Path) -> dict[str, Any]:
+    """The JSON job a worker reads: ``mutants`` of ``unit``'s subject and how to judge them."""
     s = unit.subject
-    job = {"subject": {"id": s.id, "kind": s.kind, "problem_path": str(s.problem_path), "source": s.source,
-                       "scope": list(s.scope)},
-           "mutants": mutants, "columns": cfg["columns"], "device": cfg["device"], "small": cfg["small"],
-           "timeout_s": cfg["timeout_s"], "check_clean": check_clean, "scratch": str(scratch),
-           "per_input": cfg.get("per_input", True)}
     scratch.mkdir(parents=True, exist_ok=True)
-    log = open(cfg["log"], "ab")  # noqa: SIM115 - owned by the process
-    proc = subprocess.Popen([sys.executable, "-m", "kernelaudit.zoo.mutate.worker", "--events-fd", str(w)],
-                            stdin=subprocess.PIPE, stdout=log, stderr=log, env=env, pass_fds=(w,),
-                            start_new_session=True)
-    os.close(w)
-    log.close()
-    proc.stdin.write(json.dumps(job).encode())
-    proc.stdin.close()
-    return proc, os.fdopen(r, "r")
+    return {"subject": {"id": s.id, "kind": s.kind, "problem_path": str(s.problem_path), "source": s.source,
+                        "scope": list(s.scope)},
+            "mutants": mutants, "columns": cfg["columns"], "device": cfg["device"], "small": cfg["small"],
+            "timeout_s": cfg["timeout_s"], "check_clean": check_clean, "scratch": str(scratch),
+            "per_input": cfg.get("per_input", True)}
+
+
+class Worker:
+    """The worker process a pool thread drives.
+
+    On the CPU it is a fork server (``worker --serve``): it imports torch, Triton and the
+    oracles once, then runs each job it is sent in a forked child and ends the job's events
+    with a ``job_end`` record, so a thread pays the imports once for all its batches, not
+    once per subject. Elsewhere (a CUDA context does not survive a fork) each job gets a
+    fresh process whose events end at EOF. A worker that hangs or dies is killed and the
+    next job starts a fresh one."""
+
+    def __init__(self, cfg: dict[str, Any]) -> None:
+        self.cfg = cfg
+        self.serve = cfg["device"] == "cpu" and hasattr(os, "fork") and cfg.get("serve", True)
+        self.proc: subprocess.Popen | None = None
+        self.events = None
+        self.buf = ""
+
+    def submit(self, job: dict[str, Any]) -> None:
+        """Start ``job`` (a fresh process unless a fork server is waiting for work)."""
+        if self.proc is not None and self.proc.poll() is not None:
+            self.kill()  # a fork server that died between jobs
+        if self.proc is None or not self.serve:
+            self._start()
+        line = json.dumps(job).encode()
+        try:
+            self.proc.stdin.write(line + b"\n" if self.serve else line)
+            self.proc.stdin.flush()
+            if not self.serve:
+                self.proc.stdin.close()
+        except BrokenPipeError:
+            pass  # the process is gone: its events end at EOF and the batch is retried
+
+    def _start(self) -> None:
+        r, w = os.pipe()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        log = open(self.cfg["log"], "ab")  # noqa: SIM115 - owned by the process
+        argv = [sys.executable, "-m", "kernelaudit.zoo.mutate.worker", "--events-fd", str(w)]
+        self.proc = subprocess.Popen(argv + (["--serve"] if self.serve else []), stdin=subprocess.PIPE,
+                                     stdout=log, stderr=log, env=env, pass_fds=(w,), start_new_session=True)
+        os.close(w)
+        log.close()
+        self.events = os.fdopen(r, "r")
+        self.buf = ""
+
+    def read(self, timeout: float) -> list[dict[str, Any]] | None:
+        """The records that arrive within ``timeout`` seconds ([] if none), or None at EOF."""
+        ready, _, _ = select.select([self.events], [], [], max(0.0, timeout))
+        if not ready:
+            return []
+        chunk = os.read(self.events.fileno(), 1 << 16).decode()
+        if not chunk:
+            return None
+        self.buf += chunk
+        *lines, self.buf = self.buf.split("\n")
+        return [json.loads(line) for line in lines]
+
+    def kill(self) -> int | None:
+        """Kill the process and whatever it started; its exit code."""
+        if self.proc is None:
+            return None
+        _kill(self.proc)
+        self.events.close()
+        code, self.proc = self.proc.returncode, None
+        return code
+
+    def ended(self) -> int | None:
+        """A one-job process that closed its events: wait for it, and its exit code."""
+        if self.serve or self.proc is None:
+            return None
+        self.proc.wait()
+        self.events.close()
+        code, self.proc = self.proc.returncode, None
+        return code
+
+    def close(self) -> None:
+        """End a fork server (EOF on its jobs), else kill what is left."""
+        if self.proc is not None and self.serve:
+            try:
+                self.proc.stdin.close()
+                self.proc.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -151,38 +225,46 @@ def _kill(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def drive_unit(unit: Unit, cfg: dict[str, Any], record: Callable[[dict[str, Any]], None]) -> None:
-    """Run one batch to the end, replacing its worker after a crash or a hang."""
+def drive_unit(unit: Unit, cfg: dict[str, Any], record: Callable[[dict[str, Any]], None],
+               worker: Worker | None = None) -> None:
+    """Run one batch to the end on ``worker`` (a fresh one, closed after, when None), replacing
+    the worker's process after a crash or a hang."""
+    own = worker is None
+    worker = worker or Worker(cfg)
+    try:
+        _drive(unit, cfg, record, worker)
+    finally:
+        if own:
+            worker.close()
+
+
+def _drive(unit: Unit, cfg: dict[str, Any], record: Callable[[dict[str, Any]], None], worker: Worker) -> None:
     todo = list(unit.mutants)
     check_clean = unit.check_clean
     with tempfile.TemporaryDirectory(prefix="kernelaudit-mutate-") as tmp:
         while todo or check_clean:
-            proc, events = _spawn(unit, todo, check_clean, cfg, Path(tmp) / "scratch")
+            worker.submit(_job(unit, todo, check_clean, cfg, Path(tmp) / "scratch"))
             current: str | None = None
             saw_start = False
             deadline = time.monotonic() + SETUP_TIMEOUT_S
-            buf = ""
-            ended = None
-            while True:
+            ended = code = None
+            while ended is None:
                 left = deadline - time.monotonic()
-                ready, _, _ = select.select([events], [], [], max(0.0, min(left, 5.0)))
-                if not ready:
-                    if time.monotonic() >= deadline:
-                        ended = "timeout"
-                        break
-                    continue
-                chunk = os.read(events.fileno(), 1 << 16).decode()
-                if not chunk:
+                if left <= 0:
+                    ended = "timeout"
+                    break
+                recs = worker.read(min(left, 5.0))
+                if recs is None:
                     ended = "crash"
                     break
-                buf += chunk
-                while "\n" in buf:
-                    line, buf = buf.split("\n", 1)
-                    rec = json.loads(line)
+                for rec in recs:
                     if rec["type"] == "start":
                         current = rec["id"]
                         saw_start = True
                         deadline = time.monotonic() + cfg["timeout_s"] + GRACE_S
+                        continue
+                    if rec["type"] == "job_end":  # the fork server's child has exited
+                        ended, code = "end", rec["code"]
                         continue
                     if rec["type"] == "subject":
                         check_clean = False
@@ -191,14 +273,15 @@ def drive_unit(unit: Unit, cfg: dict[str, Any], record: Callable[[dict[str, Any]
                             todo.remove(rec["id"])
                         current = None
                     record(rec)
-            events.close()
-            if ended == "crash" and not todo and not check_clean:
-                proc.wait()
+            if ended == "crash":  # EOF: a one-job process is done, a fork server died
+                code = worker.kill() if worker.serve else worker.ended()
+            elif ended == "timeout":
+                code = worker.kill()
+            if not todo and not check_clean:
                 return
-            _kill(proc)
-            code = proc.returncode
             if not saw_start:  # the worker died setting up: nothing of this subject can be judged
-                why = f"the worker ended during setup ({ended}, exit {code}); see worker.log"
+                why = f"the worker ended during setup ({'crash' if ended == 'end' else ended}, exit {code}); " \
+                      "see worker.log"
                 if check_clean:
                     record({"type": "subject", "subject": unit.subject.id, "digest": unit.subject.digest,
                             "kind": unit.subject.kind, "error": why})
@@ -220,11 +303,30 @@ def drive_unit(unit: Unit, cfg: dict[str, Any], record: Callable[[dict[str, Any]
             todo.remove(current)
 
 
-def run_pool(units: Sequence[Unit], jobs: int, work: Callable[[Unit], None]) -> None:
-    """Run ``work(unit)`` for every unit, ``jobs`` at a time (threads, each driving its own process)."""
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        for f in [pool.submit(work, u) for u in units]:
-            f.result()
+def run_pool(units: Sequence[Unit], jobs: int, cfg: dict[str, Any],
+             record: Callable[[dict[str, Any]], None]) -> None:
+    """Judge every unit, ``jobs`` at a time: a thread per job, each driving its own worker
+    (:class:`Worker`, kept across the thread's units), the largest units first so that no
+    long one is left running alone at the end."""
+    local = threading.local()
+    workers: list[Worker] = []
+    lock = threading.Lock()
+
+    def work(unit: Unit) -> None:
+        if not hasattr(local, "worker"):
+            local.worker = Worker(cfg)
+            with lock:
+                workers.append(local.worker)
+        drive_unit(unit, cfg, record, local.worker)
+
+    order = sorted(units, key=lambda u: -len(u.mutants))
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            for f in [pool.submit(work, u) for u in order]:
+                f.result()
+    finally:
+        for w in workers:
+            w.close()
 
 
 class InlineSlot:
@@ -332,7 +434,7 @@ def run_campaign(subjects: Sequence[Subject], out: Path, *, columns: Sequence[st
                 on_record(rec, progress)
 
     if executor == "local":
-        run_pool(units, jobs, lambda u: drive_unit(u, cfg, record))
+        run_pool(units, jobs, cfg, record)
     else:
         run_executor(units, cfg, record, executor=executor, jobs=jobs, ray_address=ray_address)
     store.write_manifest({**store.manifest(), "finished": now(),

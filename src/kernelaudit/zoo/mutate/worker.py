@@ -727,12 +727,9 @@ def run_zygote(job: dict[str, Any], emit, enter) -> int:  # noqa: ANN001
     return 0
 
 
-def main(argv: list[str]) -> int:
-    """``python -m kernelaudit.zoo.mutate.worker --events-fd N`` with the job as JSON on stdin."""
-    fd = int(argv[argv.index("--events-fd") + 1])
-    events = os.fdopen(fd, "w", buffering=1)
-    os.dup2(2, 1)  # whatever candidates print goes to stderr
-    job = json.loads(sys.stdin.read())
+def _prepare(job: dict[str, Any]) -> bool:
+    """Process-wide set-up before any candidate code: the CPU interpreter's patches and, for a
+    zygote, the imports paid before any fork. True when jobs run in a zygote."""
     if job["device"] == "cpu":
         from ...config import TRITON_INTERPRET
 
@@ -756,22 +753,72 @@ def main(argv: list[str]) -> int:
         raise Deadline()
 
     signal.signal(signal.SIGALRM, expire)
+    return zygote
+
+
+def _enter(job: dict[str, Any]) -> None:
+    if job.get("sandbox", True):  # the mutants are untrusted code: in the box before any of it loads
+        from ..sandbox import enter_worker
+
+        enter_worker(job)
+
+
+def serve(events) -> int:  # noqa: ANN001
+    """``--serve``: judge every job read from stdin (one JSON object a line), each in a forked
+    child that runs it as a zygote would, and end each job's events with ``job_end`` and the
+    child's exit code. This process runs no candidate code and never enters the sandbox, so
+    the next job starts from the same clean state; the imports are paid once."""
+
+    def emit(rec: dict[str, Any]) -> None:
+        events.write(json.dumps(rec) + "\n")
+        events.flush()
+
+    prepared = False
+    for line in sys.stdin:
+        job = json.loads(line)
+        if not prepared:  # the interpreter patches and imports, once, from the first job's settings
+            _prepare(job)
+            prepared = True
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            code = 70
+            try:
+                code = run_zygote(job, emit, _enter)
+            except BaseException:  # noqa: BLE001 - reported as the job's exit code
+                traceback.print_exc()
+            sys.stderr.flush()
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        emit({"type": "job_end", "code": code})
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    """``python -m kernelaudit.zoo.mutate.worker --events-fd N`` with the job as JSON on stdin
+    (``--serve``: one job a line, see :func:`serve`)."""
+    fd = int(argv[argv.index("--events-fd") + 1])
+    events = os.fdopen(fd, "w", buffering=1)
+    os.dup2(2, 1)  # whatever candidates print goes to stderr
+    if "--serve" in argv:
+        code = serve(events)
+        events.close()
+        sys.stdout.flush()
+        os._exit(code)
+    job = json.loads(sys.stdin.read())
+    zygote = _prepare(job)
 
     def emit(rec: dict[str, Any]) -> None:
         events.write(json.dumps(rec) + "\n")
 
-    def enter(job: dict[str, Any]) -> None:
-        if job.get("sandbox", True):  # the mutants are untrusted code: in the box before any of it loads
-            from ..sandbox import enter_worker
-
-            enter_worker(job)
-
     if zygote:
-        code = run_zygote(job, emit, enter)
+        code = run_zygote(job, emit, _enter)
         events.close()
         sys.stdout.flush()
         os._exit(code)
-    enter(job)
+    _enter(job)
     Job(job, emit).run()
     events.close()
     sys.stdout.flush()
