@@ -86,7 +86,9 @@ def candidate_specs(problem, *, small: bool = True, device: str = "cpu") -> list
     At the problem's shape (small shape when ``small``): its own ``get_inputs()`` at the
     KernelBench seed, every value kind (and the adversarial kinds it lists, less the
     kinds it skips); at the boundary shapes of :mod:`.shapes` (largest prime below,
-    one past, all small primes): its own draw and signed normal values.
+    one past, all small primes): mixed magnitudes and signed normal values (a boundary
+    shape with mixed values stresses tails and value ranges in one input, so two-input
+    suites chosen on some operators' mutants catch more of the others').
     """
     from .shapes import shape_variants
     from .values import ADVERSARIAL_KINDS, VALUE_KINDS
@@ -99,7 +101,7 @@ def candidate_specs(problem, *, small: bool = True, device: str = "cpu") -> list
     specs = [InputSpec.make(shapes, RAND, KERNELBENCH_SEED)] + [InputSpec.make(shapes, k, 1) for k in kinds]
     for label, other in shape_variants(shapes):
         if label.startswith(("prime below", "one past", "all prime")):
-            specs.append(InputSpec.make(other, RAND, KERNELBENCH_SEED))
+            specs.append(InputSpec.make(other, RAND if "mixed" in skip else "mixed", KERNELBENCH_SEED))
             if "normal" not in skip:
                 specs.append(InputSpec.make(other, "normal", 2))
     out = []
