@@ -21,6 +21,9 @@
 # REPORT=0 skips building the report there (kernelaudit report rebuilds it anywhere).
 set -u
 export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+# The OpInfo catalogue for the device's torch, derived once (about a minute) and kept in runs/
+# (carry runs/ between calls); copied to $OUT to ship as a snapshot under sweep/ops/data/.
+export KERNELAUDIT_CACHE_DIR=${KERNELAUDIT_CACHE_DIR:-$PWD/runs/cache}
 O=${OUT:-/tmp/out}/h200; mkdir -p "$O"
 log() { echo "== $(date -u +%T) $*"; }
 steps=${*:-kernels verify profile guard demo corpus oracle_cost}
@@ -110,5 +113,6 @@ PY
   *) echo "unknown step $s" ;;
   esac
 done
+mkdir -p "$O/cache"; cp "$KERNELAUDIT_CACHE_DIR"/*.json "$O/cache/" 2>/dev/null
 log done
 tar czf "${OUT:-/tmp/out}/h200_results.tgz" -C "${OUT:-/tmp/out}" h200 && rm -rf "$O"
