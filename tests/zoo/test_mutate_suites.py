@@ -84,6 +84,18 @@ def greedy_cover(pm, k):
     return pm.covered(suites.greedy(pm, k))
 
 
+@pytest.mark.parametrize("solver", ["milp", "enumerate"])
+def test_among_equally_killing_suites_the_stronger_and_more_general_inputs_win(solver):
+    """{x, normal} and {x, large} each kill all three mutants (and kill as many alone); {x, normal}
+    wins: normal is the more general kind. Candidate order alone would have picked large."""
+    kills = {"m1": ("small", "normal", "large", "x"), "m2": ("normal", "large"), "m3": ("x",)}
+    pm = suites.ProblemMatrix("s", "/p/s.py", _inputs("small", "large", "normal", "x"),
+                              ["small", "large", "normal", "x"],
+                              kills={m: frozenset(ks) for m, ks in kills.items()})
+    best = suites.exact(pm, 2, solver=solver)
+    assert pm.covered(best) == 3 and set(best) == {"x", "normal"}
+
+
 def test_held_out_selects_on_some_operators_and_measures_on_the_others():
     ms = suites.matrices(_records())
     a, b = suites.operator_split(["op-x", "op-y"])
