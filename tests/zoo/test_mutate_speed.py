@@ -309,7 +309,8 @@ def test_a_refused_out_of_bounds_access_is_a_crash_not_a_stillborn_mutant():
     assert _stillborn_error(InterpreterError("IncompatibleTypeErrorImpl: int32 and pointer"))
 
 
-def test_one_fork_server_judges_every_batch_of_a_thread_and_is_replaced_when_it_dies(tmp_path):
+@pytest.mark.parametrize("zygote", [True, False], ids=["zygote", "in-process as on CUDA"])
+def test_one_fork_server_judges_every_batch_of_a_thread_and_is_replaced_when_it_dies(tmp_path, zygote):
     from kernelaudit.zoo.mutate.campaign import Unit, Worker, drive_unit
     from kernelaudit.zoo.mutate.operators import get_operators
 
@@ -320,7 +321,7 @@ def test_one_fork_server_judges_every_batch_of_a_thread_and_is_replaced_when_it_
         subjects.append(Subject(f"kb/test/{name}", "torch", path, model_as_candidate(DEADLY), ("ModelNew",)))
     ops = get_operators("sub-to-add,add-term-dropped")
     cfg = {"columns": ["kernelbench"], "device": "cpu", "small": True, "timeout_s": 60.0,
-           "log": str(tmp_path / "worker.log"), "per_input": False}
+           "log": str(tmp_path / "worker.log"), "per_input": False, "zygote": zygote}
     worker = Worker(cfg)
     assert worker.serve
     recs: list[dict] = []

@@ -126,22 +126,22 @@ def _job(unit: Unit, mutants: list[str], check_clean: bool, cfg: dict[str, Any],
                         "scope": list(s.scope)},
             "mutants": mutants, "columns": cfg["columns"], "device": cfg["device"], "small": cfg["small"],
             "timeout_s": cfg["timeout_s"], "check_clean": check_clean, "scratch": str(scratch),
-            "per_input": cfg.get("per_input", True)}
+            "per_input": cfg.get("per_input", True), "zygote": cfg.get("zygote", True)}
 
 
 class Worker:
     """The worker process a pool thread drives.
 
-    On the CPU it is a fork server (``worker --serve``): it imports torch, Triton and the
-    oracles once, then runs each job it is sent in a forked child and ends the job's events
-    with a ``job_end`` record, so a thread pays the imports once for all its batches, not
-    once per subject. Elsewhere (a CUDA context does not survive a fork) each job gets a
-    fresh process whose events end at EOF. A worker that hangs or dies is killed and the
-    next job starts a fresh one."""
+    Where the OS forks, it is a fork server (``worker --serve``): it imports torch, Triton
+    and the oracles once (no CUDA context: the children make their own), then runs each job
+    it is sent in a forked child and ends the job's events with a ``job_end`` record, so a
+    thread pays the imports once for all its batches, not once per subject. Otherwise
+    (``serve: False`` in the config, or no fork) each job gets a fresh process whose events
+    end at EOF. A worker that hangs or dies is killed and the next job starts a fresh one."""
 
     def __init__(self, cfg: dict[str, Any]) -> None:
         self.cfg = cfg
-        self.serve = cfg["device"] == "cpu" and hasattr(os, "fork") and cfg.get("serve", True)
+        self.serve = hasattr(os, "fork") and cfg.get("serve", True)
         self.proc: subprocess.Popen | None = None
         self.events = None
         self.buf = ""

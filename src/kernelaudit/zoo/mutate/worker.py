@@ -727,9 +727,10 @@ def run_zygote(job: dict[str, Any], emit, enter) -> int:  # noqa: ANN001
     return 0
 
 
-def _prepare(job: dict[str, Any]) -> bool:
+def _prepare(job: dict[str, Any], serving: bool = False) -> bool:
     """Process-wide set-up before any candidate code: the CPU interpreter's patches and, for a
-    zygote, the imports paid before any fork. True when jobs run in a zygote."""
+    zygote or a fork server, the imports paid before any fork (never a CUDA context: it would
+    not survive the fork). True when jobs run in a zygote."""
     if job["device"] == "cpu":
         from ...config import TRITON_INTERPRET
 
@@ -740,7 +741,7 @@ def _prepare(job: dict[str, Any]) -> bool:
             guard_interpreter_memory()
     # a zygote on the CPU (a CUDA context does not survive a fork): imports paid once per batch
     zygote = job.get("zygote", True) and job["device"] == "cpu" and hasattr(os, "fork")
-    if zygote:
+    if zygote or serving:
         import torch
 
         from .. import oracles  # noqa: F401 - imported once, before any fork
@@ -765,27 +766,36 @@ def _enter(job: dict[str, Any]) -> None:
 
 def serve(events) -> int:  # noqa: ANN001
     """``--serve``: judge every job read from stdin (one JSON object a line), each in a forked
-    child that runs it as a zygote would, and end each job's events with ``job_end`` and the
-    child's exit code. This process runs no candidate code and never enters the sandbox, so
+    child that runs it as a zygote would (on CUDA: in-process, in the child's own context),
+    and end each job's events with ``job_end`` and the child's exit code. This process runs no candidate code and never enters the sandbox, so
     the next job starts from the same clean state; the imports are paid once."""
 
     def emit(rec: dict[str, Any]) -> None:
         events.write(json.dumps(rec) + "\n")
         events.flush()
 
-    prepared = False
+    zygote = None
     for line in sys.stdin:
         job = json.loads(line)
-        if not prepared:  # the interpreter patches and imports, once, from the first job's settings
-            _prepare(job)
-            prepared = True
+        if zygote is None:  # the interpreter patches and imports, once, from the first job's settings
+            zygote = _prepare(job, serving=True)
+        import torch
+
+        if torch.cuda.is_initialized():  # never expected: this process runs no job; a fresh server then
+            print("kernelaudit: the fork server holds a CUDA context; it stops", file=sys.stderr)
+            return 3
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
             code = 70
             try:
-                code = run_zygote(job, emit, _enter)
+                if zygote:
+                    code = run_zygote(job, emit, _enter)
+                else:  # CUDA: the child makes its own context and judges in-process
+                    _enter(job)
+                    Job(job, emit).run()
+                    code = 0
             except BaseException:  # noqa: BLE001 - reported as the job's exit code
                 traceback.print_exc()
             sys.stderr.flush()
