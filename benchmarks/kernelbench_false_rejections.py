@@ -1,7 +1,9 @@
 """False rejections on KernelBench as published: the reference, and a reordered variant of it.
 
 For every level 1-3 problem: load it, find small shapes (``--small``, the CPU default;
-on ``--device cuda`` the problem's own shapes), and judge with ``--oracle strongest``
+on ``--device cuda`` the problem's own shapes; ``--mid MIB``: a shape between the two,
+where ``shapes``, ``values`` and the derived error model work as at the own shapes,
+their extra cases and structure tests at the small shape), and judge with ``--oracle strongest``
 
 (a) the reference itself as the candidate (the problem's source, ``Model`` renamed
     ``ModelNew``), and
@@ -20,6 +22,7 @@ again); ``OUT/table.md`` is written at the end.
 
     python benchmarks/kernelbench_false_rejections.py --jobs 2
     python benchmarks/kernelbench_false_rejections.py --levels 1 --limit 10 --out /tmp/fr
+    python benchmarks/kernelbench_false_rejections.py --levels 1,2 --mid 8 --out /tmp/fr-mid
     python benchmarks/kernelbench_false_rejections.py --device cuda --jobs 1 \\
         --out benchmarks/results/DATE-h200-kernelbench-false-rejections
 """
@@ -45,6 +48,8 @@ DEFAULT_OUT = ROOT / "benchmarks" / "results" / "2026-12-03-cpu-kernelbench-fals
 RESTART_RSS_MB = 3000
 #: Message characters kept per verdict.
 MESSAGE_CHARS = 600
+#: ``--mid``: FLOPs allowed per byte of the budget (as in ``oracle_cost_kernelbench.py``).
+MID_FLOPS_PER_BYTE = 64
 
 
 # ---------------------------------------------------------------------------
@@ -79,8 +84,8 @@ def _verdict_record(verdict: Any, seconds: float) -> dict[str, Any]:
             "seconds": round(seconds, 2)}
 
 
-def judge_problem(path: str, device: str, small: bool, scratch: str) -> dict[str, Any]:
-    """Classify one problem file (see the module doc)."""
+def judge_problem(path: str, device: str, small: bool, scratch: str, mid: int = 0) -> dict[str, Any]:
+    """Classify one problem file (see the module doc); ``mid`` (MiB): at the mid shape instead."""
     import torch
 
     from kernelaudit.zoo.oracles import Subject, make_oracle
@@ -90,7 +95,7 @@ def judge_problem(path: str, device: str, small: bool, scratch: str) -> dict[str
 
     p = Path(path)
     rec: dict[str, Any] = {"problem": f"{p.parent.name}/{p.stem}", "level": p.parent.name, "device": device,
-                           "small": small, "class": None, "reason": None, "shapes": None}
+                           "small": small, "mid_mib": mid or None, "class": None, "reason": None, "shapes": None}
     start = time.perf_counter()
 
     def done(cls: str, reason: str | None = None) -> dict[str, Any]:
@@ -111,8 +116,16 @@ def judge_problem(path: str, device: str, small: bool, scratch: str) -> dict[str
                                "note": found.note}
         if found.source == "none":
             return done("cannot-judge", f"reference cannot run at a small shape: {found.note}")
+    shapes = None
+    if mid:
+        from kernelaudit.zoo.problems.small_shapes import find_small_shapes
+
+        found = find_small_shapes(problem, max_flops=(mid << 20) * MID_FLOPS_PER_BYTE, max_bytes=mid << 20)
+        if found.source == "none":
+            return done("cannot-judge", f"reference cannot run at a mid shape: {found.note}")
+        shapes = dict(found.shapes)
     try:
-        case = ProblemCase.make(problem, device=device, small=small)
+        case = ProblemCase.make(problem, device=device, small=small, shapes=shapes)
         rec["shapes"] = dict(case.shapes)
         case.reference()
         deterministic = _deterministic(case)
@@ -137,7 +150,8 @@ def judge_problem(path: str, device: str, small: bool, scratch: str) -> dict[str
     for name, cand in candidates.items():
         t = time.perf_counter()
         try:
-            v = judge_or_unjudged(oracle, ProblemCase.make(problem, device=device, small=small), Subject(cand))
+            v = judge_or_unjudged(oracle, ProblemCase.make(problem, device=device, small=small, shapes=shapes),
+                                  Subject(cand))
             rec[name] = _verdict_record(v, time.perf_counter() - t)
         except MemoryError as exc:
             rec[name] = {"status": "checker-oom", "oracle": None, "message": f"the checker ran out of memory: {exc}",
@@ -157,7 +171,7 @@ def judge_problem(path: str, device: str, small: bool, scratch: str) -> dict[str
     return done("ok")
 
 
-def worker_main(device: str, small: bool, threads: int) -> None:
+def worker_main(device: str, small: bool, threads: int, mid: int = 0) -> None:
     """Read problem paths from stdin, write one JSON result per line to stdout."""
     import gc
 
@@ -176,7 +190,7 @@ def worker_main(device: str, small: bool, threads: int) -> None:
             continue
         with tempfile.TemporaryDirectory(prefix="kernelaudit-fr-") as scratch:
             try:
-                rec = judge_problem(path, device, small, scratch)
+                rec = judge_problem(path, device, small, scratch, mid)
             except BaseException as exc:  # noqa: BLE001 - one problem never ends the worker
                 rec = {"problem": f"{Path(path).parent.name}/{Path(path).stem}", "class": "cannot-judge",
                        "reason": f"benchmark worker failed: {type(exc).__name__}: {str(exc)[:300]}"}
@@ -193,9 +207,10 @@ def worker_main(device: str, small: bool, threads: int) -> None:
 class Worker:
     """A worker process; restarted after a timeout, a crash or a large peak memory."""
 
-    def __init__(self, device: str, small: bool, threads: int) -> None:
+    def __init__(self, device: str, small: bool, threads: int, mid: int = 0) -> None:
         self.args = [sys.executable, str(Path(__file__).resolve()), "--worker", "--device", device,
-                     "--threads", str(threads)] + (["--small"] if small else ["--full"])
+                     "--threads", str(threads)] + (["--small"] if small else ["--full"]) + (
+                         ["--mid", str(mid)] if mid else [])
         self.proc: subprocess.Popen | None = None
         self.lines: queue.Queue = queue.Queue()
 
@@ -264,7 +279,8 @@ def write_table(out: Path, meta: dict[str, Any]) -> str:
         "# KernelBench levels 1-3: false rejections of `--oracle strongest`",
         "",
         f"Generated by `benchmarks/kernelbench_false_rejections.py` ({meta.get('command', '')}).",
-        f"Device: {meta.get('device')}; shapes: {'small (searched, --small)' if meta.get('small') else 'own'}; "
+        f"Device: {meta.get('device')}; shapes: "
+        f"{_shapes_words(meta)}; "
         f"jobs: {meta.get('jobs')}; torch {meta.get('torch')}; machine: {meta.get('machine')}.",
         f"Wall time of the last run: {meta.get('wall_s', 0):.0f} s for {meta.get('run_count', 0)} problems "
         f"(sum of per-problem times over all {len(rows)} rows: {judged_s:.0f} s).",
@@ -292,6 +308,12 @@ def write_table(out: Path, meta: dict[str, Any]) -> str:
     return text
 
 
+def _shapes_words(meta: dict[str, Any]) -> str:
+    if meta.get("mid_mib"):
+        return f"mid (searched within {meta['mid_mib']} MiB, --mid {meta['mid_mib']})"
+    return "small (searched, --small)" if meta.get("small") else "own"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--levels", default="1,2,3", help="comma list of levels (default 1,2,3)")
@@ -300,6 +322,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     ap.add_argument("--small", dest="small", action="store_true", default=None, help="searched small shapes")
     ap.add_argument("--full", dest="small", action="store_false", help="the problems' own shapes")
+    ap.add_argument("--mid", type=int, default=0, metavar="MIB",
+                    help="shapes within MIB MiB of inputs and outputs and MIB * 2^26 FLOPs: larger than the small "
+                         "shapes, so shapes, values and the derived model work as at the own shapes (CPU)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     ap.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
     ap.add_argument("--threads", type=int, default=0, help="torch threads per worker (default: 1 when jobs > 1)")
@@ -310,8 +335,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     small = (args.device == "cpu") if args.small is None else args.small
+    if args.mid:
+        if args.mid < 0 or args.small:
+            ap.error(f"Cannot have --mid={args.mid}{' with --small' if args.small else ''}: allowed is --mid >= 1, "
+                     "without --small")
+        small = False
     if args.worker:
-        worker_main(args.device, small, args.threads)
+        worker_main(args.device, small, args.threads, args.mid)
         return 0
     sys.path.insert(0, str(ROOT / "src"))
     from kernelaudit.config import KERNELBENCH
@@ -365,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
 
     def run_jobs() -> None:
-        worker = Worker(args.device, small, threads)
+        worker = Worker(args.device, small, threads, args.mid)
         try:
             while True:
                 try:
@@ -388,7 +418,8 @@ def main(argv: list[str] | None = None) -> int:
         t.join()
     wall = time.perf_counter() - start
     meta = {"command": "python benchmarks/kernelbench_false_rejections.py " + " ".join(argv or sys.argv[1:]),
-            "device": args.device, "small": small, "jobs": args.jobs, "torch": torch.__version__,
+            "device": args.device, "small": small, "mid_mib": args.mid or None, "jobs": args.jobs,
+            "torch": torch.__version__,
             "machine": f"{os.cpu_count()} CPUs" + (f", {torch.cuda.get_device_name()}" if args.device == "cuda"
                                                    else ""),
             "wall_s": wall, "run_count": len(todo)}
