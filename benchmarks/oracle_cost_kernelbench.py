@@ -8,7 +8,9 @@ candidate is the problem's own ``Model`` (an honest candidate: any rejection is 
 false alarm, counted), and this times, on the same device and shapes:
 
 * ``kernelbench``: the official check, 5 trials at the fixed shape;
-* ``strongest``: ``bound,shapes,values,tamper``;
+* ``strongest``: ``bound,shapes,values,tamper`` (``strongest`` less ``static``, which
+  reads the candidate's source in about a millisecond and rightly flags this candidate,
+  the problem's own ``Model``);
 
 side by side, one untimed round first (compilation, cuDNN/cuBLAS autotuning), then
 ``--repeats`` rounds (median recorded), each from a fresh case and a freshly loaded
