@@ -447,7 +447,8 @@ def _time_iters_callback(ctx, param, value):  # noqa: ANN001
 @click.argument("candidate", type=click.Path(exists=True, dir_okay=False))
 @click.option("--oracle", default="kernelbench", show_default=True, callback=_oracle_callback,
               help="Oracle or comma-separated sequence: kernelbench, assert-close, ulp, bound, shapes, values, "
-                   "tamper, strongest (= bound,shapes,values,tamper).")
+                   "tamper, static, strongest (= bound,shapes,values,tamper,static; at a shape larger than the "
+                   "problem's small one, shapes and values take their extra cases at the small shape).")
 @click.option("--device", default="auto", show_default=True, type=click.Choice(DEVICE_CHOICES),
               help="Where to run: cuda when available (auto), or force cpu/cuda.")
 @click.option("--tol", type=float, default=None, callback=_tol_callback,
