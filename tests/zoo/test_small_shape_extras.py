@@ -161,10 +161,11 @@ EXPLOITS = sorted(p for p in (PACKAGE_DIR / "exploits").glob("*.py") if not p.na
 
 @pytest.mark.parametrize("path", EXPLOITS, ids=lambda p: p.stem)
 def test_strongest_at_twice_the_small_shape_catches_every_exploit(path):
-    before, _ = torch_snapshot(), integrity.flags()
+    before, switches = torch_snapshot(), integrity.flags()
     try:
         v = _judge_twice_small(path, load_candidate(path))
-    finally:
-        torch_tampering(before)
+    finally:  # exploits replace torch functions and switches (TF32): put everything back
         integrity.replaced()
+        torch_tampering(before)
+        integrity.flag_changes(switches)
     assert v.status in (Status.WRONG, Status.ERROR), v.message
