@@ -188,6 +188,18 @@ def test_the_policy_reads_the_absolute_pythonpath_directories_but_never_the_root
     assert not policy.may_read(str(tmp_path / "secret.txt"))
 
 
+def test_the_policy_reads_the_small_shape_cache_but_may_not_write_it(tmp_path, monkeypatch):
+    """A check in the box reads the checker's own small-shape cache instead of searching again."""
+    problem, cand = _files(tmp_path, "pass")
+    cache = tmp_path / "shapes"
+    monkeypatch.setenv("KERNELAUDIT_SMALL_SHAPES_CACHE", str(cache))
+    assert not sandbox.Sandbox.for_check(problem, cand, tmp_path / "scratch").may_read(str(cache / "a.json"))
+    cache.mkdir()
+    policy = sandbox.Sandbox.for_check(problem, cand, tmp_path / "scratch")
+    assert policy.may_read(str(cache / "a.json")) and not policy.may_write(str(cache / "a.json"))
+    assert not policy.may_read(str(tmp_path / "secret.txt"))
+
+
 def test_the_policy_reads_the_prefix_of_the_compiler_on_path(tmp_path, monkeypatch):
     """Triton builds its launcher with the C compiler it finds on PATH (/opt/gcc/bin/gcc on the H200
     machine): its prefix, libexec included, must be readable, and nothing beside it."""

@@ -77,7 +77,7 @@ class Sandbox:
         and the process may name its threads (``name_threads``: the driver's ``cuInit`` does).
         """
         reads = [str(Path(problem).resolve()), str(Path(candidate).resolve()), *python_roots(), *compiler_roots(),
-                 *SYSTEM_READ_ROOTS]
+                 *SYSTEM_READ_ROOTS, *_checker_cache_roots()]
         writes = list(DEVICE_WRITE_FILES)
         if device == "cuda":
             reads += cuda_read_roots()
@@ -160,6 +160,15 @@ def compiler_roots() -> list[str]:
 def cuda_device_files() -> list[str]:
     """The NVIDIA device files (``/dev/nvidia0``, ``nvidiactl``, ``nvidia-uvm``, ``nvidia-caps/``...)."""
     return [str(p) for p in sorted(Path("/dev").glob("nvidia*"))]
+
+
+def _checker_cache_roots() -> list[str]:
+    """The checker's own small-shape cache, read-only, where it exists: problems' small shapes
+    (derivable from the problem file anyway), so a check in the box need not search them again."""
+    from ..problems.small_shapes import cache_dir
+
+    d = cache_dir()
+    return [str(d.resolve())] if d is not None and d.is_dir() else []
 
 
 def cuda_read_roots(maps: str = "/proc/self/maps") -> list[str]:
