@@ -472,12 +472,7 @@ def multilinear(case: ProblemCase) -> Multilinear | None:
         if found is None:
             return None
         mag, slack_rms = found
-        ones = _replace(inputs64, {p: torch.ones_like(inputs64[p]) for p in positions})
-        total_mag = sum(_sum_squares(c) for c in _run(_model_at(case, torch.float64, absolute=True), ones))
-        del ones
-        zeros = _replace(inputs64, {p: torch.zeros_like(inputs64[p]) for p in positions})
-        offset = _run(model64, zeros)
-        del zeros
+        total_mag, offset = _mass_and_offset(case, model64, inputs64, positions)
         total_var = 0.0
         for _ in range(SIGN_SAMPLES):
             signs = {p: draw_like(inputs64[p], "sign") for p in positions}
@@ -591,12 +586,7 @@ def _multilinear_shown(case: ProblemCase, inputs64: list[Any], positions: list[i
             rows = min(batch, -(-ONE_SAMPLE_NUMEL * batch // max(1, numel)))
             sample = [x[:rows] if isinstance(x, torch.Tensor) else x for x in inputs64]
             numel = numel * rows // batch
-        ones = _replace(sample, {p: torch.ones_like(sample[p]) for p in positions})
-        total_mag = sum(_sum_squares(c) for c in _run(_model_at(case, torch.float64, absolute=True), ones))
-        del ones
-        zeros = _replace(sample, {p: torch.zeros_like(sample[p]) for p in positions})
-        offset = _run(model64, zeros)
-        del zeros
+        total_mag, offset = _mass_and_offset(case, model64, sample, positions)
         samples = min(SIGN_SAMPLES, -(-ONE_SAMPLE_NUMEL // max(1, numel)))
         gen = torch.Generator(device=inputs64[positions[0]].device).manual_seed(case.seed + 7)
         total_var = 0.0
@@ -616,6 +606,17 @@ def _multilinear_shown(case: ProblemCase, inputs64: list[Any], positions: list[i
         known.pop(next(iter(known)))
     known[key] = length
     return Multilinear([torch.nan_to_num(m, nan=0.0, posinf=0.0, out=m) for m in mag], length)
+
+
+def _mass_and_offset(case: ProblemCase, model64: Any, inputs64: list[Any],  # noqa: ANN401
+                     positions: list[int]) -> tuple[float, list[torch.Tensor]]:
+    """The numerator of the term count ``n``, ``sum |model|(1)^2``, and ``model(0)``, the offset
+    the Rademacher samples are centred on."""
+    ones = _replace(inputs64, {p: torch.ones_like(inputs64[p]) for p in positions})
+    total_mag = sum(_sum_squares(c) for c in _run(_model_at(case, torch.float64, absolute=True), ones))
+    del ones
+    zeros = _replace(inputs64, {p: torch.zeros_like(inputs64[p]) for p in positions})
+    return total_mag, _run(model64, zeros)
 
 
 def _signs_like(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
