@@ -3,8 +3,9 @@
 Planning enumerates the mutants of the chosen subjects and operators (``limit``: a
 seeded sample of that many, the same sample every time), drops those already recorded
 (resume), and cuts the rest into batches of one subject each. A batch runs in a worker
-process (:mod:`.worker`), so imports and the subject's setup are paid once per batch;
-``jobs`` batches run at a time. The worker bounds each mutant with ``timeout_s``; a
+process (:mod:`.worker`), so the subject's setup is paid once per batch, forked from a
+server each job keeps (:class:`Worker`), so the imports are paid once per job; ``jobs``
+batches run at a time, the largest first. The worker bounds each mutant with ``timeout_s``; a
 worker that dies (a segfault, ``os._exit``) or stops answering is killed, its current
 mutant recorded as a ``crash`` or ``timeout``, and a fresh worker takes the rest of the
 batch. The first batch of a subject also checks the clean candidate (every oracle must
