@@ -108,3 +108,16 @@ def test_columns_name_the_allowed_values():
     assert parse_columns("kernelbench@1e-4,bound") == ["kernelbench@1e-4", "bound"]
     with pytest.raises(InvalidArgument, match="--oracle.*allowed values"):
         parse_columns("nope")
+
+
+def test_default_jobs_is_one_more_than_the_cores_on_the_cpu(monkeypatch):
+    import os
+
+    from kernelaudit.zoo.mutate.campaign import CPU_JOBS_MAX, default_jobs
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert default_jobs("cpu") == 3
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(256)), raising=False)
+    assert default_jobs("cpu") == CPU_JOBS_MAX
+    assert default_jobs("cuda") == 1 and default_jobs("cuda:0") == 1
+    assert default_jobs("cpu", "ray") == 0

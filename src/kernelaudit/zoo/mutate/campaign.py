@@ -53,6 +53,23 @@ GRACE_S = 30.0
 SETUP_TIMEOUT_S = 900.0
 
 
+#: Most worker processes the CPU default starts (each holds torch and a subject: about 0.3 GB).
+CPU_JOBS_MAX = 32
+
+
+def default_jobs(device: str, executor: str = "local") -> int:
+    """Workers when ``--jobs`` is not given: on the CPU one more than the cores this process may
+    use (the corpus on 2 cores: 477 s with 3 jobs, 625 s with 2: a worker waiting on a fork, a
+    pipe or the store leaves its core to the third), capped at :data:`CPU_JOBS_MAX`; on CUDA 1;
+    on Ray 0 (one per GPU, or CPU, of the cluster)."""
+    if executor == "ray":
+        return 0
+    if str(device).startswith("cuda"):
+        return 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return min(cores + 1, CPU_JOBS_MAX)
+
+
 def parse_columns(spec: str | None) -> list[str]:
     """``--oracle`` columns: comma list of oracle names, ``strongest``, ``kernelbench@TOL``; None: the default.
 

@@ -80,7 +80,9 @@ def count_command(subjects, kernelbench, operators) -> None:
 @click.option("--operators", default="all", show_default=True, help="Operators or families, comma separated.")
 @click.option("--limit", type=int, default=None, help="Judge a seeded sample of this many mutants.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the --limit sample.")
-@click.option("--jobs", type=int, default=1, show_default=True, help="Worker processes at a time.")
+@click.option("--jobs", type=int, default=None,
+              help="Worker processes at a time (default: on the CPU one more than its cores, capped at 32; on CUDA 1; "
+                   "with --executor ray 0).")
 @click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds per mutant.")
 @click.option("--batch", type=int, default=250, show_default=True,
               help="Mutants per worker process (a subject's setup is paid once per batch).")
@@ -105,7 +107,7 @@ def run_command(subjects, out, oracles, operators, limit, seed, jobs, timeout, b
     subject could be judged.
     """
     from ...errors import resolve_device
-    from .campaign import parse_columns, run_campaign
+    from .campaign import default_jobs, parse_columns, run_campaign
     from .operators import get_operators
     from .report import load, print_summary
     from .subjects import select_subjects
@@ -114,6 +116,8 @@ def run_command(subjects, out, oracles, operators, limit, seed, jobs, timeout, b
     ops = get_operators(operators)
     subs = select_subjects(list(subjects), kernelbench=Path(kernelbench) if kernelbench else None)
     dev = resolve_device(device)
+    if jobs is None:
+        jobs = default_jobs(dev, executor)
     last = [0.0]
 
     def progress(rec, p) -> None:  # noqa: ANN001
