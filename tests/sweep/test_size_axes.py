@@ -167,3 +167,26 @@ def test_plain_op_names_are_selected_without_the_catalogue(monkeypatch):
 
     monkeypatch.setattr(opinfo, "catalogue", refuse)
     assert select(("bmm", "sum", "bmm", "sdpa.efficient"), device="cpu") == ("bmm", "sum", "sdpa.efficient")
+
+
+def test_a_resumed_run_records_a_bytes_case_with_the_verdict_of_its_elements_twin(tmp_path):
+    """A ``bytes`` case at the very batch of a judged ``elements`` case runs the same op on the same
+    tensors: resuming records that verdict (``twin_of``) instead of running it again."""
+    from kernelaudit.sweep.schedule import _tensor_key, run_sweep
+    from kernelaudit.sweep.store import RunStore
+
+    common = dict(ops=("clone",), dtypes=("float16",), layouts=("contig",), directions=("fwd",), scale=SCALE)
+    run_sweep(GridSpec(**common, axes=("elements",)), tmp_path / "r", device="cpu")
+    both = grid(GridSpec(**common, axes=("elements", "bytes")))
+    elements = {_tensor_key(c): c for c in both if c.axis == "elements"}
+    twins = [c for c in both if c.axis == "bytes" and _tensor_key(c) in elements]
+    assert twins  # float16 at 2^bits bytes is 2^(bits-1) elements: the elements axis' 2^31 cases
+    result = run_sweep(GridSpec(**common, axes=("elements", "bytes")), tmp_path / "r", device="cpu", resume=True)
+    latest = RunStore.open(tmp_path / "r").latest()
+    for c in twins:
+        rec = latest[c.key]
+        twin = latest[elements[_tensor_key(c)].key]
+        assert rec["twin_of"] == twin["case"]["id"] and rec["verdict"] == twin["verdict"]
+    ran = [r for k, r in latest.items() if r["case"]["axis"] == "bytes" and "twin_of" not in r]
+    assert len(ran) == sum(c.axis == "bytes" for c in both) - len(twins) > 0
+    assert sum(result.counts.values()) == len(both)

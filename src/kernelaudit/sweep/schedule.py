@@ -140,6 +140,8 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
     }
     store = RunStore.create(out, manifest, resume=resume)
     done = store.recorded_keys() if resume else set()
+    if resume:
+        done |= _record_twins(store, cases, done)
     tolerances: dict = dict(store.manifest().get("tolerances", {}))
     # 2^32 first: a run cut short by its time budget still maps the main boundary.
     todo = sorted((c for c in cases if c.key not in done), key=_schedule_rank)
@@ -181,6 +183,38 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
 
     write_rules(store)
     return SweepResult(store, counts, len(todo), len(cases) - len(todo))
+
+
+def _tensor_key(c: Case) -> tuple | None:
+    """What fixes a case's tensors: two cases with the same key run the same op on the same
+    tensors, whatever axis placed them (``None`` on axes that cut per-batch shapes small)."""
+    from .axes import AXES
+
+    if AXES[c.axis].tiny_shapes:
+        return None
+    return (c.op, c.dtype, c.layout, c.series, c.batch, c.direction, c.seed, c.scale)
+
+
+def _record_twins(store: RunStore, cases: list[Case], done: set[str]) -> set[str]:
+    """Record, for each case not yet run whose tensors a recorded case of another axis already
+    judged (a ``bytes`` case at the very batch of an ``elements`` case), that verdict with
+    ``twin_of`` naming the case it came from; the keys recorded. Running it again would judge
+    the same op on the same tensors."""
+    judged: dict[tuple, dict] = {}
+    for r in store.records():
+        c = Case.from_json(r["case"])
+        if (k := _tensor_key(c)) is not None and "twin_of" not in r:
+            judged[k] = r
+    out = set()
+    for c in cases:
+        if c.key in done or (k := _tensor_key(c)) is None or k not in judged:
+            continue
+        r = judged[k]
+        if Case.from_json(r["case"]).axis == c.axis:
+            continue
+        store.append(c, Verdict.from_json(r["verdict"]), 0.0, twin_of=r["case"]["id"])
+        out.add(c.key)
+    return out
 
 
 def _spread_devices(device: str, devices, executor: str) -> tuple[str, tuple[str, ...] | None]:
