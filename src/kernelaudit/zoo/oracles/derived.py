@@ -491,11 +491,7 @@ def multilinear(case: ProblemCase) -> Multilinear | None:
         if is_out_of_memory(exc):
             raise  # the checker's memory: never a silent change of the error model
         return None
-    length = int(max(1, round(total_mag / total_var)) if total_var > 0 else 1)
-    if len(known) >= CACHE_SIZE:
-        known.pop(next(iter(known)))
-    known[key] = length
-    return Multilinear([torch.nan_to_num(m, nan=0.0, posinf=0.0, out=m) for m in mag], length)
+    return _remember(known, key, mag, total_mag, total_var)
 
 
 #: Output elements from which one Rademacher sample estimates the term count ``n`` of a
@@ -601,6 +597,13 @@ def _multilinear_shown(case: ProblemCase, inputs64: list[Any], positions: list[i
         if is_out_of_memory(exc):
             raise
         return None
+    return _remember(known, key, mag, total_mag, total_var)
+
+
+def _remember(known: dict, key: tuple, mag: list[torch.Tensor], total_mag: float,
+              total_var: float) -> Multilinear:
+    """The term count ``n = total_mag / total_var`` (at least 1) kept for cases of ``key``'s
+    structure (the oldest dropped past :data:`CACHE_SIZE`), and the case's ``Multilinear``."""
     length = int(max(1, round(total_mag / total_var)) if total_var > 0 else 1)
     if len(known) >= CACHE_SIZE:
         known.pop(next(iter(known)))
