@@ -28,7 +28,7 @@ import torch
 from ...errors import InvalidArgument
 from ..problems.problem_case import (CheckerOutOfMemory, ProblemCase, ReferenceFailed, as_tensors,
                                      build_candidate_model, checker_out_of_memory, is_out_of_memory,
-                                     memory_held, release_case)
+                                     memory_held, release_case, release_models)
 from ..problems.loader import Candidate
 from ...verdict import Status, Verdict, worst
 
@@ -263,3 +263,15 @@ def free_device_memory(case: ProblemCase) -> None:
     release_case(case)
     if str(case.device).startswith("cuda") and torch.cuda.is_available():
         torch.cuda.empty_cache()
+
+
+def release_shape(vcase: ProblemCase, subject: Subject) -> None:
+    """Free the ``Model`` and ``ModelNew`` instances built for a case at another shape than
+    the judged one (a boundary shape, the small shape): they are never used again, and kept
+    they add up (a model per shape, 3 GB on a large problem)."""
+    release_models(vcase)
+    free_device_memory(vcase)
+    key = tuple(sorted(vcase.shapes.items()))
+    models = getattr(subject, "_models", {})
+    for k in [k for k in models if k[1] == key]:
+        del models[k]

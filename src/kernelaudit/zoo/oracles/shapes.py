@@ -19,10 +19,10 @@ below 2^16 costs what 2^16 costs).
 
 from __future__ import annotations
 
-from ..problems.problem_case import ProblemCase, release_models
+from ..problems.problem_case import ProblemCase
 from ..problems.small_shapes import shrinking_shapes
 from ...verdict import Status, Verdict
-from .base import Comparator, Driver, Subject, combine, free_device_memory
+from .base import Comparator, Driver, Subject, combine, release_shape
 
 #: Small primes for the all-prime case (non-multiples of 2, 4, 8, 16, 32, ...).
 SMALL_PRIMES = (7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43)
@@ -71,17 +71,6 @@ def shape_variants(base: dict[str, int]) -> list[tuple[str, dict[str, int]]]:
     return out
 
 
-def _release(vcase: ProblemCase, subject: Subject) -> None:
-    """Free the ``Model`` and ``ModelNew`` instances built for one boundary shape: they are
-    never used again, and kept they add up (a model per shape, 3 GB on a large problem)."""
-    release_models(vcase)
-    free_device_memory(vcase)
-    key = tuple(sorted(vcase.shapes.items()))
-    models = getattr(subject, "_models", {})
-    for k in [k for k in models if k[1] == key]:
-        del models[k]
-
-
 class ShapesOracle(Driver):
     """The fixed shape and every boundary shape, each judged by ``compare``."""
 
@@ -117,10 +106,10 @@ class ShapesOracle(Driver):
             except Exception as exc:  # noqa: BLE001 - the reference itself rejects the shape
                 skipped.append(f"{label} ({type(exc).__name__})")
                 if vcase is not None:
-                    _release(vcase, subject)
+                    release_shape(vcase, subject)
                 continue
             verdicts[f"shape {label}"] = self.compare.judge(vcase, subject)
-            _release(vcase, subject)
+            release_shape(vcase, subject)
         if not verdicts and self.fixed_judged_by is not None:
             v = Verdict(Status.OK, message=f"shapes: no other shape to try; the fixed shape was judged by "
                                            f"{self.fixed_judged_by}", details={})

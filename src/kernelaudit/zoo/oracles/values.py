@@ -35,7 +35,7 @@ import torch
 from ..problems.problem_case import ProblemCase
 from ..problems.small_shapes import shrinking_shapes
 from ...verdict import Verdict
-from .base import Comparator, Driver, Subject, combine, free_device_memory, judge_or_unjudged
+from .base import Comparator, Driver, Subject, combine, free_device_memory, judge_or_unjudged, release_shape
 
 #: Value kinds every problem gets.
 VALUE_KINDS = ("normal", "negative", "large", "small", "mixed")
@@ -145,9 +145,7 @@ class ValuesOracle(Driver):
             free_device_memory(vcase)
             del vcase
         if base is not case:
-            from .shapes import _release
-
-            _release(base, subject)
+            release_shape(base, subject)
         v = combine(self.name, verdicts, context="values: ")
         if skip:
             note = "; ".join(f"{k} skipped: {why}" for k, why in skip.items())
