@@ -10,6 +10,17 @@ that tells which size actually matters:
   ``mha_graph.execute(...).is_good()`` at batch 65536 (cuDNN). The probe keeps the
   batch at 65536 and shrinks the sequence, so the score count falls far below 2^32:
   if it still raises, the batch size is the limit, not the 2^32 scores.
+* ``sdpa_batch``: the sweep's ``attn_batch`` axis (batch x heads crossing 65536 with
+  8x2 heads) raised ``CUDA error: invalid argument`` in fp16/bf16, forward and
+  backward. The probe pins each backend (flash, efficient, cuDNN, math) and puts
+  65536 on the batch, on the heads, or splits it 256 x 256, to tell which backend
+  fails and whether batch, heads or their product is the limit.
+* ``cdist`` and ``adaptive_pool``: the quick sweep's OpInfo ops (``cdist`` raising
+  ``invalid argument`` or wrong past 2^31 output elements; ``adaptive_avg_pool1d``
+  wrong or an illegal memory access near 2^31 and 2^32 elements), each compared with
+  the same op run in batch chunks far below the limits (the ops are independent per
+  batch row). Run each in its own process: an illegal memory access poisons the
+  context.
 
     python benchmarks/repro_cuda_findings.py --out results.json
 """
@@ -53,15 +64,109 @@ def sdpa_bwd(batch: int, seq: int, dtype: torch.dtype, dim: int = 64) -> dict:
     return res
 
 
+def sdpa_batch(backend: str, batch: int, heads: int, dtype: torch.dtype, seq: int = 8, dim: int = 2) -> dict:
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    res = {"backend": backend, "batch": batch, "heads": heads, "seq": seq, "dim": dim,
+           "dtype": str(dtype).replace("torch.", "")}
+    q, k, v = (torch.randn(batch, heads, seq, dim, dtype=dtype, device="cuda", requires_grad=True) for _ in range(3))
+    for step in ("fwd", "bwd"):
+        try:
+            import contextlib
+            pin = contextlib.nullcontext() if backend == "default" else sdpa_kernel([getattr(SDPBackend, backend)])
+            with pin:
+                out = F.scaled_dot_product_attention(q, k, v)
+                if step == "bwd":
+                    out.backward(torch.ones_like(out))
+            torch.cuda.synchronize()
+            if step == "fwd":  # against the math backend in float32
+                want = F.scaled_dot_product_attention(q.float(), k.float(), v.float())
+                res["fwd_max_err"] = float((out.float() - want).abs().max())
+            res[step] = "ok"
+        except Exception as e:  # noqa: BLE001 - the probe records what each backend raises
+            res[step] = "raised: " + type(e).__name__ + ": " + str(e).strip().splitlines()[0][:140]
+            break
+    del q, k, v
+    torch.cuda.empty_cache()
+    return res
+
+
+def _chunked(fn, xs, chunk: int = 2**22):
+    """``fn`` applied to row chunks of ``xs`` (dim 0), concatenated (the reference)."""
+    n = xs[0].shape[0]
+    return torch.cat([fn(*(x[i:i + chunk] for x in xs)) for i in range(0, n, chunk)])
+
+
+def _compare(name: str, fn, xs, **meta) -> dict:
+    res = {"probe": name, "shapes": [list(x.shape) for x in xs], "dtype": str(xs[0].dtype).replace("torch.", ""),
+           **meta}
+    try:
+        got = fn(*xs)
+        torch.cuda.synchronize()
+    except Exception as e:  # noqa: BLE001 - the probe records what the op raises
+        res["result"] = "raised: " + type(e).__name__ + ": " + str(e).strip().splitlines()[0][:140]
+        return res
+    want = _chunked(fn, xs)
+    bad = (got.float() - want.float()).abs() > 1e-3 * (1 + want.float().abs())
+    nbad = int(bad.sum())
+    res.update(out_shape=list(got.shape), out_numel=got.numel(), wrong=nbad)
+    if nbad:
+        res["first_bad_flat_index"] = int(bad.flatten().nonzero()[0])
+    res["result"] = "wrong" if nbad else "ok"
+    return res
+
+
+def cdist(batch: int) -> dict:
+    torch.manual_seed(0)
+    x1 = torch.randn(batch, 5, 2, device="cuda")
+    x2 = torch.randn(batch, 6, 2, device="cuda")
+    return _compare("cdist", torch.cdist, [x1, x2], batch=batch, out_elements=batch * 30)
+
+
+def adaptive_pool(rows: int, out_size: int, dtype: torch.dtype, backward: bool) -> dict:
+    torch.manual_seed(0)
+    x = torch.randn(rows, 8, device="cuda", dtype=dtype)
+    if not backward:
+        return _compare("adaptive_avg_pool1d", lambda t: F.adaptive_avg_pool1d(t, out_size), [x], out_size=out_size)
+    g = torch.randn(rows, out_size, device="cuda", dtype=dtype)
+
+    def grad(t, gt):
+        t = t.detach().requires_grad_()
+        F.adaptive_avg_pool1d(t, out_size).backward(gt)
+        return t.grad
+    return _compare("adaptive_avg_pool1d backward", grad, [x, g], out_size=out_size)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default=None)
+    p.add_argument("--only", default="arange,sdpa_bwd,sdpa_batch",
+                   help="comma-separated probes: arange, sdpa_bwd, sdpa_batch, cdist:BATCH, "
+                        "pool:ROWS:OUT_SIZE:DTYPE:fwd|bwd")
     a = p.parse_args(argv)
+    only = set(a.only.split(","))
     res = {"torch": torch.__version__, "cuda": torch.version.cuda, "device": torch.cuda.get_device_name(),
            "cudnn": torch.backends.cudnn.version(), "date": time.strftime("%Y-%m-%d", time.gmtime())}
-    res["arange"] = [arange(2**32 + 5), arange(2**32 + 16384)]
-    res["sdpa_bwd"] = [sdpa_bwd(b, s, dt) for dt in (torch.float16, torch.bfloat16)
-                       for b, s in ((65535, 256), (65536, 256), (65536, 16), (65536, 1))]
+    if "arange" in only:
+        res["arange"] = [arange(2**32 + 5), arange(2**32 + 16384)]
+    if "sdpa_bwd" in only:
+        res["sdpa_bwd"] = [sdpa_bwd(b, s, dt) for dt in (torch.float16, torch.bfloat16)
+                           for b, s in ((65535, 256), (65536, 256), (65536, 16), (65536, 1))]
+    if "sdpa_batch" in only:
+        res["sdpa_batch"] = [sdpa_batch(be, b, h, dt) for dt in (torch.float16, torch.bfloat16)
+                             for be in ("default", "FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION", "MATH")
+                             for b, h in ((65535, 1), (65536, 1), (1, 65536), (256, 256), (65536, 4))]
+        from torch.nn.attention import SDPBackend  # which backend the default dispatch picks
+        res["sdpa_default_order"] = [str(b) for b in getattr(torch._C, "_get_sdp_priority_order", lambda: [])()] \
+            if hasattr(torch._C, "_get_sdp_priority_order") else None
+        del SDPBackend
+    for item in sorted(only):
+        kind, _, rest = item.partition(":")
+        if kind == "cdist":
+            res.setdefault("cdist", []).append(cdist(int(rest)))
+        elif kind == "pool":
+            rows, size, dt, step = rest.split(":")
+            res.setdefault("adaptive_pool", []).append(
+                adaptive_pool(int(rows), int(size), getattr(torch, dt), step == "bwd"))
     print(json.dumps(res, indent=1))
     if a.out:
         with open(a.out, "w") as f:

@@ -211,3 +211,71 @@ def test_splits_that_would_change_the_answer_are_refused_and_fix_rules_must_say_
     assert split_dims([_attention_rule(10)]) == (0, 1)
     with pytest.raises(InvalidArgument, match="action='fix' on op='softmax' without split_dim"):
         _rule(op="softmax", aten_=("_softmax",), action="fix")
+
+
+CPU_SDPA_FWD = "_scaled_dot_product_flash_attention_for_cpu"
+
+
+class _GridLimitOnBatch(TorchDispatchMode):
+    """A planted fault: the fused attention, forward and backward, raises ``invalid
+    argument`` when the batch (dim 0) reaches ``n`` (as flash attention does at 65536 on
+    the H200: batch on a grid dimension); records the batch of every call."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.n, self.seen = n, []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func in (getattr(aten, CPU_SDPA_FWD).default, getattr(aten, CPU_SDPA_BWD).default):
+            b = args[0].shape[0]
+            self.seen.append(b)
+            if b >= self.n:
+                raise RuntimeError("CUDA error: invalid argument")
+        return func(*args, **(kwargs or {}))
+
+
+def test_attention_past_a_batch_grid_limit_errors_and_a_dim_rule_splits_forward_and_backward():
+    honest = _attention_grads()
+    with _GridLimitOnBatch(3), pytest.raises(RuntimeError, match="invalid argument"):
+        _attention_grads()
+    rules = [_rule(name=f"grid-{d}", op="sdpa", aten_=(entry,), effect="error", action="fix", split_dim=0,
+                   when={"kind": "dim", "dim": 0, "at_least": 3})
+             for d, entry in (("fwd", CPU_SDPA_FWD), ("bwd", CPU_SDPA_BWD))]
+    engine = Engine(rules_policy(rules), "fix")
+    with _GridLimitOnBatch(3) as fault, GuardMode(engine, rules, Thresholds()):
+        got = _attention_grads()
+    assert fault.seen == [2, 2, 2, 2]  # batch 4 in two pieces of 2, forward then backward
+    for g, h in zip(got, honest):
+        assert torch.equal(g, h)  # attention is independent per batch: the pieces are bitwise the whole
+    assert engine.stats().fixed == 2
+
+
+def test_a_split_keeps_per_call_metadata_outputs_whole():
+    """Fused attention returns sequence maxima (ints) and random-number state (0-d) beside
+    its batch-sliced outputs: a split returns those once, and refuses when pieces disagree."""
+    from kernelaudit.guard.separable import _alloc, _Whole
+
+    seed = _alloc(torch.tensor(7), 0, 2, 4)
+    assert isinstance(seed, _Whole)
+    seed.check(torch.tensor(9))  # same kind and shape: the first piece's is kept
+    assert isinstance(_alloc(128, 0, 2, 4), _Whole) and isinstance(_alloc(torch.empty(0), 0, 2, 4), _Whole)
+    with pytest.raises(CannotSplit, match="differs between pieces"):
+        _alloc(128, 0, 2, 4).check(64)
+    assert _alloc(torch.ones(2, 3), 0, 2, 4).shape == (4, 3)
+    with pytest.raises(CannotSplit, match="not a slice along dim 0"):
+        _alloc(torch.ones(3, 3), 0, 2, 4)
+
+
+def test_dim_and_bytes_predicates_read_shapes_and_storage_extents():
+    from kernelaudit.guard.rules import screen_reason
+
+    dim = _rule(op="sdpa", aten_=(CPU_SDPA_FWD,), when={"kind": "dim", "dim": 1, "at_least": 5}, split_dim=1)
+    assert screen_reason(dim, [torch.empty(2, 4, 3)], [24]) is None
+    assert "5 >= 5 along dim 1" in screen_reason(dim, [torch.empty(2, 4, 3), torch.empty(1, 5)], [24])
+    byt = _rule(op="clone", aten_=("clone",), when={"kind": "bytes", "at_least": 64}, split_dim=0)
+    base = torch.empty(40, dtype=torch.int8)
+    assert screen_reason(byt, [base[:30]], [30]) is None
+    assert "storage reaches 64 >= 64 bytes" in screen_reason(byt, [torch.empty(16)], [16])  # 16 float32
+    assert "reaches 64" in screen_reason(byt, [torch.empty(80, dtype=torch.int8)[34:64]], [30])  # offset counts
+    with pytest.raises(InvalidArgument, match="when.dim=-1"):
+        _rule(when={"kind": "dim", "dim": -1, "at_least": 5}, split_dim=0)

@@ -24,7 +24,12 @@ Predicates (``when``), all over metadata only (shapes, strides, offsets; no data
   ``contig-operand``) has at least ``N`` elements (with ``extent``: storage offset +
   elements, the highest flat index the kernel addresses + 1);
 * ``{"kind": "attention-scores", "at_least": N, "query_arg": i, "key_arg": j}``:
-  ``prod(query.shape[:-1]) * key.shape[-2] >= N`` (tensor arguments ``i``, ``j``).
+  ``prod(query.shape[:-1]) * key.shape[-2] >= N`` (tensor arguments ``i``, ``j``);
+* ``{"kind": "dim", "dim": d, "at_least": N}``: some tensor of the call (its tensor
+  arguments; a matmul-family op's operands) has at least ``N`` along dim ``d`` (a grid
+  dimension's limit: flash attention at batch or heads 65536);
+* ``{"kind": "bytes", "at_least": N}``: some tensor's storage reaches byte ``N - 1``
+  (storage offset plus extent, times the element size: 32-bit byte offsets).
 
 ``N`` is an integer or a named threshold (``"2^31"``, ``"2^32"``, ``"2*2^32"``, with an
 optional ``"+1"``), resolved at the thresholds the policy is built at (real: 2^32).
@@ -51,7 +56,7 @@ EFFECTS = ("wrong", "error", "crash")
 RULE_ACTIONS = ("fix", "raise")
 LAYOUTS = ("contig", "aT", "bT", "abT", "slice", "expand")
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int32", "int64")
-PREDICATES = ("mps-matmul", "mps-attention", "numel", "attention-scores")
+PREDICATES = ("mps-matmul", "mps-attention", "numel", "attention-scores", "dim", "bytes")
 TENSOR_KINDS = ("any", "output", "operand", "view-operand", "contig-operand")
 VERSION_KEYS = ("torch", "cuda", "driver")
 #: The guard's engine fixes these ops itself (split into safe pieces); any other op a
@@ -191,8 +196,10 @@ def _check_predicate(when: dict, where: str) -> None:
         check_choice(f"{where} when.rule", when.get("rule"), ("A", "B", "C"))
     if kind == "numel":
         check_choice(f"{where} when.tensor", when.get("tensor", "any"), TENSOR_KINDS)
-    if kind in ("numel", "attention-scores"):
+    if kind in ("numel", "attention-scores", "dim", "bytes"):
         resolve_threshold(when.get("at_least"), REAL, f"{where} when.at_least")
+    if kind == "dim" and not (isinstance(when.get("dim"), int) and when["dim"] >= 0):
+        raise InvalidArgument(f"Cannot have {where} when.dim={when.get('dim')!r}: an integer >= 0 is required")
 
 
 # -- the running process ------------------------------------------------------------------
@@ -409,6 +416,33 @@ def _scores_check(when: dict, th: Thresholds):
     return check, n
 
 
+def _dim_check(when: dict, th: Thresholds):
+    n, d = resolve_threshold(when["at_least"], th), when["dim"]
+
+    def check(call):
+        big = max((m.shape[d] for m in call.operands if len(m.shape) > d), default=0)
+        return f"a tensor has {big} >= {n} along dim {d}" if big >= n else None
+    return check, n  # a tensor that long along one dim has at least n elements
+
+
+def _bytes_check(when: dict, th: Thresholds):
+    n = resolve_threshold(when["at_least"], th)
+
+    def check(call):
+        size = call.dtype.itemsize
+        big = max((_extent(m.shape, m.strides, m.offset) * size for m in call.operands), default=0)
+        return f"a tensor's storage reaches {big} >= {n} bytes" if big >= n else None
+    return check, 0  # a view's storage may reach far past its element count
+
+
+def _extent(shape, strides, offset: int) -> int:
+    """Storage offset plus the highest element index a view addresses, plus one (0 when
+    it is empty)."""
+    if any(x == 0 for x in shape):
+        return 0
+    return offset + 1 + sum((x - 1) * abs(st) for x, st in zip(shape, strides))
+
+
 def policy_rule(fault: KnownFault, th: Thresholds = REAL):
     """The :class:`~kernelaudit.guard.policy.Rule` enforcing ``fault`` (an engine op)."""
     from .policy import MATMUL_OPS, SDPA_MPS, Rule, _attention_rule, _mps_rule
@@ -423,6 +457,10 @@ def policy_rule(fault: KnownFault, th: Thresholds = REAL):
         check, floor = _attention_rule(th), th.t32 + 1
     elif kind == "numel":
         check, floor = _numel_check(when, th)
+    elif kind == "dim":
+        check, floor = _dim_check(when, th)
+    elif kind == "bytes":
+        check, floor = _bytes_check(when, th)
     else:
         check, floor = _scores_check(when, th)
     dtypes = frozenset(fault.dtypes)
@@ -482,6 +520,13 @@ def screen_reason(fault: KnownFault, tensors: Sequence, out_numels: Sequence[int
         q, k = tensors[qi], tensors[ki]
         scores = math.prod(q.shape[:-1]) * k.shape[-2]
         return f"attention scores have {scores} >= {n} elements" if scores >= n else None
+    if when["kind"] == "dim":
+        d = when["dim"]
+        big = max((t.shape[d] for t in tensors if t.dim() > d), default=0)
+        return f"a tensor argument has {big} >= {n} along dim {d}" if big >= n else None
+    if when["kind"] == "bytes":
+        big = max((_extent(t.shape, t.stride(), t.storage_offset()) * t.element_size() for t in tensors), default=0)
+        return f"a tensor argument's storage reaches {big} >= {n} bytes" if big >= n else None
     kind = when.get("tensor", "any")
     sizes = list(out_numels) if kind == "output" else [t.numel() for t in tensors] + (
         list(out_numels) if kind == "any" else [])

@@ -283,18 +283,41 @@ def _split(func, name: str, args, kwargs, run: Runner, safe, dims, out_numels):
         if full is None:
             full = [_alloc(r, d, n, n_all) for r in items]
         for f, r in zip(full, items):
-            if f is not None:
+            if isinstance(f, _Whole):
+                f.check(r)
+            elif f is not None:
                 f.narrow(d, i0, n).copy_(r)
     if out_ids:
         outs = [kwargs[k_] for k_ in outs_kw]
         return outs[0] if len(outs) == 1 else tuple(outs)
+    full = [f.value if isinstance(f, _Whole) else f for f in full]
     return full[0] if not isinstance(res, (tuple, list)) else type(res)(full)
 
 
+class _Whole:
+    """An output that is not sliced along the split dim but the same for every piece:
+    a fused attention's sequence maxima (ints), its random-number state (0-d tensors;
+    dropout is refused) or an empty debug mask. The first piece's is returned; every
+    other piece's must agree in kind and shape."""
+
+    def __init__(self, value) -> None:
+        self.value = value
+
+    def check(self, r) -> None:
+        a, b = self.value, r
+        if isinstance(a, torch.Tensor) != isinstance(b, torch.Tensor) or (
+                isinstance(a, torch.Tensor) and a.shape != b.shape) or (
+                not isinstance(a, torch.Tensor) and a != b):
+            raise CannotSplit(f"an output not sliced along the split dim differs between pieces ({a!r}, {b!r})")
+
+
 def _alloc(r, d: int, n: int, n_all: int):
-    """The whole-call output a piece's output ``r`` is a slice of (None stays None)."""
+    """The whole-call output a piece's output ``r`` is a slice of (None stays None;
+    per-call metadata, :class:`_Whole`, is kept whole)."""
     if r is None:
         return None
+    if isinstance(r, (int, float)) or (isinstance(r, torch.Tensor) and (r.dim() == 0 or r.numel() == 0)):
+        return _Whole(r)
     if not isinstance(r, torch.Tensor) or r.dim() <= d or r.shape[d] != n:
         what = f"shape {tuple(r.shape)}" if isinstance(r, torch.Tensor) else type(r).__name__
         raise CannotSplit(f"an output ({what}) is not a slice along dim {d} of the whole call's")
