@@ -21,7 +21,8 @@ from kernelaudit.sweep.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[2]
 SCALE = 12
-RECORD = ROOT / "benchmarks/results/2026-12-03-h200-full-sweep-after-int64-fix/sweep_store"
+#: The sweep of record (its run store compressed: verdicts.jsonl.gz, manifest.json.gz).
+RECORD = ROOT / "benchmarks/results/2026-12-04-h200-full-grid-all-axes"
 
 
 @pytest.fixture(scope="module")
@@ -139,12 +140,41 @@ def test_kernelaudit_run_with_the_sweep_rules_gives_correct_answers(swept, tmp_p
 
 
 @pytest.mark.skipif(not RECORD.is_dir(), reason="the H200 sweep of record is not in this checkout")
-def test_the_shipped_sweep_rules_are_what_the_sweep_of_record_gives():
+def test_the_shipped_sweep_rules_are_what_the_sweep_of_record_gives(tmp_path):
+    import gzip
+    import shutil
+
     from kernelaudit.sweep.rules_out import rules_from_store
 
+    store = tmp_path / "h200"  # the store's name, as the sweep ran it (runs/h200)
+    store.mkdir()
+    for name in ("verdicts.jsonl", "manifest.json"):
+        with gzip.open(RECORD / f"{name}.gz", "rb") as f, open(store / name, "wb") as g:
+            shutil.copyfileobj(f, g)
     shipped = [r for r in load_rules(ROOT / "src/kernelaudit/guard/known_faults/sweeps_of_record.json")]
-    rules, notes = rules_from_store(RunStore.open(RECORD))
+    rules, notes = rules_from_store(RunStore.open(store))
     assert rules == shipped and notes == []
-    # both findings are fixed now: arange in pieces of offset starts, SDPA backward split by batch
+    # every finding is fixed: arange in pieces of offset starts, SDPA split by batch
     assert {(r.op, r.effect, r.action, r.split_dim) for r in rules} == {("arange", "wrong", "fix", 0),
                                                                          ("sdpa", "error", "fix", 0)}
+    # the flash-attention grid limit is a batch predicate, not an element count
+    assert {r.when["at_least"] for r in rules if r.name.endswith("-attn_batch")} == {65536}
+
+
+def test_a_finding_on_the_attention_batch_axis_becomes_a_batch_dim_rule(tmp_path):
+    """Past a grid limit the predicate is the batch (dim 0), not the element count: the
+    rule flags batch >= the first failing batch and splits along it."""
+    spec = GridSpec(ops=("sdpa",), dtypes=("float32",), layouts=("contig",), directions=("fwd",),
+                    axes=("attn_batch",), positions=("below", "at", "above"), scale=SCALE)
+    run_sweep(spec, tmp_path, device="cpu", fault_model="grid16")
+    store = RunStore.open(tmp_path)
+    rules = load_rules(tmp_path / "rules.json")
+    assert [r.name for r in rules] == ["sweep-cpu-sdpa-float32-contig-fwd-scores-attn_batch"]
+    rule = rules[0]
+    rows = [x for _, x in _latest(store)]
+    first_bad = min(x["case"]["measure"] for x in rows if x["verdict"]["status"] == "wrong")
+    ok_below = max(x["case"]["measure"] for x in rows if x["verdict"]["status"] == "ok" and
+                   x["case"]["measure"] < first_bad)
+    assert rule.when == {"kind": "dim", "dim": 0, "at_least": ok_below + 1}
+    assert (rule.action, rule.split_dim) == ("fix", 0) and "attn_batch axis" in rule.explain
+    assert "_scaled_dot_product_flash_attention" in rule.aten

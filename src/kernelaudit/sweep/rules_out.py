@@ -8,9 +8,12 @@
   ops that decompose into the matmul family; other ops are screened at their aten
   entry points, :data:`ATEN_ENTRY`);
 * dtype, layout (forward only: a backward's failing calls have other layouts), device
-  type, and the size predicate: the crossing tensor (the case's ``crossing_numel``)
-  at least one more than the largest correct size below the smallest wrong one (or the
-  smallest wrong size when no smaller size was correct);
+  type, and the size predicate of the case's size axis (:mod:`.axes`): on
+  ``elements``, the crossing tensor (the case's ``crossing_numel``), on ``dim`` and
+  ``attn_batch`` dim 0 of a tensor argument (batch; the attention cases keep heads at
+  1), on ``bytes`` a storage's bytes (the case's ``measure``), at least one more than
+  the largest correct size below the smallest wrong one (or the smallest wrong size
+  when no smaller size was correct);
 * a version gate on what the sweep ran on: torch and CUDA to the minor release, the
   driver to its major (the exact versions are in ``provenance.ran_on``);
 * action ``fix`` with ``split_dim`` 0 when the op is batch-separable (an operand has one
@@ -41,7 +44,8 @@ ATEN_ENTRY = {
     ("arange", "*"): ("arange.start_out",),
     ("sdpa", "fwd"): ("_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention",
                       "_scaled_dot_product_efficient_attention"),
-    ("sdpa", "bwd"): ("_scaled_dot_product_cudnn_attention_backward",),
+    ("sdpa", "bwd"): ("_scaled_dot_product_cudnn_attention_backward", "_scaled_dot_product_flash_attention_backward",
+                      "_scaled_dot_product_efficient_attention_backward"),
 }
 #: Tensor arguments holding query and key at a screened attention entry point (the
 #: backward takes grad_out first).
@@ -61,6 +65,24 @@ def _gate(env: dict) -> dict:
     if env.get("driver"):
         gate["driver"] = "==" + str(env["driver"]).split(".")[0] + ".*"
     return {k: v for k, v in gate.items() if v}
+
+
+#: Size axis -> its predicate (``at_least`` added from the verdicts). The sweep's
+#: ``dim`` cases grow dim 0 of the crossing operand; its ``attn_batch`` cases grow the
+#: batch with one head, so what they show is a batch limit (dim 0).
+AXIS_PREDICATE = {"dim": {"kind": "dim", "dim": 0}, "attn_batch": {"kind": "dim", "dim": 0},
+                  "bytes": {"kind": "bytes"}}
+
+
+def _measure(case: dict, axis: str) -> int | None:
+    """The size a case's predicate is over: its crossing tensor's elements on the
+    ``elements`` axis, else the axis' measure (dim size, batch x heads, bytes)."""
+    return case.get("crossing_numel") if axis == "elements" else case.get("measure")
+
+
+def _unit(bad) -> str:
+    """The unit of a group's axis measure (``batch x heads``, ``bytes``, ...)."""
+    return bad[0][1]["case"].get("unit") or "units"
 
 
 def _separable(case: Case) -> bool:
@@ -83,10 +105,10 @@ def rules_from_store(store: RunStore) -> tuple[list, list[str]]:
     for r in store.latest().values():
         case = Case.from_json(r["case"])
         status = r["verdict"]["status"]
-        crossing = r["case"].get("crossing_numel")
+        crossing = _measure(r["case"], case.axis)
         if crossing is None:
             continue
-        key = (case.op, case.dtype, case.layout, case.direction, case.series)
+        key = (case.op, case.dtype, case.layout, case.direction, case.series, case.axis)
         sizes.setdefault(key, []).append((int(crossing), status))
         if status in (Status.WRONG.value, Status.ERROR.value):
             groups.setdefault(key, []).append((case, r))
@@ -94,10 +116,10 @@ def rules_from_store(store: RunStore) -> tuple[list, list[str]]:
     ran_on = {k: m.get(k) for k in ("torch", "cuda", "driver")}
     gate = _gate(m)
     for key in sorted(groups):
-        op, dtype, layout, direction, series = key
+        op, dtype, layout, direction, series, axis = key
         bad = groups[key]
         case0 = bad[0][0]
-        smallest = min(int(r["case"]["crossing_numel"]) for _, r in bad)
+        smallest = min(int(_measure(r["case"], axis)) for _, r in bad)
         below_ok = [n for n, s in sizes[key] if s == Status.OK.value and n < smallest]
         at_least = max(below_ok) + 1 if below_ok else smallest
         effects = {r["verdict"]["status"] for _, r in bad}
@@ -112,7 +134,9 @@ def rules_from_store(store: RunStore) -> tuple[list, list[str]]:
                              "point known for this op: no rule written")
                 continue
             guard_op = op
-        if case0.spec.family == "attention" and guard_op not in ENGINE_OPS:
+        if axis in AXIS_PREDICATE:
+            when = {**AXIS_PREDICATE[axis], "at_least": at_least}
+        elif case0.spec.family == "attention" and guard_op not in ENGINE_OPS:
             qi, ki = SCORES_ARGS[direction]
             when = {"kind": "attention-scores", "at_least": at_least, "query_arg": qi, "key_arg": ki}
         else:
@@ -124,12 +148,14 @@ def rules_from_store(store: RunStore) -> tuple[list, list[str]]:
         first = bad[0][1]["verdict"]
         th = Thresholds(case0.scale)
         rules.append(KnownFault(
-            name=f"sweep-{device}-{op}-{dtype}-{layout}-{direction}-{series}",
+            name=f"sweep-{device}-{op}-{dtype}-{layout}-{direction}-{series}" + ("" if axis == "elements" else f"-{axis}"),
             op=guard_op, device=device, effect=effect, when=when, dtypes=(dtype,),
             layouts=(layout,) if direction == "fwd" and guard_op in ENGINE_OPS else (),
             versions=gate, action="raise" if split_dim is None else "fix", split_dim=split_dim, aten=aten,
-            explain=(f"{op} {dtype} {layout} {direction}: {len(bad)} {effect} case(s) from {at_least} crossing "
-                     f"elements (2^32 = {th.t32} here); e.g. {(first.get('message') or '')[:160]}"),
+            explain=(f"{op} {dtype} {layout} {direction}: {len(bad)} {effect} case(s) from {at_least} "
+                     + (f"crossing elements (2^32 = {th.t32} here)" if axis == "elements" else
+                        f"{_unit(bad)} ({axis} axis)")
+                     + f"; e.g. {(first.get('message') or '')[:160]}"),
             provenance={"source": f"kernelaudit sweep, run store {store.path.name}", "date": m.get("started"),
                         "git": m.get("git"), "device": (m.get("device") or {}).get("name"), "ran_on": ran_on,
                         "fault_model": fault_model, "cases": sorted(c.id for c, _ in bad)[:12]},
