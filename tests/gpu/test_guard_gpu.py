@@ -146,3 +146,32 @@ def test_cuda_overrides_pass_small_calls_untouched_and_fix_unsafe_ones(native):
     torch.testing.assert_close(got, ref)
     assert torch.equal(got_small, small)
     assert e.stats().fixed == 1 and e.stats().passed == 1
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_flash_attention_past_batch_65535_raises_and_the_shipped_rules_fix_it(dtype):
+    """The H200 sweep's ``attn_batch`` finding (flash attention, forward and backward,
+    raises ``CUDA error: invalid argument`` at batch 65536): under the guard with the
+    shipped database the same calls run in batch pieces and match the math backend."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(65536, 1, 8, 2, device="cuda", dtype=dtype, requires_grad=True) for _ in range(3))
+    with pytest.raises(Exception, match="invalid argument"):
+        F.scaled_dot_product_attention(q, k, v)
+        torch.cuda.synchronize()
+    g = torch.randn(65536, 1, 8, 2, device="cuda", dtype=dtype)
+    engine = guard.install("fix")
+    out = F.scaled_dot_product_attention(q, k, v)
+    out.backward(g)
+    torch.cuda.synchronize()
+    got = (out.detach(), q.grad, k.grad, v.grad)
+    guard.uninstall()
+    assert engine.stats().fixed >= 2, engine.stats().summary()  # the forward and the backward
+    q2, k2, v2 = (t.detach().float().requires_grad_() for t in (q, k, v))
+    with sdpa_kernel([SDPBackend.MATH]):
+        want = F.scaled_dot_product_attention(q2, k2, v2)
+    want.backward(g.float())
+    for a, b in zip(got, (want, q2.grad, k2.grad, v2.grad)):
+        torch.testing.assert_close(a.float(), b.detach(), rtol=2e-2, atol=2e-2)
