@@ -107,7 +107,7 @@ PY
       --kernelbench "${KB_ROOT:-.kb/KernelBench}" --out runs/mutate-h200 --resume > "$O/mutate.log" 2>&1
     echo "mutate rc=$?"; tail -8 "$O/mutate.log"; cp -r runs/mutate-h200 "$O/" ;;
   quicksweep) log quick_sweep; rm -rf runs/quick-h200  # issue 16: every family within 3 minutes
-    /usr/bin/time -f "quick sweep wall %e s" timeout 300 python3 -m kernelaudit sweep --device cuda --quick --ops family:each,bmm,mm,sdpa \
+    /usr/bin/time -f "quick sweep wall %e s" timeout 300 python3 -m kernelaudit sweep --device cuda --quick --ops "${QUICK_SWEEP_OPS:-family:each}" \
       --out runs/quick-h200 --case-timeout 60 > "$O/quick_sweep.log" 2>&1; tail -8 "$O/quick_sweep.log"
     cp -r runs/quick-h200 "$O/" ;;
   *) echo "unknown step $s" ;;
