@@ -255,15 +255,18 @@ def test_a_split_keeps_per_call_metadata_outputs_whole():
     its batch-sliced outputs: a split returns those once, and refuses when pieces disagree."""
     from kernelaudit.guard.separable import _alloc, _Whole
 
-    seed = _alloc(torch.tensor(7), 0, 2, 4)
+    seed = _alloc(torch.tensor([7, 1]), 0, 2, 4, "rng_state")  # flash attention's (seed, offset)
     assert isinstance(seed, _Whole)
-    seed.check(torch.tensor(9))  # same kind and shape: the first piece's is kept
-    assert isinstance(_alloc(128, 0, 2, 4), _Whole) and isinstance(_alloc(torch.empty(0), 0, 2, 4), _Whole)
+    seed.check(torch.tensor([9, 3]))  # same kind and shape: the first piece's is kept
+    with pytest.raises(CannotSplit, match="differs between pieces"):
+        seed.check(torch.tensor([9, 3, 4]))
+    assert isinstance(_alloc(128, 0, 2, 4, "max_q"), _Whole)
+    assert isinstance(_alloc(torch.empty(0), 0, 2, 4, "debug_attn_mask"), _Whole)
     with pytest.raises(CannotSplit, match="differs between pieces"):
         _alloc(128, 0, 2, 4).check(64)
-    assert _alloc(torch.ones(2, 3), 0, 2, 4).shape == (4, 3)
+    assert _alloc(torch.ones(2, 3), 0, 2, 4, "output").shape == (4, 3)
     with pytest.raises(CannotSplit, match="not a slice along dim 0"):
-        _alloc(torch.ones(3, 3), 0, 2, 4)
+        _alloc(torch.ones(3, 3), 0, 2, 4, "output")
 
 
 def test_dim_and_bytes_predicates_read_shapes_and_storage_extents():

@@ -46,6 +46,11 @@ FLOAT_CHUNK = 2**26
 #: seed and an offset, or a 2-element state) and its variable-length offsets (undefined
 #: or empty for dense attention; dropout and variable-length calls are refused).
 WHOLE = ("philox_seed", "philox_offset", "rng_state", "cum_seq_q", "cum_seq_k")
+#: Outputs returned once, not sliced: a fused attention's per-call metadata (its
+#: variable-length offsets, sequence maxima, random-number state and debug mask), the
+#: same for every piece (dropout is refused).
+WHOLE_OUTPUTS = ("cum_seq_q", "cum_seq_k", "max_q", "max_k", "rng_state", "unused", "philox_seed",
+                 "philox_offset", "debug_attn_mask")
 #: Attention entry points: after the rule's split dim (batch), the heads dim.
 ATTENTION_HEADS_DIM = 1
 
@@ -281,7 +286,8 @@ def _split(func, name: str, args, kwargs, run: Runner, safe, dims, out_numels):
             continue  # the pieces wrote into their slices of the caller's out
         items = list(res) if isinstance(res, (tuple, list)) else [res]
         if full is None:
-            full = [_alloc(r, d, n, n_all) for r in items]
+            rets = [a.name for a in func._schema.returns]
+            full = [_alloc(r, d, n, n_all, rets[i] if i < len(rets) else "") for i, r in enumerate(items)]
         for f, r in zip(full, items):
             if isinstance(f, _Whole):
                 f.check(r)
@@ -295,10 +301,9 @@ def _split(func, name: str, args, kwargs, run: Runner, safe, dims, out_numels):
 
 
 class _Whole:
-    """An output that is not sliced along the split dim but the same for every piece:
-    a fused attention's sequence maxima (ints), its random-number state (0-d tensors;
-    dropout is refused) or an empty debug mask. The first piece's is returned; every
-    other piece's must agree in kind and shape."""
+    """An output that is not sliced along the split dim but the same for every piece
+    (:data:`WHOLE_OUTPUTS`). The first piece's is returned; every other piece's must
+    agree in kind and shape (ints: in value)."""
 
     def __init__(self, value) -> None:
         self.value = value
@@ -311,12 +316,12 @@ class _Whole:
             raise CannotSplit(f"an output not sliced along the split dim differs between pieces ({a!r}, {b!r})")
 
 
-def _alloc(r, d: int, n: int, n_all: int):
-    """The whole-call output a piece's output ``r`` is a slice of (None stays None;
-    per-call metadata, :class:`_Whole`, is kept whole)."""
+def _alloc(r, d: int, n: int, n_all: int, name: str = ""):
+    """The whole-call output a piece's output ``r`` (returned as ``name``) is a slice of
+    (None stays None; per-call metadata, :data:`WHOLE_OUTPUTS`, is kept whole)."""
     if r is None:
         return None
-    if isinstance(r, (int, float)) or (isinstance(r, torch.Tensor) and (r.dim() == 0 or r.numel() == 0)):
+    if name in WHOLE_OUTPUTS or isinstance(r, (int, float)):
         return _Whole(r)
     if not isinstance(r, torch.Tensor) or r.dim() <= d or r.shape[d] != n:
         what = f"shape {tuple(r.shape)}" if isinstance(r, torch.Tensor) else type(r).__name__
