@@ -282,3 +282,31 @@ def test_dim_and_bytes_predicates_read_shapes_and_storage_extents():
     assert "reaches 64" in screen_reason(byt, [torch.empty(80, dtype=torch.int8)[34:64]], [30])  # offset counts
     with pytest.raises(InvalidArgument, match="when.dim=-1"):
         _rule(when={"kind": "dim", "dim": -1, "at_least": 5}, split_dim=0)
+
+
+@pytest.mark.parametrize("entries,call", [
+    (("_cdist_forward", "_cdist_backward"),
+     lambda x: torch.cdist(x[:, :5], x[:, 5:])),
+    (("_adaptive_avg_pool2d", "_adaptive_avg_pool2d_backward"),
+     lambda x: F.adaptive_avg_pool1d(x.flatten(1), 5)),
+])
+def test_opinfo_findings_entry_points_split_along_batch_bitwise(entries, call):
+    """The H200 quick sweep's cdist and adaptive_avg_pool1d rules screen these aten entry
+    points; on the CPU kernels (a rule at a small size) the split is bitwise the whole."""
+    torch.manual_seed(0)
+    x = torch.randn(64, 11, 2, requires_grad=True)
+    g = None
+
+    def run():
+        x.grad = None
+        y = call(x)
+        y.backward(g if g is not None else torch.ones_like(y))
+        return y.detach(), x.grad.clone()
+    honest = run()
+    rules = [_rule(name=e, op=entries[0], aten_=(e,), effect="wrong", action="fix", split_dim=0,
+                   when={"kind": "numel", "tensor": "any", "at_least": 200}) for e in entries]
+    engine = Engine(rules_policy(rules), "fix")
+    with GuardMode(engine, rules, Thresholds()):
+        got = run()
+    assert all(torch.equal(a, b) for a, b in zip(got, honest))
+    assert engine.stats().fixed >= 2  # the forward and at least one backward

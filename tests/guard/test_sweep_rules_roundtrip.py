@@ -178,3 +178,27 @@ def test_a_finding_on_the_attention_batch_axis_becomes_a_batch_dim_rule(tmp_path
     assert rule.when == {"kind": "dim", "dim": 0, "at_least": ok_below + 1}
     assert (rule.action, rule.split_dim) == ("fix", 0) and "attn_batch axis" in rule.explain
     assert "_scaled_dot_product_flash_attention" in rule.aten
+
+
+QUICK = ROOT / "benchmarks/results/2026-12-04-h200-quick-sweep-opinfo-families"
+
+
+@pytest.mark.skipif(not QUICK.is_dir(), reason="the H200 quick sweep is not in this checkout")
+def test_the_shipped_opinfo_rules_are_what_the_quick_sweep_gives_for_ops_the_full_grid_lacks(tmp_path):
+    import gzip
+    import shutil
+
+    from kernelaudit.sweep.rules_out import rules_from_store
+
+    store = tmp_path / "quick-h200"
+    store.mkdir()
+    for name in ("verdicts.jsonl", "manifest.json"):
+        with gzip.open(QUICK / f"{name}.gz", "rb") as f, open(store / name, "wb") as g:
+            shutil.copyfileobj(f, g)
+    full_ops = {r.op for r in load_rules(ROOT / "src/kernelaudit/guard/known_faults/sweeps_of_record.json")}
+    shipped = load_rules(ROOT / "src/kernelaudit/guard/known_faults/quick_sweep_opinfo.json")
+    rules, _ = rules_from_store(RunStore.open(store))
+    assert [r for r in rules if r.op not in full_ops] == shipped
+    # derived ops split along the dim their recipe scales (dim 0 here)
+    assert {(r.op, r.action, r.split_dim) for r in shipped} == {("cdist", "fix", 0),
+                                                               ("nn.functional.adaptive_avg_pool1d", "fix", 0)}

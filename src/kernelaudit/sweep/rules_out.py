@@ -16,10 +16,12 @@
   when no smaller size was correct);
 * a version gate on what the sweep ran on: torch and CUDA to the minor release, the
   driver to its major (the exact versions are in ``provenance.ran_on``);
-* action ``fix`` with ``split_dim`` 0 when the op is batch-separable (an operand has one
-  row per batch: the engine splits it, or, for a screened op, the guard's generic split
-  in :mod:`kernelaudit.guard.separable`) or a factory (computed in pieces of offset
-  starts), else ``raise``.
+* action ``fix`` with a ``split_dim`` when the op is separable (a hand spec with an
+  operand of one row per batch: dim 0, split by the engine or, for a screened op, the
+  guard's generic split in :mod:`kernelaudit.guard.separable`; an op derived from the
+  OpInfo database: the dim its recipe scales, which is also the aten entry point's dim
+  for the ops screened here) or a factory (computed in pieces of offset starts), else
+  ``raise``.
 
 ``kernelaudit run --rules RUN/rules.json`` (or ``guard.install(rules=...)``) loads them.
 """
@@ -44,6 +46,10 @@ ATEN_ENTRY = {
     ("arange", "*"): ("arange.start_out",),
     ("sdpa", "fwd"): ("_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention",
                       "_scaled_dot_product_efficient_attention"),
+    ("cdist", "fwd"): ("_cdist_forward",),
+    ("cdist", "bwd"): ("_cdist_backward",),
+    ("nn.functional.adaptive_avg_pool1d", "fwd"): ("_adaptive_avg_pool2d",),
+    ("nn.functional.adaptive_avg_pool1d", "bwd"): ("_adaptive_avg_pool2d_backward",),
     ("sdpa", "bwd"): ("_scaled_dot_product_cudnn_attention_backward", "_scaled_dot_product_flash_attention_backward",
                       "_scaled_dot_product_efficient_attention_backward"),
 }
@@ -85,11 +91,22 @@ def _unit(bad) -> str:
     return bad[0][1]["case"].get("unit") or "units"
 
 
-def _separable(case: Case) -> bool:
-    """Whether the op splits along dim 0 into independent pieces (an operand has one row
-    per batch)."""
+def _split_dim(case: Case) -> int | None:
+    """The dim the op splits along into independent pieces, or None: 0 for a hand spec
+    with an operand of one row per batch; for an op derived from the OpInfo database,
+    the dim its recipe scales (the op was verified separable along it), when every
+    scaled operand scales the same dim."""
+    opinfo = (case.spec.extra or {}).get("opinfo")
+    if opinfo is not None:
+        from .ops.opinfo import catalogue_entry
+        try:
+            recipe = catalogue_entry(case.spec.name).get("recipe") or {}
+        except Exception:  # noqa: BLE001 - no catalogue here: no split dim known
+            return None
+        dims = {o["dim"] for o in recipe.get("operands", ()) if o.get("dim") is not None}
+        return dims.pop() if len(dims) == 1 else None
     ops = case.spec.operands(case.series, 2, case.thresholds)
-    return any(o.rows_per_batch == 1 for o in ops)
+    return 0 if any(o.rows_per_batch == 1 for o in ops) else None
 
 
 def rules_from_store(store: RunStore) -> tuple[list, list[str]]:
@@ -124,7 +141,7 @@ def rules_from_store(store: RunStore) -> tuple[list, list[str]]:
         at_least = max(below_ok) + 1 if below_ok else smallest
         effects = {r["verdict"]["status"] for _, r in bad}
         effect = "wrong" if "wrong" in effects else "error"
-        separable = _separable(case0)
+        sep_dim = _split_dim(case0)
         guard_op = ENGINE_OP.get(op)
         aten: tuple = ()
         if guard_op is None:
@@ -144,7 +161,7 @@ def rules_from_store(store: RunStore) -> tuple[list, list[str]]:
                     "at_least": at_least}
         # the engine splits its ops along batch; a screened op splits along split_dim
         # (separable) or, a factory, along its output
-        split_dim = 0 if separable or guard_op in FACTORIES else None
+        split_dim = 0 if guard_op in FACTORIES else sep_dim
         first = bad[0][1]["verdict"]
         th = Thresholds(case0.scale)
         rules.append(KnownFault(
