@@ -18,6 +18,7 @@
 # workers, default "1:4 2:8"), each with a fresh store and Triton cache; then
 # benchmarks/sweep_phases.py compares calibration and case phases.
 # SWEEP_BUDGET_S (default 540) bounds the sweep step; it resumes a store in runs/h200.
+# SWEEP_PRESET (default --full: every op, 27,858 cases; --deep: the hand ops of the 2026-12-04 run of record).
 # REPORT=0 skips building the report there (kernelaudit report rebuilds it anywhere).
 set -u
 export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
@@ -58,7 +59,7 @@ for l in sys.stdin:
   demo) log guard_demo; timeout 90 python3 examples/guard_demo.py --device cuda --scale 32 --dtype bfloat16 \
       --out "$O/guard_demo_h200.json" --figure "$O/guard_demo_h200.png" 2>&1 | tail -6 ;;
   sweep) log sweep; mkdir -p runs
-    timeout -k 20 --signal=INT "${SWEEP_BUDGET_S:-540}" python3 -m kernelaudit sweep --device cuda --full --resume \
+    timeout -k 20 --signal=INT "${SWEEP_BUDGET_S:-540}" python3 -m kernelaudit sweep --device cuda ${SWEEP_PRESET:---full} --resume \
       --out runs/h200 --case-timeout 120 --no-report > "$O/sweep.log" 2>&1; echo "sweep rc=$?"; tail -5 "$O/sweep.log"
     timeout 30 python3 benchmarks/sweep_phases.py runs/h200 --json "$O/sweep_phases.json"
     # compiled Triton kernels, per kernel name (each distinct specialisation is one compile)

@@ -57,7 +57,7 @@ def pytest_collection_modifyitems(items):
 
 @pytest.fixture(scope="session")
 def mps_run(tmp_path_factory):
-    """The --full grid (every dtype, layout, size axis, size, direction) of the quick ops
+    """The --deep grid (every dtype, layout, size axis, size, direction) of the quick ops
     (the matmul family, where the mps rules act, and one op of every other family) under
     the mps fault model at scale 14 (thresholds 2^13 / 2^14 / 2^15). The other ops'
     cases repeat the "no rule applies" path: ``benchmarks/`` and the README demo run them."""
@@ -65,7 +65,7 @@ def mps_run(tmp_path_factory):
     from kernelaudit.sweep.cli import PRESETS
     from kernelaudit.sweep.ops.catalog import QUICK_OPS
 
-    spec = GridSpec(**{**PRESETS["full"], "ops": QUICK_OPS}, scale=14)
+    spec = GridSpec(**{**PRESETS["deep"], "ops": QUICK_OPS}, scale=14)
     return run_sweep(spec, tmp_path_factory.mktemp("mps"), device="cpu", fault_model="mps")
 
 

@@ -190,3 +190,24 @@ def test_a_resumed_run_records_a_bytes_case_with_the_verdict_of_its_elements_twi
     ran = [r for k, r in latest.items() if r["case"]["axis"] == "bytes" and "twin_of" not in r]
     assert len(ran) == sum(c.axis == "bytes" for c in both) - len(twins) > 0
     assert sum(result.counts.values()) == len(both)
+
+
+def test_full_preset_takes_every_op_at_fp32_and_fp16_below_and_above_both_limits():
+    """``--full`` is the issue's default grid: every hand spec and every OpInfo-derived op,
+    fp32 and one 16-bit dtype, just below and above 2^31 and 2^32, every size axis;
+    ``--deep`` keeps the hand specs' exhaustive grid."""
+    from kernelaudit.sweep.axes import AXIS_NAMES
+    from kernelaudit.sweep.cli import PRESETS
+    from kernelaudit.sweep.ops.catalog import ALL_OPS
+    from kernelaudit.sweep.ops.coverage import select
+
+    full, deep = PRESETS["full"], PRESETS["deep"]
+    assert (full["dtypes"], full["thresholds"], full["positions"]) == (
+        ("float32", "float16"), ("2^31", "2^32"), ("below", "above"))
+    assert tuple(full["axes"]) == tuple(AXIS_NAMES) == tuple(deep["axes"])
+    ops = select(full["ops"], device="cpu", dropped={})
+    assert set(ALL_OPS) <= set(ops)
+    if len(ops) == len(ALL_OPS):
+        pytest.skip("OpInfo catalogue unavailable (no snapshot for this torch, no expecttest)")
+    assert len(ops) >= 250
+    assert set(deep["ops"]) == set(ALL_OPS) and "2*2^32" in deep["thresholds"]

@@ -22,11 +22,17 @@ from .axes import AXIS_NAMES
 from .report.run import RunStoreError
 
 #: Presets. ``quick``: the matmul family plus one op per other family, fp32/fp16,
-#: around 2^31 and 2^32. ``full``: every op, dtype, layout, threshold and position.
+#: around 2^31 and 2^32. ``full``: every op (the hand specs and every op derived from
+#: the OpInfo database), fp32 and fp16, just below and above 2^31 and 2^32, every
+#: layout, both directions and every size axis. ``deep``: the hand specs only, at every
+#: dtype, threshold (2*2^32 too) and position (the sweeps of record before ``full``
+#: took in the derived ops).
 PRESETS = {
     "quick": dict(ops=QUICK_OPS, dtypes=("float32", "float16"), thresholds=("2^31", "2^32"),
                   positions=("below", "above"), axes=("elements",)),
-    "full": dict(ops=tuple(ALL_OPS), dtypes=(*FLOAT_DTYPES, "int32", "int64"),
+    "full": dict(ops=("all",), dtypes=("float32", "float16"), thresholds=("2^31", "2^32"),
+                 positions=("below", "above"), axes=AXIS_NAMES),
+    "deep": dict(ops=tuple(ALL_OPS), dtypes=(*FLOAT_DTYPES, "int32", "int64"),
                  thresholds=("2^31", "2^32", "2*2^32"), positions=POSITIONS, axes=AXIS_NAMES),
 }
 
@@ -36,7 +42,7 @@ Examples:
   # the README's demo: the MPS bug, reproduced on a CPU with small tensors
   kernelaudit sweep --device cpu --fault-model mps --scale 16 --quick --out runs/mps16
 \b
-  # the real thing on a GPU: every op at 2^31, 2^32 and 2*2^32 elements
+  # the real thing on a GPU: every op just below and above 2^31 and 2^32, every size axis
   kernelaudit sweep --device cuda --full --out runs/h200
 \b
   # every GPU of this host, one pinned worker each; or a Ray cluster's GPUs
@@ -80,7 +86,11 @@ def _fail_usage(e: Exception) -> None:
               help="Run store directory (default: runs/<device>-<fault model>-s<scale>).")
 @click.option("--resume", is_flag=True, help="Continue the run in --out, skipping recorded cases.")
 @click.option("--quick", "preset", flag_value="quick", help="Small grid (default).")
-@click.option("--full", "preset", flag_value="full", help="Every op, dtype, layout, threshold, position.")
+@click.option("--full", "preset", flag_value="full",
+              help="Every op (hand specs and OpInfo-derived), fp32 and fp16, below and above 2^31 and 2^32, "
+                   "every layout, direction and size axis.")
+@click.option("--deep", "preset", flag_value="deep",
+              help="The hand specs at every dtype, layout, threshold (2*2^32 too), position and size axis.")
 @click.option("--mode", default="auto", show_default=True,
               help="auto (Freivalds + spot checks for matmuls) or full (float64 reference everywhere).")
 @click.option("--reference", "reference", default="device", show_default=True,
