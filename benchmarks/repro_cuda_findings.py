@@ -28,6 +28,7 @@ that tells which size actually matters:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -71,7 +72,6 @@ def sdpa_batch(backend: str, batch: int, heads: int, dtype: torch.dtype, seq: in
     q, k, v = (torch.randn(batch, heads, seq, dim, dtype=dtype, device="cuda", requires_grad=True) for _ in range(3))
     for step in ("fwd", "bwd"):
         try:
-            import contextlib
             pin = contextlib.nullcontext() if backend == "default" else sdpa_kernel([getattr(SDPBackend, backend)])
             with pin:
                 out = F.scaled_dot_product_attention(q, k, v)
