@@ -125,4 +125,9 @@ def cost(records: list[dict]) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        import sys
+        print("interrupted: every record so far is in the store; continue with --resume", file=sys.stderr)
+        sys.exit(130)

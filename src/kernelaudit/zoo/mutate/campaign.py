@@ -19,6 +19,7 @@ cluster, many GPUs on many hosts; the records of a batch come back when it ends)
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -213,6 +214,13 @@ class Worker:
         code, self.proc = self.proc.returncode, None
         return code
 
+    def interrupt(self) -> None:
+        """Kill the process and whatever it started, from another thread than the one
+        reading its events (that thread sees EOF and cleans up)."""
+        proc = self.proc
+        if proc is not None:
+            _kill(proc)
+
     def ended(self) -> int | None:
         """A one-job process that closed its events: wait for it, and its exit code."""
         if self.serve or self.proc is None:
@@ -244,23 +252,24 @@ def _kill(proc: subprocess.Popen) -> None:
 
 
 def drive_unit(unit: Unit, cfg: dict[str, Any], record: Callable[[dict[str, Any]], None],
-               worker: Worker | None = None) -> None:
+               worker: Worker | None = None, stop: threading.Event | None = None) -> None:
     """Run one batch to the end on ``worker`` (a fresh one, closed after, when None), replacing
-    the worker's process after a crash or a hang."""
+    the worker's process after a crash or a hang; no new process once ``stop`` is set."""
     own = worker is None
     worker = worker or Worker(cfg)
     try:
-        _drive(unit, cfg, record, worker)
+        _drive(unit, cfg, record, worker, stop)
     finally:
         if own:
             worker.close()
 
 
-def _drive(unit: Unit, cfg: dict[str, Any], record: Callable[[dict[str, Any]], None], worker: Worker) -> None:
+def _drive(unit: Unit, cfg: dict[str, Any], record: Callable[[dict[str, Any]], None], worker: Worker,
+           stop: threading.Event | None = None) -> None:
     todo = list(unit.mutants)
     check_clean = unit.check_clean
     with tempfile.TemporaryDirectory(prefix="kernelaudit-mutate-") as tmp:
-        while todo or check_clean:
+        while (todo or check_clean) and not (stop is not None and stop.is_set()):
             worker.submit(_job(unit, todo, check_clean, cfg, Path(tmp) / "scratch"))
             current: str | None = None
             saw_start = False
@@ -329,22 +338,60 @@ def run_pool(units: Sequence[Unit], jobs: int, cfg: dict[str, Any],
     local = threading.local()
     workers: list[Worker] = []
     lock = threading.Lock()
+    stop = threading.Event()
+
+    def keep(rec: dict[str, Any]) -> None:
+        # after an interrupt the killed workers' mutants would read as crashes: drop
+        # them, so that a resumed run judges them again
+        if not stop.is_set():
+            record(rec)
 
     def work(unit: Unit) -> None:
+        if stop.is_set():
+            return
         if not hasattr(local, "worker"):
             local.worker = Worker(cfg)
             with lock:
                 workers.append(local.worker)
-        drive_unit(unit, cfg, record, local.worker)
+        drive_unit(unit, cfg, keep, local.worker, stop)
 
     order = sorted(units, key=lambda u: -len(u.mutants))
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
     try:
-        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            for f in [pool.submit(work, u) for u in order]:
-                f.result()
+        for f in [pool.submit(work, u) for u in order]:
+            f.result()
+    except BaseException:
+        # an interrupt (or a failing thread): queued units are cancelled and the running
+        # ones' workers killed, so the campaign ends in seconds, not after the queue
+        stop.set()
+        with _interrupts_held():
+            pool.shutdown(wait=False, cancel_futures=True)
+            with lock:
+                for w in workers:
+                    w.interrupt()
+            pool.shutdown(wait=True)
+        raise
     finally:
+        pool.shutdown(wait=True)
         for w in workers:
             w.close()
+
+
+@contextlib.contextmanager
+def _interrupts_held():
+    """SIGINT ignored while the campaign stops (main thread only): GNU ``timeout`` signals
+    the process and then its group, and the second interrupt must not cut the clean-up
+    short (leaving workers to finish their batches)."""
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
 
 
 class InlineSlot:
