@@ -121,3 +121,49 @@ def test_default_jobs_is_one_more_than_the_cores_on_the_cpu(monkeypatch):
     assert default_jobs("cpu") == CPU_JOBS_MAX
     assert default_jobs("cuda") == 1 and default_jobs("cuda:0") == 1
     assert default_jobs("cpu", "ray") == 0
+
+
+def test_an_interrupt_cancels_queued_batches_kills_running_workers_and_drops_their_death_records(monkeypatch):
+    """SIGINT during a campaign: queued batches never start, the running batches' workers
+    are killed (their deaths not recorded, so a resumed run judges those mutants again),
+    a second SIGINT during the clean-up (GNU timeout signals the process, then its group)
+    does not cut it short, and the interrupt reaches the caller."""
+    import signal
+    import threading
+
+    from kernelaudit.zoo.mutate import campaign
+
+    started, interrupted, records = [], [], []
+    running = threading.Barrier(3)  # the two pool threads and the signaller
+
+    class FakeWorker:
+        def __init__(self, cfg):
+            self.killed = threading.Event()
+
+        def interrupt(self):
+            interrupted.append(self)
+            self.killed.set()
+
+        def close(self):
+            pass
+
+    def fake_drive(unit, cfg, record, worker, stop=None):
+        started.append(unit.mutants[0])
+        running.wait(timeout=10)
+        assert worker.killed.wait(timeout=10), "the worker was never killed"
+        record({"type": "mutant", "id": unit.mutants[0], "outcome": "crash"})  # what a killed worker reads as
+
+    def signaller():
+        running.wait(timeout=10)
+        main = threading.main_thread().ident  # a process signal reaches the main thread
+        signal.pthread_kill(main, signal.SIGINT)
+        signal.pthread_kill(main, signal.SIGINT)
+
+    monkeypatch.setattr(campaign, "Worker", FakeWorker)
+    monkeypatch.setattr(campaign, "drive_unit", fake_drive)
+    units = [campaign.Unit(subject=None, mutants=[f"m{i}"], check_clean=False) for i in range(6)]
+    threading.Thread(target=signaller, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        campaign.run_pool(units, 2, {}, records.append)
+    assert len(started) == 2 and len(interrupted) == 2
+    assert records == []
