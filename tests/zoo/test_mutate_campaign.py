@@ -162,8 +162,14 @@ def test_an_interrupt_cancels_queued_batches_kills_running_workers_and_drops_the
     monkeypatch.setattr(campaign, "Worker", FakeWorker)
     monkeypatch.setattr(campaign, "drive_unit", fake_drive)
     units = [campaign.Unit(subject=None, mutants=[f"m{i}"], check_clean=False) for i in range(6)]
-    threading.Thread(target=signaller, daemon=True).start()
-    with pytest.raises(KeyboardInterrupt):
-        campaign.run_pool(units, 2, {}, records.append)
+    # Python's own handler (an earlier test in this process, e.g. a local Ray, may have
+    # installed another)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Thread(target=signaller, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            campaign.run_pool(units, 2, {}, records.append)
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert len(started) == 2 and len(interrupted) == 2
     assert records == []
