@@ -165,11 +165,13 @@ def test_an_interrupt_cancels_queued_batches_kills_running_workers_and_drops_the
     # Python's own handler (an earlier test in this process, e.g. a local Ray, may have
     # installed another)
     before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # nor blocked, by a library
     try:
         threading.Thread(target=signaller, daemon=True).start()
         with pytest.raises(KeyboardInterrupt):
             campaign.run_pool(units, 2, {}, records.append)
     finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         signal.signal(signal.SIGINT, before)
     assert len(started) == 2 and len(interrupted) == 2
     assert records == []
