@@ -102,11 +102,12 @@ PY
     timeout -k 20 "${KBO_BUDGET_S:-540}" python3 benchmarks/oracle_cost_kernelbench.py --device cuda --resume \
       --root "${KB_ROOT:-.kb/KernelBench}" --out runs/oracle_cost_kb_h200.json ${KBO_PROBLEMS:+--problems $KBO_PROBLEMS} \
       > "$O/oracle_cost_kb.log" 2>&1; echo "kboracle rc=$?"; tail -8 "$O/oracle_cost_kb.log"; cp runs/oracle_cost_kb_h200.json "$O/" ;;
-  mutate) log mutate_campaign; mkdir -p runs  # resumable: carry runs/mutate-h200 between calls
+  mutate) log mutate_campaign; mkdir -p runs  # resumable: carry runs/$MUTATE_OUT between calls
+    M="${MUTATE_OUT:-mutate-h200-l123}"
     timeout -k 20 --signal=INT "${MUTATE_BUDGET_S:-540}" python3 benchmarks/mutate_campaign.py \
-      --subjects "${MUTATE_SUBJECTS:-corpus,kb}" --device cuda --jobs "${MUTATE_JOBS:-4}" \
-      --kernelbench "${KB_ROOT:-.kb/KernelBench}" --out runs/mutate-h200 --resume > "$O/mutate.log" 2>&1
-    echo "mutate rc=$?"; tail -8 "$O/mutate.log"; cp -r runs/mutate-h200 "$O/" ;;
+      --subjects "${MUTATE_SUBJECTS:-corpus,kb,kb3}" --device cuda --jobs "${MUTATE_JOBS:-12}" \
+      --kernelbench "${KB_ROOT:-.kb/KernelBench}" --out "runs/$M" --resume > "$O/mutate.log" 2>&1
+    echo "mutate rc=$?"; tail -8 "$O/mutate.log"; cp -r "runs/$M" "$O/" ;;
   quicksweep) log quick_sweep; rm -rf runs/quick-h200  # issue 16: every family within 3 minutes
     /usr/bin/time -f "quick sweep wall %e s" timeout 300 python3 -m kernelaudit sweep --device cuda --quick --ops "${QUICK_SWEEP_OPS:-family:each}" \
       --out runs/quick-h200 --case-timeout 60 > "$O/quick_sweep.log" 2>&1; tail -8 "$O/quick_sweep.log"

@@ -137,7 +137,7 @@ def test_an_interrupt_cancels_queued_batches_kills_running_workers_and_drops_the
     running = threading.Barrier(3)  # the two pool threads and the signaller
 
     class FakeWorker:
-        def __init__(self, cfg):
+        def __init__(self, cfg, slot=0):
             self.killed = threading.Event()
 
         def interrupt(self):
@@ -175,3 +175,60 @@ def test_an_interrupt_cancels_queued_batches_kills_running_workers_and_drops_the
         signal.signal(signal.SIGINT, before)
     assert len(started) == 2 and len(interrupted) == 2
     assert records == []
+
+
+def test_workers_are_spread_over_the_hosts_gpus_round_robin(monkeypatch, tmp_path):
+    """Several GPUs on one host: pool worker k starts its processes with CUDA_VISIBLE_DEVICES
+    set to GPU k mod N (as its cuda:0); with one GPU the environment is left as it is."""
+    import subprocess
+    import threading
+
+    from kernelaudit.zoo.mutate import campaign
+
+    seen = []
+
+    class Proc:
+        pid, returncode = 0, 0
+        stdin = None
+
+        def poll(self):
+            return None
+
+    def fake_popen(argv, **kw):
+        seen.append(kw["env"].get("CUDA_VISIBLE_DEVICES"))
+        return Proc()
+
+    monkeypatch.setattr(subprocess, "Popen", fake_popen)
+    cfg = {"log": str(tmp_path / "w.log"), "gpus": ["0", "1", "2"]}
+    for slot in range(5):
+        campaign.Worker(cfg, slot=slot)._start()
+    assert seen == ["0", "1", "2", "0", "1"]
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    campaign.Worker({"log": cfg["log"], "gpus": []}, slot=1)._start()
+    assert seen[-1] is None
+
+    slots, lock = [], threading.Lock()
+
+    class FakeWorker:
+        def __init__(self, cfg, slot=0):
+            with lock:
+                slots.append(slot)
+
+        def close(self):
+            pass
+
+    barrier = threading.Barrier(3)
+    monkeypatch.setattr(campaign, "Worker", FakeWorker)
+    monkeypatch.setattr(campaign, "drive_unit", lambda unit, cfg, record, worker, stop=None: barrier.wait(10))
+    units = [campaign.Unit(subject=None, mutants=[f"m{i}"], check_clean=False) for i in range(3)]
+    campaign.run_pool(units, 3, cfg, lambda rec: None)
+    assert sorted(slots) == [0, 1, 2]  # one worker per pool thread, each its own slot
+
+
+def test_local_gpus_reads_cuda_visible_devices(monkeypatch):
+    from kernelaudit.zoo.mutate.campaign import local_gpus
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2, 5")
+    assert local_gpus() == ["2", "5"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    assert local_gpus() == []  # one GPU: nothing to spread

@@ -71,6 +71,20 @@ def default_jobs(device: str, executor: str = "local") -> int:
     return min(cores + 1, CPU_JOBS_MAX)
 
 
+def local_gpus() -> list[str]:
+    """The GPUs of this host the campaign may use (CUDA_VISIBLE_DEVICES's entries, else every
+    device torch counts), when there are several; [] for one or none (workers inherit the
+    environment as it is)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        ids = [v.strip() for v in visible.split(",") if v.strip()]
+    else:
+        import torch
+
+        ids = [str(i) for i in range(torch.cuda.device_count())]
+    return ids if len(ids) > 1 else []
+
+
 def parse_columns(spec: str | None) -> list[str]:
     """``--oracle`` columns: comma list of oracle names, ``strongest``, ``kernelbench@TOL``; None: the default.
 
@@ -158,8 +172,9 @@ class Worker:
     (``serve: False`` in the config, or no fork) each job gets a fresh process whose events
     end at EOF. A worker that hangs or dies is killed and the next job starts a fresh one."""
 
-    def __init__(self, cfg: dict[str, Any]) -> None:
+    def __init__(self, cfg: dict[str, Any], slot: int = 0) -> None:
         self.cfg = cfg
+        self.slot = slot  # which of cfg["gpus"] this worker's processes see (round robin)
         self.serve = hasattr(os, "fork") and cfg.get("serve", True)
         self.proc: subprocess.Popen | None = None
         self.events = None
@@ -184,6 +199,9 @@ class Worker:
         r, w = os.pipe()
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        gpus = self.cfg.get("gpus") or []
+        if gpus:  # several GPUs on this host: worker k uses GPU k mod N, as its cuda:0
+            env["CUDA_VISIBLE_DEVICES"] = str(gpus[self.slot % len(gpus)])
         log = open(self.cfg["log"], "ab")  # noqa: SIM115 - owned by the process
         argv = [sys.executable, "-m", "kernelaudit.zoo.mutate.worker", "--events-fd", str(w)]
         self.proc = subprocess.Popen(argv + (["--serve"] if self.serve else []), stdin=subprocess.PIPE,
@@ -334,7 +352,8 @@ def run_pool(units: Sequence[Unit], jobs: int, cfg: dict[str, Any],
              record: Callable[[dict[str, Any]], None]) -> None:
     """Judge every unit, ``jobs`` at a time: a thread per job, each driving its own worker
     (:class:`Worker`, kept across the thread's units), the largest units first so that no
-    long one is left running alone at the end."""
+    long one is left running alone at the end. With ``cfg["gpus"]`` (several GPUs on this
+    host) the k-th worker runs on GPU k mod N."""
     local = threading.local()
     workers: list[Worker] = []
     lock = threading.Lock()
@@ -350,8 +369,8 @@ def run_pool(units: Sequence[Unit], jobs: int, cfg: dict[str, Any],
         if stop.is_set():
             return
         if not hasattr(local, "worker"):
-            local.worker = Worker(cfg)
             with lock:
+                local.worker = Worker(cfg, slot=len(workers))
                 workers.append(local.worker)
         drive_unit(unit, cfg, keep, local.worker, stop)
 
@@ -487,7 +506,8 @@ def run_campaign(subjects: Sequence[Subject], out: Path, *, columns: Sequence[st
             units.append(Unit(s, ids[k:k + batch], first and k == 0))
     progress = Progress(sum(len(u.mutants) for u in units))
     cfg = {"columns": list(columns), "device": device, "small": small, "timeout_s": float(timeout_s),
-           "log": str(store.path / "worker.log"), "per_input": per_input}
+           "log": str(store.path / "worker.log"), "per_input": per_input,
+           "gpus": local_gpus() if executor == "local" and str(device) == "cuda" else []}
     lock = threading.Lock()
 
     def record(rec: dict[str, Any]) -> None:
