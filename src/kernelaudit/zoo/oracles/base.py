@@ -28,7 +28,7 @@ import torch
 from ...errors import InvalidArgument
 from ..problems.problem_case import (CheckerOutOfMemory, ProblemCase, ReferenceFailed, as_tensors,
                                      build_candidate_model, checker_out_of_memory, is_out_of_memory,
-                                     memory_held, release_case, release_models)
+                                     memory_held, problem_precision, release_case, release_models)
 from ..problems.loader import Candidate
 from ...verdict import Status, Verdict, worst
 
@@ -42,8 +42,9 @@ def synchronize(device: str) -> None:
 class Subject:
     """The candidate under test: ``ModelNew`` built per case (seed 42, like ``Model``).
 
-    ``subject(case)`` runs the forward on ``case.inputs`` under ``torch.no_grad()``,
-    waits for the device and returns the outputs as a list of tensors. Exceptions
+    ``subject(case)`` runs the forward on ``case.inputs`` under ``torch.no_grad()`` at the
+    problem's precision (:func:`problem_precision`: no TF32 unless the problem allows
+    it), waits for the device and returns the outputs as a list of tensors. Exceptions
     from the candidate propagate; :func:`run_subject` turns them into verdicts.
     """
 
@@ -69,7 +70,7 @@ class Subject:
 
     def __call__(self, case: ProblemCase, inputs: Sequence[Any] | None = None) -> list[torch.Tensor]:
         model = self.model(case)
-        with torch.no_grad():
+        with torch.no_grad(), problem_precision(case):
             out = model(*(case.inputs if inputs is None else inputs))
         synchronize(case.device)
         return as_tensors(out)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -250,6 +250,36 @@ def build_model(
     if hit is None or hit[0] is not cls:  # the class is kept alive so its id stays unique
         hit = cache[key] = (cls, new_model(cls, init_inputs, device))
     return hit[1]
+
+
+#: The TF32 switches PyTorch consults in float32 convolutions and matmuls on CUDA (cuDNN's is on by default).
+TF32_SWITCHES = ((torch.backends.cudnn, "allow_tf32"), (torch.backends.cuda.matmul, "allow_tf32"))
+
+
+@contextlib.contextmanager
+def problem_precision(case: ProblemCase) -> Iterator[None]:
+    """Run the candidate at the problem's precision: TF32 off in cuDNN and CUDA matmuls
+    unless the problem declares ``ALLOW_TF32``.
+
+    PyTorch lets cuDNN round float32 convolutions' operands to TF32 by default, so a
+    correct float32 candidate that calls ``F.conv2d`` would round like TF32 (2^-11, not
+    2^-24) and fail every bound derived for float32. The error model evaluates the
+    reference with TF32 off too. On exit a switch is set back only where it still holds
+    the value set here: a candidate that turns TF32 on itself leaves that visible to the
+    checks of changed switches. The ``kernelbench`` oracle does not use this (the official
+    checker runs with PyTorch's defaults)."""
+    if case.problem.allow_tf32 or not str(case.device).startswith("cuda"):
+        yield
+        return
+    before = [(owner, name, getattr(owner, name)) for owner, name in TF32_SWITCHES]
+    for owner, name, _ in before:
+        setattr(owner, name, False)
+    try:
+        yield
+    finally:
+        for owner, name, old in before:
+            if getattr(owner, name) is False:
+                setattr(owner, name, old)
 
 
 def release_models(case: ProblemCase) -> None:
