@@ -116,3 +116,77 @@ def test_tamper_delays_each_side_stream_once_and_restores_torch(monkeypatch):
         torch.cuda.set_stream(FakeStream(0))
     assert sleeps == [SIDE_STREAM_DELAY_CYCLES] and used == ["<stream 7>"]
     assert torch.cuda.set_stream is fake_set and "__enter__" not in torch.cuda.Stream.__dict__
+
+
+NONDETERMINISTIC_PROBLEM = '''
+import torch
+import torch.nn as nn
+
+N = 64
+
+
+class Model(nn.Module):
+    """A relu plus noise that changes every run: nondeterministic by design, like cuDNN's
+    transposed convolutions, whose atomics sum in another order each run."""
+
+    def forward(self, x):
+        return torch.relu(x) + torch.rand(()) * 1e-7
+
+
+def get_inputs():
+    return [torch.randn(4, N)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def _nondeterministic_case(tmp_path) -> ProblemCase:
+    p = tmp_path / "noisy_relu.py"
+    p.write_text(NONDETERMINISTIC_PROBLEM)
+    return ProblemCase.make(load_problem(p))
+
+
+def test_tamper_does_not_require_determinism_where_the_problems_own_model_lacks_it(tmp_path):
+    v = make_oracle("tamper").judge(_nondeterministic_case(tmp_path),
+                                    _candidate(tmp_path, "return torch.relu(x) + torch.rand(()) * 1e-7"))
+    assert v.ok, v.message
+    assert v.details["nondeterministic_by_design"] is True
+
+
+def test_tamper_still_catches_unwritten_elements_of_a_nondeterministic_problem(tmp_path):
+    body = ("y = torch.empty_like(x)\n                y[:, :10] = torch.relu(x[:, :10]) + torch.rand(()) * 1e-7"
+            "\n                return y")
+    v = make_oracle("tamper").judge(_nondeterministic_case(tmp_path), _candidate(tmp_path, body))
+    assert v.status is Status.WRONG and "never wrote" in v.message and "nondeterministic here" in v.message
+    assert v.first_bad_index == 10
+
+
+def test_candidates_run_without_tf32_on_cuda_unless_the_problem_allows_it_and_own_changes_stay_visible():
+    """PyTorch lets cuDNN use TF32 by default; the checker's runs of a float32 candidate do
+    not, so a correct candidate calling F.conv2d rounds like float32. A switch the candidate
+    turns on itself is left on for the checks of changed switches."""
+    import types
+
+    import torch
+
+    from kernelaudit.zoo.problems.problem_case import problem_precision
+
+    case = types.SimpleNamespace(device="cuda:0", problem=types.SimpleNamespace(allow_tf32=False))
+    cudnn, matmul = torch.backends.cudnn, torch.backends.cuda.matmul
+    saved = cudnn.allow_tf32, matmul.allow_tf32
+    try:
+        cudnn.allow_tf32, matmul.allow_tf32 = True, False
+        with problem_precision(case):
+            assert (cudnn.allow_tf32, matmul.allow_tf32) == (False, False)
+        assert (cudnn.allow_tf32, matmul.allow_tf32) == (True, False)
+        with problem_precision(case):
+            matmul.allow_tf32 = True  # the candidate's own change
+        assert matmul.allow_tf32 is True
+        matmul.allow_tf32 = False
+        case.problem.allow_tf32 = True
+        with problem_precision(case):
+            assert cudnn.allow_tf32 is True  # ALLOW_TF32: PyTorch's switches as they are
+    finally:
+        cudnn.allow_tf32, matmul.allow_tf32 = saved

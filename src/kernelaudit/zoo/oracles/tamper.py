@@ -18,7 +18,10 @@ One case, three runs of the candidate (A, B, C), and these checks:
   gets a :data:`SIDE_STREAM_DELAY_CYCLES` sleep; the outputs are copied on the
   caller's stream right after the call returns and again after a device-wide
   synchronise. Work the caller's stream does not wait for shows up as a difference.
-* **determinism** - runs B and C (same poison, same inputs) must agree bit for bit.
+* **determinism** - runs B and C (same poison, same inputs) must agree bit for bit,
+  unless the problem's own ``Model`` is nondeterministic on the device (two identical
+  runs differ: cuDNN's transposed convolutions and LSTMs sum with atomics); then an
+  element counts as unwritten only where it carries run A's NaN.
 * **plain outputs** - every output must be a plain dense ``torch.Tensor`` on the case's
   device: a tensor subclass can defer its work until someone reads it (a timer sees
   nothing) or answer ``torch.allclose`` itself.
@@ -74,7 +77,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from ..problems.problem_case import (CheckerOutOfMemory, ProblemCase, ReferenceFailed, as_tensors,
-                                     checker_out_of_memory, reference_failure, release_case)
+                                     checker_out_of_memory, problem_precision, reference_failure, release_case)
 from ...verdict import Status, Verdict
 from . import integrity
 from .base import Driver, Subject, candidate_error, checker_memory, synchronize
@@ -296,6 +299,10 @@ class TamperOracle(Driver):
         return out, late, streams, poison.count
 
     def drive(self, case: ProblemCase, subject: Subject) -> Verdict:
+        with problem_precision(case):  # inside: the switches the watch sees as "before" are these
+            return self._drive(case, subject)
+
+    def _drive(self, case: ProblemCase, subject: Subject) -> Verdict:
         watch = _Watch(case)
         watch.check("before tamper ran (when its file was loaded, or in an earlier oracle's run)")
         try:
@@ -350,11 +357,14 @@ class TamperOracle(Driver):
                 if s is not None:
                     x.copy_(s)  # later oracles must see the original inputs
             del snapshot
-        findings = watch.findings + watch.finish() + findings + late + unwritten.findings()
+        by_design = unwritten.flagged() and reference_nondeterministic(case)
+        findings = watch.findings + watch.finish() + findings + late + unwritten.findings(by_design)
         streams_l = sorted(streams)
         if findings:
             first = findings[0]
             msg = "; ".join(f.message for f in findings)
+            if by_design:
+                msg += "; the problem's own Model is nondeterministic here, so determinism was not required"
             if history.unjudged:
                 msg += f"; could not judge the history calls: {history.unjudged}"
             return Verdict(Status.WRONG, metric=first.metric, value=first.value, tolerance=first.tolerance,
@@ -370,7 +380,7 @@ class TamperOracle(Driver):
                                    f"judge the history calls: {history.unjudged}", reason="reference failed",
                                    side_streams=streams_l, poisoned_allocations=poisoned)
         return Verdict.passed("tamper findings", 0.0, 0.0, side_streams=streams_l, poisoned_allocations=poisoned,
-                              history_calls=HISTORY_CALLS)
+                              history_calls=HISTORY_CALLS, nondeterministic_by_design=by_design)
 
     # -- the checks -----------------------------------------------------------
     def _finding(self, case: ProblemCase, metric: str, bad: torch.Tensor, what: str) -> Verdict:
@@ -490,48 +500,91 @@ class _History:
 class _Unwritten:
     """Unwritten and nondeterministic elements, from runs A, B and C seen one at a time.
 
-    Keeps boolean masks (A differs from B) and one run's outputs, never all three runs.
+    Keeps boolean masks (A differs from B; A holds NaN where B does not) and one run's
+    outputs, never all three runs. Two readings (:meth:`findings`): strict, for problems
+    whose own ``Model`` is deterministic (runs B and C must agree bit for bit, and an
+    element where A and B differ while B and C agree came from the poison); and, for
+    problems nondeterministic by design (cuDNN's transposed convolutions and LSTMs sum
+    with atomics), determinism is not required and an element is unwritten only where it
+    follows the poison itself (NaN in run A, not in run B; for integers, A and B differ
+    where B and C agree).
     """
 
     def __init__(self, case: ProblemCase, finding) -> None:  # noqa: ANN001
         self.case, self.finding = case, finding
         self.prev: list[torch.Tensor] | None = None
         self.a_vs_b: list[torch.Tensor] = []
-        self.out: list[Verdict] = []
-        self.complete = False
+        self.follows: list[torch.Tensor] = []
+        self.strict: list[Verdict] = []
+        self.loose: list[Verdict] = []
 
     def add(self, run: str, outputs: list[torch.Tensor]) -> None:
         if self.prev is not None:
             for j, (x, y) in enumerate(zip(self.prev, outputs)):
                 if x.shape != y.shape:
-                    self.out = [Verdict(Status.WRONG, metric="output shape", message=f"{self.case.describe()}: "
-                                        f"output {j} changes shape between runs: {tuple(x.shape)} in the run before "
-                                        f"{run}, {tuple(y.shape)} in run {run}")]
+                    self.strict = self.loose = [Verdict(
+                        Status.WRONG, metric="output shape", message=f"{self.case.describe()}: output {j} changes "
+                        f"shape between runs: {tuple(x.shape)} in the run before {run}, {tuple(y.shape)} in run {run}")]
                     self.prev = None
                     return
             if run == "B":
                 self.a_vs_b = [bit_diff(x, y) for x, y in zip(self.prev, outputs)]
+                self.follows = [_follows_poison(x, y, d) for x, y, d in zip(self.prev, outputs, self.a_vs_b)]
             elif run == "C":
-                for j, (y, z, ab) in enumerate(zip(self.prev, outputs, self.a_vs_b)):
+                for j, (y, z, ab, follows) in enumerate(zip(self.prev, outputs, self.a_vs_b, self.follows)):
                     nondet = bit_diff(y, z)
+                    what = (f"output {j} {tuple(y.shape)} {y.dtype} holds elements the kernel never wrote (they "
+                            "follow the poison put in uninitialised memory)")
                     unwritten = ab & ~nondet
                     if bool(unwritten.any()):
-                        self.out.append(self.finding(self.case, "unwritten output elements", unwritten,
-                                                     f"output {j} {tuple(y.shape)} {y.dtype} holds elements the "
-                                                     "kernel never wrote (they follow the poison put in "
-                                                     "uninitialised memory)"))
+                        self.strict.append(self.finding(self.case, "unwritten output elements", unwritten, what))
                     if bool(nondet.any()):
-                        self.out.append(self.finding(self.case, "nondeterministic elements", nondet,
-                                                     f"output {j} differs bit for bit between two identical runs"))
-                self.a_vs_b = []
+                        self.strict.append(self.finding(self.case, "nondeterministic elements", nondet,
+                                                        f"output {j} differs bit for bit between two identical runs"))
+                    if bool(follows.any()):
+                        self.loose.append(self.finding(self.case, "unwritten output elements", follows, what))
+                self.a_vs_b, self.follows = [], []
                 self.prev = None
                 return
         elif run != "A":
             return
         self.prev = outputs
 
-    def findings(self) -> list[Verdict]:
-        return self.out
+    def flagged(self) -> bool:
+        """Whether the strict reading found anything (only then is the reference's own
+        determinism worth a look)."""
+        return bool(self.strict)
+
+    def findings(self, nondeterministic_by_design: bool = False) -> list[Verdict]:
+        return self.loose if nondeterministic_by_design else self.strict
+
+
+def _follows_poison(a: torch.Tensor, b: torch.Tensor, differs: torch.Tensor) -> torch.Tensor:
+    """Elements that carry run A's poison: NaN in A but not in B (floating outputs; NaN
+    propagates through arithmetic, rounding noise never makes one), else where A and B differ."""
+    if a.is_floating_point() or a.is_complex():
+        return torch.isnan(a) & ~torch.isnan(b)
+    return differs
+
+
+def reference_nondeterministic(case: ProblemCase) -> bool:
+    """Whether the problem's own ``Model`` gives other bits on a second identical run on the
+    case's device (cached on the case): then nondeterminism is the problem's, not the
+    candidate's. A reference that raises counts as deterministic (the strict reading stays)."""
+    key = "reference nondeterministic"
+    if key not in case._cache:
+        try:
+            model = case.model()
+            runs = []
+            for _ in range(2):
+                inputs = [x.clone() if isinstance(x, torch.Tensor) else x for x in case.inputs]
+                with torch.no_grad(), problem_precision(case):
+                    runs.append(as_tensors(model(*inputs)))
+                synchronize(case.device)
+            case._cache[key] = any(x.shape != y.shape or bool(bit_diff(x, y).any()) for x, y in zip(*runs))
+        except Exception:  # noqa: BLE001 - the problem's own failure: judged strictly, reported elsewhere
+            case._cache[key] = False
+    return case._cache[key]
 
 
 def history_floor(case: ProblemCase, original_inputs: list[Any]) -> list[float]:
