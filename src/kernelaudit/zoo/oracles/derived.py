@@ -9,9 +9,10 @@ override in :mod:`.bound`):
 2. **legitimate evaluations at the problem's dtype**, each a correct implementation
    that orders its arithmetic differently: the default evaluation; another thread
    count (CPU: torch splits blocked reductions by thread); the oneDNN/cuDNN backends
-   off (another convolution and matmul algorithm); inputs split in two along dim 0
-   where the model is batch-separable (checked in float64 first: other GEMM
-   blockings); operands rounded to TF32 where the problem allows TF32
+   off (another convolution and matmul algorithm); a CUDA case of at most
+   :data:`CPU_ALTERNATIVE_NUMEL` elements evaluated on the CPU (another device);
+   inputs split in two along dim 0 where the model is batch-separable (checked in
+   float64 first: other GEMM blockings); operands rounded to TF32 where the problem allows TF32
    (``ALLOW_TF32``, its dtype policy); and the float64 reference rounded once to the
    dtype. ``sigma[i]`` is the largest distance of these from ``ref``;
 3. **a magnitude** ``M[i]`` the rounding errors carry. Where the model is affine in
@@ -101,6 +102,9 @@ GRAIN_SIZE = 32768
 #: Elements of a case's largest tensor from which the float64 tests of the derivation run
 #: on the CPU threads torch has (below: one thread; small shapes stay far below it).
 THREADED_TESTS_NUMEL = 1 << 20
+#: Elements (parameters, buffers and inputs) up to which a CUDA case is also evaluated on
+#: the CPU as one more legitimate order (small shapes: milliseconds there).
+CPU_ALTERNATIVE_NUMEL = 1 << 22
 #: Relative float64 tolerance of the affinity, separability and magnitude tests.
 F64_TEST_TOL = 1e-9
 
@@ -256,6 +260,24 @@ def _threads(n: int):
         torch.set_num_threads(before)
 
 
+def _on_cpu(model: torch.nn.Module, inputs: list[Any], device: str) -> list[torch.Tensor] | None:
+    """The model evaluated on the CPU (another device: other convolution algorithms and
+    summation orders than every CUDA evaluation), its outputs moved back to ``device``;
+    ``None`` when the model and inputs hold more than :data:`CPU_ALTERNATIVE_NUMEL`
+    elements (a problem at its own shape: too slow there) or the model cannot run on the
+    CPU (a forward that creates CUDA tensors)."""
+    params = [p for p in list(model.parameters()) + list(model.buffers())]
+    held = sum(p.numel() for p in params) + sum(x.numel() for x in inputs if isinstance(x, torch.Tensor))
+    if held > CPU_ALTERNATIVE_NUMEL:
+        return None
+    try:
+        cpu_model = copy.deepcopy(model).to("cpu")
+        cpu_inputs = [x.to("cpu") if isinstance(x, torch.Tensor) else x for x in inputs]
+        return [o.to(device) for o in _run(cpu_model, cpu_inputs)]
+    except Exception:  # noqa: BLE001 - a forward tied to CUDA: the alternative does not apply
+        return None
+
+
 def _batch_chunks(case: ProblemCase, inputs: list[Any], outputs: list[torch.Tensor]) -> tuple[int, int] | None:
     """(batch size, split) when every tensor input and output shares a leading size > 1."""
     tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
@@ -334,6 +356,10 @@ def _alternatives(case: ProblemCase, *, cpu: bool, big: bool) -> Iterator[tuple[
         with torch.backends.cudnn.flags(enabled=False):
             out = _run(model, inputs)
         yield "cuDNN off", out
+    if not cpu:
+        out = _on_cpu(model, inputs, case.device)
+        if out is not None:
+            yield "on the CPU", out
     out = None
     split = separable_split(case)
     if split is not None:
