@@ -269,3 +269,47 @@ def test_max_abs_finite_skips_non_finite_values_and_leaves_its_input_alone():
     assert max_abs_finite(t, chunk=2) == 3.0
     assert torch.equal(t.nan_to_num(), before.nan_to_num())  # float64: .to() is no copy, no abs_ in place
     assert max_abs_finite(torch.tensor([float("nan")]), empty=7.0) == 7.0
+
+
+def test_an_overflow_the_error_bound_reaches_is_legitimate_and_one_it_does_not_is_caught():
+    """Near the top of float32 a correct order may overflow where float64 does not (a scan
+    of products): an inf of the reference's sign passes where |ref| + allowed reaches past
+    float32's largest value, and fails where it does not, or with the wrong sign."""
+    import torch
+
+    from kernelaudit.zoo.oracles.compare import chunked_compare
+
+    top = torch.finfo(torch.float32).max
+    ref = torch.tensor([8e37, 8e37, -8e37, 1.0], dtype=torch.float64)
+    allowed = lambda r, a, b: torch.tensor([1e78, 1e30, 1e78, 1e-6], dtype=torch.float64)[a:b]  # noqa: E731
+    got = torch.tensor([float("inf"), float("inf"), float("inf"), 1.0], dtype=torch.float32)
+    res = chunked_compare(got, ref, allowed)
+    assert res.mismatched == 2 and res.first == 1  # 8e37 + 1e30 stays below 3.4e38; -inf expected at 2
+    ref2 = torch.tensor([4e38, 1.0], dtype=torch.float64)  # rounds to inf in float32
+    got2 = torch.tensor([top, 1.0], dtype=torch.float32)
+    assert chunked_compare(got2, ref2, lambda r, a, b: torch.full_like(r, 1e38)).mismatched == 0
+    assert chunked_compare(got2, ref2, lambda r, a, b: torch.full_like(r, 1e30)).mismatched == 1
+    # a NaN (inf * 0 of an overflow meeting an underflow) only where the bound alone passes the top
+    ref3 = torch.tensor([-7.5e-77, -7.5e-77], dtype=torch.float64)
+    got3 = torch.tensor([float("nan"), float("nan")], dtype=torch.float32)
+    res3 = chunked_compare(got3, ref3, lambda r, a, b: torch.tensor([1.9e78, 1e30], dtype=torch.float64)[a:b])
+    assert res3.mismatched == 1 and res3.first == 1
+
+
+def test_a_cuda_case_is_also_evaluated_on_the_cpu_unless_too_large_or_tied_to_cuda(monkeypatch):
+    import torch
+
+    from kernelaudit.zoo.oracles import derived
+
+    lin = torch.nn.Linear(4, 3)
+    x = torch.randn(2, 4)
+    out = derived._on_cpu(lin, [x], "cpu")
+    assert out is not None and torch.equal(out[0], lin(x).detach())
+
+    class TiedToCuda(torch.nn.Module):
+        def forward(self, x):
+            return x + torch.ones(1, device="cuda")
+
+    assert derived._on_cpu(TiedToCuda(), [x], "cpu") is None or torch.cuda.is_available()
+    monkeypatch.setattr(derived, "CPU_ALTERNATIVE_NUMEL", 10)
+    assert derived._on_cpu(lin, [x], "cpu") is None  # 15 parameters + 8 inputs > 10

@@ -196,6 +196,7 @@ def chunked_compare(got: torch.Tensor, ref: torch.Tensor, allowed: Allowed | Non
                 al = None
             else:
                 al = allowed(r, a, b)
+                bad &= ~_overflow_within(g_raw, r, al)
                 bad |= finite & (err > al)
                 ratio = torch.where(finite, err / al.clamp_min(torch.finfo(torch.float64).tiny),
                                     torch.zeros_like(err))
@@ -222,6 +223,26 @@ def chunked_compare(got: torch.Tensor, ref: torch.Tensor, allowed: Allowed | Non
                 res.rows[(bad.nonzero().flatten() + a).div(row, rounding_mode="floor").unique().cpu()] = True
         del g, r, err, bad, diff, al
     return res
+
+
+def _overflow_within(got: torch.Tensor, ref: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """Where a non-finite value meets a finite one legitimately: the float64 reference is
+    finite and the error ``allowed`` there reaches past the dtype's largest finite number,
+    so a correct order may overflow an intermediate. Then the result may be an inf of the
+    reference's sign, a NaN when ``allowed`` alone passes that number (an intermediate
+    that overflows meets one that underflows: ``inf * 0``), or, where the reference rounds
+    to inf, a finite value within ``allowed`` of it. A scan of products of mixed
+    magnitudes (KernelBench's cumprod on mixed values) overflows in one association and
+    not in another."""
+    if not got.is_floating_point() or got.dtype == torch.float64:
+        return torch.zeros_like(ref, dtype=torch.bool)
+    top = torch.finfo(got.dtype).max
+    g = got.to(torch.float64)
+    reach = torch.isfinite(ref) & (ref.abs() + allowed >= top)
+    overflowed = torch.isinf(g) & (torch.sign(g) == torch.sign(ref))
+    unconstrained = torch.isnan(g) & (allowed >= top)
+    kept_finite = torch.isfinite(g) & ((g - ref).abs() <= allowed)
+    return reach & (overflowed | unconstrained | kept_finite)
 
 
 def _all_finite(err: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype) -> bool:
