@@ -197,8 +197,16 @@ def test_the_shipped_opinfo_rules_are_what_the_quick_sweep_gives_for_ops_the_ful
             shutil.copyfileobj(f, g)
     full_ops = {r.op for r in load_rules(ROOT / "src/kernelaudit/guard/known_faults/sweeps_of_record.json")}
     shipped = load_rules(ROOT / "src/kernelaudit/guard/known_faults/quick_sweep_opinfo.json")
-    rules, _ = rules_from_store(RunStore.open(store))
-    assert [r for r in rules if r.op not in full_ops] == shipped
-    # derived ops split along the dim their recipe scales (dim 0 here)
-    assert {(r.op, r.action, r.split_dim) for r in shipped} == {("cdist", "fix", 0),
-                                                               ("nn.functional.adaptive_avg_pool1d", "fix", 0)}
+    rules, notes = rules_from_store(RunStore.open(store))
+    assert [r for r in rules if r.op not in full_ops] == shipped and notes == []
+    # derived ops split along the dim their recipe scales (dim 0 here); interpolate's
+    # size check is screened at the entry points its trace finds: the forward split
+    # along dim 0, the backward (which takes the sizes as arguments) refused
+    direction = {r.name: r.name.split("-")[-2] for r in shipped}  # sweep-cuda-OP-DTYPE-LAYOUT-DIRECTION-SERIES
+    interp = "nn.functional.interpolate.nearest"
+    assert {(r.op, r.action, r.split_dim) for r in shipped if r.op != interp} == {
+        ("cdist", "fix", 0), ("nn.functional.adaptive_avg_pool1d", "fix", 0)}
+    assert {(r.dtypes, direction[r.name], r.aten, r.action, r.split_dim) for r in shipped if r.op == interp} == {
+        ((dt,), d, (entry,), action, split) for dt in ("float32", "float16")
+        for d, entry, action, split in (("fwd", "upsample_nearest1d", "fix", 0),
+                                        ("bwd", "upsample_nearest1d_backward", "raise", None))}

@@ -6,7 +6,9 @@
 
 * op: the guard's name for what the sweep's op reaches (``bmm``; ``matmul`` for the
   ops that decompose into the matmul family; other ops are screened at their aten
-  entry points, :data:`ATEN_ENTRY`);
+  entry points: those of the hand table :data:`ATEN_ENTRY` where it has the op, else
+  those found by tracing the op at a tiny size, :mod:`.aten_entry`; an op whose trace
+  reaches the engine's ``mm``/``bmm``/``addmm``/``baddbmm`` first is that engine op's);
 * dtype, layout (forward only: a backward's failing calls have other layouts), device
   type, and the size predicate of the case's size axis (:mod:`.axes`): on
   ``elements``, the crossing tensor (the case's ``crossing_numel``), on ``dim`` and
@@ -20,8 +22,13 @@
   operand of one row per batch: dim 0, split by the engine or, for a screened op, the
   guard's generic split in :mod:`kernelaudit.guard.separable`; an op derived from the
   OpInfo database: the dim its recipe scales, which is also the aten entry point's dim
-  for the ops screened here) or a factory (computed in pieces of offset starts), else
-  ``raise``.
+  for the ops of the hand table; at a traced entry point, the dim its crossing tensors
+  grow along there, where the guard's split there was verified on the traced calls and
+  no other op of the call touches the crossing tensor) or a factory (computed in
+  pieces of offset starts), else ``raise``.
+
+A group no entry point is found for (the trace reaches only views and copies, or ops
+with no kernel of their own on the sweep's backend) gets a note saying why, not a rule.
 
 ``kernelaudit run --rules RUN/rules.json`` (or ``guard.install(rules=...)``) loads them.
 """
@@ -41,7 +48,11 @@ RULES_FILE = "rules.json"
 ENGINE_OP = {"bmm": "bmm", "mm": "mm", "addmm": "addmm", "baddbmm": "baddbmm", "matmul3d": "matmul",
              "matmul4d": "matmul", "einsum": "matmul", "linear": "matmul", "attention": "matmul"}
 #: (sweep op, direction) -> the aten entry points where the guard screens it on CUDA
-#: and other backends (ops the engine cannot split); ``*``: either direction.
+#: and other backends (ops the engine cannot split); ``*``: either direction. Overrides
+#: the trace (:mod:`.aten_entry`), which agrees on arange, cdist and
+#: adaptive_avg_pool1d (tests/sweep/test_aten_entry.py), and cannot show SDPA's
+#: entry points: it picks its backend inside a composite, per device, so every
+#: backend's is listed.
 ATEN_ENTRY = {
     ("arange", "*"): ("arange.start_out",),
     ("sdpa", "fwd"): ("_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention",
@@ -53,6 +64,10 @@ ATEN_ENTRY = {
     ("sdpa", "bwd"): ("_scaled_dot_product_cudnn_attention_backward", "_scaled_dot_product_flash_attention_backward",
                       "_scaled_dot_product_efficient_attention_backward"),
 }
+#: Sweep ops screened at another op's hand entry points: the SDPA derived from the op
+#: database and the explicit fused backends are the same call as ``sdpa``.
+ATEN_ALIAS = {"nn.functional.scaled_dot_product_attention": "sdpa", "sdpa.flash": "sdpa",
+              "sdpa.efficient": "sdpa", "sdpa.cudnn": "sdpa"}
 #: Tensor arguments holding query and key at a screened attention entry point (the
 #: backward takes grad_out first).
 SCORES_ARGS = {"fwd": (0, 1), "bwd": (1, 2)}
@@ -109,6 +124,21 @@ def _split_dim(case: Case) -> int | None:
     return 0 if any(o.rows_per_batch == 1 for o in ops) else None
 
 
+def hand_entry(op: str, direction: str) -> tuple[str, ...]:
+    """The hand table's entry points of ``op`` in ``direction`` (empty: none)."""
+    op = ATEN_ALIAS.get(op, op)
+    return ATEN_ENTRY.get((op, direction)) or ATEN_ENTRY.get((op, "*")) or ()
+
+
+def traced_entry(case: Case, device: str):
+    """The entry points of ``case``'s op on ``device`` found by tracing it at a tiny
+    size with the case's series, dtype and layout (:mod:`.aten_entry`)."""
+    from .aten_entry import entry_points
+
+    return entry_points(case.op, case.direction, device=device, series=case.series, dtype=case.dtype,
+                        layout=case.layout)
+
+
 def rules_from_store(store: RunStore) -> tuple[list, list[str]]:
     """(rules, notes) for the wrong/error verdicts of ``store`` (notes: groups no rule
     could be written for, and why)."""
@@ -144,16 +174,30 @@ def rules_from_store(store: RunStore) -> tuple[list, list[str]]:
         sep_dim = _split_dim(case0)
         guard_op = ENGINE_OP.get(op)
         aten: tuple = ()
+        traced = None
+        where = f"{op}/{dtype}/{layout}/{direction}/{series}: {len(bad)} {effect} case(s)"
         if guard_op is None:
-            aten = ATEN_ENTRY.get((op, direction)) or ATEN_ENTRY.get((op, "*")) or ()
+            aten = hand_entry(op, direction)
             if not aten:
-                notes.append(f"{op}/{dtype}/{layout}/{direction}/{series}: {len(bad)} {effect} case(s), no aten entry "
-                             "point known for this op: no rule written")
+                traced = traced_entry(case0, device)
+                aten = traced.aten
+                if not aten:
+                    notes.append(f"{where}, no aten entry point found by tracing it ({traced.reason}): "
+                                 "no rule written")
+                    continue
+                reached = {a.partition(".")[0] for a in aten}
+                if len(reached) == 1 and reached <= set(ENGINE_OPS):  # the engine splits it itself
+                    guard_op, aten = reached.pop(), ()
+            guard_op = guard_op or op
+        if traced is not None and axis == "dim":
+            if traced.scaled_dim is None:
+                notes.append(f"{where}, on the dim axis, but dim 0 of its crossing operand is no one dim at its "
+                             f"entry point {', '.join(traced.aten)}: no rule written")
                 continue
-            guard_op = op
-        if axis in AXIS_PREDICATE:
+            when = {"kind": "dim", "dim": traced.scaled_dim, "at_least": at_least}
+        elif axis in AXIS_PREDICATE:
             when = {**AXIS_PREDICATE[axis], "at_least": at_least}
-        elif case0.spec.family == "attention" and guard_op not in ENGINE_OPS:
+        elif case0.spec.family == "attention" and guard_op not in ENGINE_OPS and traced is None:
             qi, ki = SCORES_ARGS[direction]
             when = {"kind": "attention-scores", "at_least": at_least, "query_arg": qi, "key_arg": ki}
         else:
@@ -162,22 +206,34 @@ def rules_from_store(store: RunStore) -> tuple[list, list[str]]:
         # the engine splits its ops along batch; a screened op splits along split_dim
         # (separable) or, a factory, along its output
         split_dim = 0 if guard_op in FACTORIES else sep_dim
+        if traced is not None and aten:  # screened at a traced entry point: its verified dim
+            split_dim = traced.split_dim if sep_dim is not None else None
         first = bad[0][1]["verdict"]
         th = Thresholds(case0.scale)
         rules.append(KnownFault(
             name=f"sweep-{device}-{op}-{dtype}-{layout}-{direction}-{series}" + ("" if axis == "elements" else f"-{axis}"),
             op=guard_op, device=device, effect=effect, when=when, dtypes=(dtype,),
-            layouts=(layout,) if direction == "fwd" and guard_op in ENGINE_OPS else (),
+            layouts=(layout,) if direction == "fwd" and op in ENGINE_OP else (),
             versions=gate, action="raise" if split_dim is None else "fix", split_dim=split_dim, aten=aten,
             explain=(f"{op} {dtype} {layout} {direction}: {len(bad)} {effect} case(s) from {at_least} "
                      + (f"crossing elements (2^32 = {th.t32} here)" if axis == "elements" else
                         f"{_unit(bad)} ({axis} axis)")
-                     + f"; e.g. {(first.get('message') or '')[:160]}"),
+                     + f"; e.g. {(first.get('message') or '')[:160]}"
+                     + ("" if traced is None else _traced_note(traced, aten, split_dim))),
             provenance={"source": f"kernelaudit sweep, run store {store.path.name}", "date": m.get("started"),
                         "git": m.get("git"), "device": (m.get("device") or {}).get("name"), "ran_on": ran_on,
                         "fault_model": fault_model, "cases": sorted(c.id for c, _ in bad)[:12]},
         ))
     return rules, notes
+
+
+def _traced_note(traced, aten: tuple, split_dim: int | None) -> str:
+    """What a rule's explanation says of its traced entry point."""
+    where = ", ".join(aten) if aten else f"the engine's {traced.aten[0]}"
+    note = f"; entry point {where} found by tracing the op at a tiny size"
+    if aten and split_dim is None and traced.reason:
+        note += f" (raise: {traced.reason[:200]})"
+    return note
 
 
 def write_rules(store: RunStore, path: Path | None = None) -> Path:
