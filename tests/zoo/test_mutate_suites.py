@@ -105,6 +105,108 @@ def test_held_out_selects_on_some_operators_and_measures_on_the_others():
     assert 0 < h["killed"] <= h["killable"]
 
 
+def _matrix(subject, inputs, kills, ops=None):
+    """A hand-made kill matrix: ``inputs`` (label, kind, shape N), ``kills`` mutant -> killing labels."""
+    specs = [{"shapes": {"N": n}, "kind": kind, "seed": 1, "label": lab} for lab, kind, n in inputs]
+    return suites.ProblemMatrix(subject, f"/p/{subject}.py", specs, [lab for lab, _, _ in inputs],
+                                kills={m: frozenset(ks) for m, ks in kills.items()},
+                                operator=dict(ops or {m: "op" for m in kills}))
+
+
+def test_input_role_tells_the_own_shape_from_a_boundary_shape():
+    pm = _matrix("s", [("r", "rand", 12), ("n", "normal", 12), ("m7", "mixed", 7)], {})
+    assert [suites.input_role(pm, lab) for lab in ("r", "n", "m7")] == [
+        ("rand", "own"), ("normal", "own"), ("mixed", "boundary")]
+
+
+def test_role_credit_gives_a_lone_kill_a_whole_point_and_a_shared_kill_a_share():
+    pm = _matrix("s", [("n", "normal", 12), ("m", "mixed", 12), ("m7", "mixed", 7)],
+                 {"m1": ("m",), "m2": ("n", "m"), "m3": ("n", "m", "m7"), "m4": ()})
+    credit = suites.role_credit({"s": pm})
+    assert credit == pytest.approx({("mixed", "own"): 1 + 1 / 2 + 1 / 3, ("normal", "own"): 1 / 2 + 1 / 3,
+                                    ("mixed", "boundary"): 1 / 3})
+    assert suites.role_credit({"s": pm}, {"s": ["m2"]}) == pytest.approx({("normal", "own"): .5, ("mixed", "own"): .5})
+    assert suites.role_credit({"s": pm}, {}) == {}  # a subject left out counts none of its mutants
+
+
+@pytest.mark.parametrize("solver", ["milp", "enumerate"])
+def test_pooled_credit_breaks_a_tie_toward_the_kind_that_makes_lone_kills_elsewhere(solver):
+    """Every input of p kills p's two mutants: its own mutants cannot choose. In q only mixed values
+    kill one mutant; pooled over both problems, p's suite takes mixed where the local rule (kind
+    order) takes normal."""
+    inputs = [("n", "normal", 12), ("m", "mixed", 12), ("s", "small", 12)]
+    ms = {"p": _matrix("p", inputs, {"p1": "nms", "p2": "nms"}), "q": _matrix("q", inputs, {"q1": "m", "q2": "nms"})}
+    assert suites.exact(ms["p"], 1, solver=solver) == ["n"]
+    credit = suites.role_credit(ms)
+    assert suites.exact(ms["p"], 1, solver=solver, credit=credit) == ["m"]
+    assert suites.choose(ms, 1) == {"p": ["m"], "q": ["m"]} and suites.choose(ms, 1, tie_break="local")["p"] == ["n"]
+
+
+@pytest.mark.parametrize("solver", ["milp", "enumerate"])
+def test_two_inputs_of_one_role_count_its_credit_once_so_the_pair_spans_two_roles(solver):
+    """Every input kills the one mutant. a1 and a2 (normal values at two boundary shapes) share the
+    role of most credit; the pair takes one of them and b (the next role), not both: a second input
+    of a role adds none. The local rule (kind order alone) takes the two normal inputs."""
+    pm = _matrix("s", [("b", "negative", 12), ("c", "large", 12), ("a1", "normal", 7), ("a2", "normal", 5)],
+                 {"m1": ("a1", "a2", "b", "c")})
+    credit = {("normal", "boundary"): 3.0, ("negative", "own"): 2.0, ("large", "own"): 1.0}
+    chosen = suites.exact(pm, 2, solver=solver, credit=credit)
+    assert {suites.input_role(pm, lab) for lab in chosen} == {("negative", "own"), ("normal", "boundary")}
+    assert chosen == ["b", "a1"] or solver == "milp"  # enumeration: the first of equals in candidate order
+    assert set(suites.exact(pm, 2, solver=solver)) == {"a1", "a2"}
+
+
+@pytest.mark.parametrize("solver", ["milp", "enumerate"])
+def test_pooled_credit_never_outranks_killing_more_mutants(solver):
+    pm = _matrix("s", [("n", "normal", 12), ("m", "mixed", 12)], {"m1": "n", "m2": "n", "m3": "m"})
+    assert suites.exact(pm, 1, solver=solver, credit={("mixed", "own"): 100.0}) == ["n"]
+
+
+def test_held_out_reports_each_split_in_both_directions_and_the_least():
+    ms = suites.matrices(_records())
+    h = suites.held_out(ms, 1, method="exact", salts=("x", "y", "z"))
+    assert [(s["salt"], s["direction"]) for s in h["splits"]] == [
+        (salt, d) for salt in "xyz" for d in ("1->2", "2->1")]
+    for s in h["splits"]:
+        assert s["rate"] == pytest.approx(s["killed"] / s["killable"])
+    worst = min(h["splits"], key=lambda s: s["rate"])
+    assert h["min_rate"] == worst["rate"] and h["min_split"] == f"{worst['salt']} {worst['direction']}"
+    assert h["all_killed"] == sum(s["killed"] for s in h["splits"])
+    assert h["all_killable"] == sum(s["killable"] for s in h["splits"]) == 3 * 7
+    # the keys the report reads: the first salt's split, both directions pooled
+    first = h["splits"][:2]
+    assert (h["killed"], h["killable"]) == (sum(s["killed"] for s in first), sum(s["killable"] for s in first))
+    assert sorted(sum(h["operators"], [])) == ["op-x", "op-y"]
+    assert {x["k"] for x in suites.summary(_records())["held_out"]} == {1, 2}
+    assert all("splits" in x and "min_rate" in x for x in suites.summary(_records())["held_out"])
+
+
+def test_held_out_takes_the_pooled_credit_from_the_training_operators_only():
+    """Trained on op-x: mixed alone kills q's op-x mutant, so p (whose op-x mutant every input kills)
+    takes mixed and kills its op-y mutant, which only mixed kills. Had the credit counted the held-out
+    op-y mutants too (three of q's, small alone kills them), p would have taken small: killed 0."""
+    inputs = [("n", "normal", 12), ("m", "mixed", 12), ("s", "small", 12)]
+    ms = {"p": _matrix("p", inputs, {"px": "nms", "py": "m"}, {"px": "op-x", "py": "op-y"}),
+          "q": _matrix("q", inputs, {"qx": "m", "qy1": "s", "qy2": "s", "qy3": "s"},
+                       {"qx": "op-x", "qy1": "op-y", "qy2": "op-y", "qy3": "op-y"})}
+    h = suites.held_out(ms, 1, method="exact", salts=("suites",))
+    on_y = [s for s in h["splits"] if s["killable"] == 4]  # measured on op-y: py and q's three
+    on_x = [s for s in h["splits"] if s["killable"] == 2]  # measured on op-x: px and qx
+    assert len(on_y) == len(on_x) == 1
+    assert on_y[0]["killed"] == 1  # py, by mixed
+    assert on_x[0]["killed"] == 1  # px, by small (trained on op-y, small carries the credit); qx missed
+
+
+def test_leave_one_operator_out_measures_each_operator_on_suites_chosen_on_the_others():
+    ms = suites.matrices(_records())
+    loo = suites.leave_one_operator_out(ms, 2)
+    assert set(loo["operators"]) == {"op-x", "op-y"}
+    assert loo["killable"] == sum(v[1] for v in loo["operators"].values()) == 7
+    assert 0 < loo["killed"] <= loo["killable"] and loo["rate"] == pytest.approx(loo["killed"] / 7)
+    with pytest.raises(InvalidArgument, match="tie_break"):
+        suites.held_out(ms, 2, method="exact", tie_break="oracle")
+
+
 def test_suite_file_round_trip_and_replay(tmp_path):
     problem_path = tmp_path / "relu2.py"
     problem_path.write_text(PROBLEM)

@@ -109,15 +109,20 @@ def print_suites(sm: dict[str, Any]) -> None:
     if not sm["problems"]:
         con.print("suites: no per-input kill data in this campaign")
         return
-    t = Table("k", "greedy", "exact", "held out (exact)", title=f"minimal suites: killable mutants killed with k inputs "
+    t = Table("k", "greedy", "exact", "held out (exact)", "worst split", "all splits", title=f"minimal suites: killable mutants killed with k inputs "
               f"per problem ({sm['problems']} problems, {sm['killable']} killable by some input)")
     held = {h["k"]: h for h in sm["held_out"]}
     for g, e in zip(sm["curve_greedy"], sm["curve_exact"]):
         h = held.get(g["k"])
         t.add_row(str(g["k"]), f"{_pct(g['rate'])} ({g['killed']}/{g['killable']})",
                   f"{_pct(e['rate'])} ({e['killed']}/{e['killable']})",
-                  f"{_pct(h['rate'])} ({h['killed']}/{h['killable']})" if h else "-")
+                  f"{_pct(h['rate'])} ({h['killed']}/{h['killable']})" if h else "-",
+                  f"{_pct(h['min_rate'])} ({h['min_split']})" if h and h.get("min_rate") is not None else "-",
+                  _pct(h.get("all_rate")) if h else "-")
     con.print(t)
+    con.print("held out: suites chosen on half of the operators' mutants, scored on the other half's; "
+              "'held out' is the default split (both directions pooled), 'worst split' the lowest of every "
+              "split and direction measured, 'all splits' every split pooled")
     con.print(f"mutants killed by some oracle: {sm['killable_by_oracles']}; by some suite-candidate input: "
               f"{sm['killable']} (the rest need an oracle no input replays: tamper, static, size-1 shapes)")
     fr = sm["suite_false_rejections_k2"]

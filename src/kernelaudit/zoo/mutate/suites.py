@@ -11,23 +11,42 @@ mutant which inputs kill it (``inputs``: label -> 1/0). From that:
 * **killable** mutants: killed by at least one eligible input;
 * :func:`greedy`: repeatedly take the input killing most mutants not yet killed;
   :func:`exact`: the best set of at most ``k`` inputs, an ILP (``scipy.optimize.milp``:
-  maximise covered mutants subject to ``sum x <= k``, ``y_m <= sum_{i kills m} x_i``)
-  or, without scipy, every subset of size ``k`` (``k <= 2`` only);
+  maximise covered mutants subject to ``sum x <= k``, ``y_m <= sum_{i kills m} x_i``) or,
+  where the sets are few (or without scipy, ``k <= 2``), every subset of size ``k``;
+* among the sets that kill as many mutants (most problems have many: a handful of
+  mutants, most of them killed by every input), :func:`exact` takes the one whose input
+  *roles* (value kind, own or boundary shape: :func:`input_role`) carry the most
+  :func:`role_credit`, pooled over the mutants of every problem: the kills few inputs
+  make. A problem's own mutants are too few to say which input catches an operator they
+  do not include; the campaign's other problems say which kinds of input make the rare
+  kills (``tie_break="local"``: the problem's own mutants alone, the earlier rule);
 * :func:`curve`: killed / killable over all problems for ``k = 1, 2, ...``;
-* :func:`held_out`: the suites chosen on the mutants of one half of the operators and
-  measured on the mutants of the other half (and the other way round), so the
-  figure is not the fit of a suite to the very mutants it was chosen on.
+* :func:`held_out`: the suites chosen on the mutants of one half of the operators (the
+  pooled credit too) and measured on the mutants of the other half, both directions, for
+  several splits (:data:`SPLIT_SALTS`): each split's rate and the least of them, so the
+  figure is not the fit of a suite to the very mutants it was chosen on;
+  :func:`leave_one_operator_out`: each operator measured on suites chosen on all the others.
 """
 
 from __future__ import annotations
 
 import hashlib
 import itertools
+import math
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
 #: Largest ``k`` :func:`exact` solves by enumeration when scipy is missing.
 ENUMERATE_MAX_K = 2
+#: Most input sets :func:`exact` enumerates (``solver="auto"``) before it hands a problem to the ILP.
+ENUMERATE_LIMIT = 20000
+#: Tie-breaks among the suites that kill the most mutants: ``pooled`` (:func:`role_credit` over every
+#: problem's mutants, then the problem's own) or ``local`` (the problem's own mutants alone).
+TIE_BREAKS = ("pooled", "local")
+#: Salts of the operator splits :func:`held_out` measures, each in both directions ("suites" first:
+#: the split reported before there were several).
+SPLIT_SALTS = ("suites", "a", "b", "c", "d", "e", "f", "g", "h", "i")
 
 
 @dataclass
@@ -106,10 +125,10 @@ KIND_ORDER = ("normal", "rand", "mixed", "large", "negative", "small")
 
 
 def strength(pm: ProblemMatrix, killable: list[str], k: int) -> dict[str, int]:
-    """Each input's tie-break score among equally killing suites: the mutants of ``killable`` it
-    kills alone first, then the generality of its value kind (:data:`KIND_ORDER`). Held out by
-    operator, the strongest and most general of the best suites catch more of the unseen
-    operators' mutants than an arbitrary one (2026-12-04 corpus campaign: 99.1% against 98.2%)."""
+    """Each input's score among equally killing suites from the problem's own mutants: the mutants of
+    ``killable`` it kills alone first, then the generality of its value kind (:data:`KIND_ORDER`).
+    Alone (``tie_break="local"``) the rule of the 2026-12-04 corpus campaign; after the pooled
+    :func:`role_credit` it only orders suites whose roles carry as much credit."""
     kinds = {i["label"]: i.get("kind", "") for i in pm.inputs}
     span = len(KIND_ORDER) + 1
     step = k * span + 1  # one more mutant killed alone outweighs any difference of kinds in k inputs
@@ -121,14 +140,51 @@ def strength(pm: ProblemMatrix, killable: list[str], k: int) -> dict[str, int]:
     return out
 
 
-def exact(pm: ProblemMatrix, k: int, mutants: list[str] | None = None, *, solver: str = "auto") -> list[str]:
-    """The set of at most ``k`` inputs killing the most mutants (``solver``: auto, milp or enumerate);
-    among sets killing as many, the one of greatest :func:`strength`."""
+def input_role(pm: ProblemMatrix, label: str) -> tuple[str, str]:
+    """``(value kind, "own" | "boundary")``: an input is at the problem's own shape (that of its first
+    candidate input, :func:`kernelaudit.zoo.oracles.suite.candidate_specs`) or at a boundary shape.
+    What an input of one problem has in common with inputs of the others."""
+    spec = next((i for i in pm.inputs if i.get("label") == label), {})
+    own = pm.inputs[0].get("shapes") if pm.inputs else None
+    return spec.get("kind", ""), "own" if spec.get("shapes") == own else "boundary"
+
+
+def role_credit(ms: dict[str, ProblemMatrix], mutants: dict[str, list[str]] | None = None
+                ) -> dict[tuple[str, str], float]:
+    """Each input role's (:func:`input_role`) *unique-kill credit*, pooled over every problem: a killable
+    mutant killed by ``n`` eligible inputs gives ``1 / n`` to the role of each (a mutant every input
+    kills says nothing about which input to take; one input alone kills gives that input's role a
+    whole point). ``mutants``: subject -> the mutant ids to count (default every mutant); a subject
+    left out counts none."""
+    out: dict[tuple[str, str], float] = defaultdict(float)
+    for sid, pm in ms.items():
+        ids = None if mutants is None else mutants.get(sid, [])
+        roles = {lab: input_role(pm, lab) for lab in pm.eligible}
+        for m in pm.killable(ids):
+            killers = pm.kills[m]
+            for lab in killers:
+                out[roles[lab]] += 1 / len(killers)
+    return dict(out)
+
+
+def exact(pm: ProblemMatrix, k: int, mutants: list[str] | None = None, *, solver: str = "auto",
+          credit: dict[tuple[str, str], float] | None = None) -> list[str]:
+    """The set of at most ``k`` inputs killing the most mutants (``solver``: auto, milp or enumerate).
+
+    Among sets killing as many: with ``credit`` (:func:`role_credit`, pooled over problems) the one
+    whose distinct input roles carry the most credit (a second input of one role adds none), then the
+    greatest :func:`strength`, then (enumeration) the earliest in candidate order; a slot the mutants
+    leave free goes to an input the credit favours (``k`` inputs whenever ``k`` are eligible). Without
+    ``credit``: the greatest :func:`strength`, useful inputs only (the ``local`` rule)."""
     from ...errors import check_choice
 
     check_choice("solver", solver, ("auto", "milp", "enumerate"))
     killable = pm.killable(mutants)
-    if not killable or k <= 0:
+    if k <= 0:
+        return []
+    if credit is not None:
+        return _exact_pooled(pm, k, killable, credit, solver)
+    if not killable:
         return []
     useful = [lab for lab in pm.eligible if any(lab in pm.kills[m] for m in killable)]
     score = strength(pm, killable, k)
@@ -151,6 +207,83 @@ def exact(pm: ProblemMatrix, k: int, mutants: list[str] | None = None, *, solver
         if got > best[0]:
             best = (got, combo)
     return list(best[1])
+
+
+def _exact_pooled(pm: ProblemMatrix, k: int, killable: list[str], credit: dict[tuple[str, str], float],
+                  solver: str) -> list[str]:
+    cands = list(pm.eligible)
+    if len(cands) <= k:
+        return cands
+    score = strength(pm, killable, k)
+    role = {lab: input_role(pm, lab) for lab in cands}
+    if solver == "enumerate" or (solver == "auto" and math.comb(len(cands), k) <= ENUMERATE_LIMIT):
+        return _enumerate_pooled(pm, k, killable, cands, credit, role, score)
+    try:
+        return _milp_pooled(pm, k, killable, cands, credit, role, score)
+    except ImportError:
+        if solver == "milp" or k > ENUMERATE_MAX_K:
+            raise
+        return _enumerate_pooled(pm, k, killable, cands, credit, role, score)
+
+
+def _enumerate_pooled(pm: ProblemMatrix, k: int, killable: list[str], cands: list[str],
+                      credit: dict[tuple[str, str], float], role: dict[str, tuple[str, str]],
+                      score: dict[str, int]) -> list[str]:
+    bit = {m: 1 << i for i, m in enumerate(killable)}
+    mask = {lab: sum(b for m, b in bit.items() if lab in pm.kills[m]) for lab in cands}
+    best: tuple[Any, tuple[str, ...]] = ((-1,), ())
+    for combo in itertools.combinations(cands, k):  # candidate order: the first of equals wins
+        hit = 0
+        for lab in combo:
+            hit |= mask[lab]
+        got = (hit.bit_count(), round(sum(credit.get(r, 0.0) for r in {role[lab] for lab in combo}), 9),
+               sum(score[lab] for lab in combo))
+        if got > best[0]:
+            best = (got, combo)
+    return list(best[1])
+
+
+def _milp_pooled(pm: ProblemMatrix, k: int, killable: list[str], cands: list[str],
+                 credit: dict[tuple[str, str], float], role: dict[str, tuple[str, str]],
+                 score: dict[str, int]) -> list[str]:
+    """Two ILPs: the most mutants killed; then, holding that, the most credit of distinct roles (to six
+    digits) and strength. Variables: x (input chosen), y (mutant killed), z (role chosen)."""
+    import numpy as np
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    roles = sorted(set(role.values()))
+    n, m, r = len(cands), len(killable), len(roles)
+    col = {lab: i for i, lab in enumerate(cands)}
+    a = np.zeros((1 + m + r, n + m + r))
+    a[0, :n] = 1
+    for j, mid in enumerate(killable):
+        a[1 + j, n + j] = 1
+        for lab in pm.kills[mid]:
+            a[1 + j, col[lab]] = -1
+    for q, rl in enumerate(roles):  # z_r <= sum of x over the inputs of role r
+        a[1 + m + q, n + m + q] = 1
+        for lab in cands:
+            if role[lab] == rl:
+                a[1 + m + q, col[lab]] = -1
+    lo = np.concatenate([[0], np.full(m + r, -np.inf)])
+    hi = np.concatenate([[k], np.zeros(m + r)])
+    cons = [LinearConstraint(a, lo, hi)]
+    opts = {"mip_rel_gap": 0}
+    first = milp(np.concatenate([np.zeros(n), -np.ones(m), np.zeros(r)]), constraints=cons,
+                 integrality=np.ones(n + m + r), bounds=Bounds(0, 1), options=opts)
+    if first.x is None:
+        raise RuntimeError(f"the ILP of {pm.subject} found no solution: {first.message}")
+    killed = round(-first.fun)
+    top = max([credit.get(rl, 0.0) for rl in roles] + [0.0])
+    units = [round(1e6 * credit.get(rl, 0.0) / top) if top > 0 else 0 for rl in roles]
+    w = k * max([score[lab] for lab in cands] + [0]) + 1  # a unit of credit above any k inputs' strength
+    c = np.concatenate([-np.array([score[lab] for lab in cands], dtype=float), np.zeros(m),
+                        -w * np.array(units, dtype=float)])
+    hold = LinearConstraint(np.concatenate([np.zeros(n), np.ones(m), np.zeros(r)])[None, :], killed, np.inf)
+    res = milp(c, constraints=cons + [hold], integrality=np.ones(n + m + r), bounds=Bounds(0, 1), options=opts)
+    if res.x is None:
+        raise RuntimeError(f"the ILP of {pm.subject} found no solution: {res.message}")
+    return [cands[i] for i in range(n) if res.x[i] > 0.5]
 
 
 def topped(pm: ProblemMatrix, chosen: list[str], k: int) -> list[str]:
@@ -213,27 +346,91 @@ def operator_split(operators: list[str], salt: str = "suites") -> tuple[set[str]
     return set(ordered[0::2]), set(ordered[1::2])
 
 
-def held_out(ms: dict[str, ProblemMatrix], k: int, *, method: str = "greedy") -> dict[str, Any]:
-    """Suites chosen on one half of the operators' mutants, measured on the other half; both directions."""
-    pick = greedy if method == "greedy" else exact
-    ops = sorted({o for pm in ms.values() for o in pm.operator.values()})
-    a, b = operator_split(ops)
+def _picker(method: str, tie_break: str):  # noqa: ANN202
+    from ...errors import check_choice
+
+    check_choice("method", method, ("exact", "greedy"))
+    check_choice("tie_break", tie_break, TIE_BREAKS)
+    if method == "greedy":
+        return lambda pm, k, mutants, credit: greedy(pm, k, mutants)
+    return lambda pm, k, mutants, credit: exact(pm, k, mutants, credit=credit)
+
+
+def _measure(ms: dict[str, ProblemMatrix], k: int, pick, tie_break: str, train: set[str],  # noqa: ANN001
+             test: set[str]) -> tuple[int, int]:
+    """(killed, killable) of the mutants of ``test`` operators by suites chosen on those of ``train``."""
+    tr = {sid: [m for m, o in pm.operator.items() if o in train] for sid, pm in ms.items()}
+    credit = role_credit(ms, tr) if tie_break == "pooled" else None  # from the training mutants only
     killed = killable = 0
-    for pm in ms.values():
-        for train, test in ((a, b), (b, a)):
-            tr = [m for m, o in pm.operator.items() if o in train]
-            te = [m for m, o in pm.operator.items() if o in test]
-            chosen = topped(pm, pick(pm, k, tr), k)
-            killed += pm.covered(chosen, te)
-            killable += len(pm.killable(te))
-    return {"k": k, "method": method, "killed": killed, "killable": killable,
-            "rate": killed / killable if killable else None, "operators": [sorted(a), sorted(b)]}
+    for sid, pm in ms.items():
+        te = [m for m, o in pm.operator.items() if o in test]
+        if not pm.killable(te):
+            continue
+        chosen = topped(pm, pick(pm, k, tr[sid], credit), k)
+        killed += pm.covered(chosen, te)
+        killable += len(pm.killable(te))
+    return killed, killable
 
 
-def choose(ms: dict[str, ProblemMatrix], k: int, *, method: str = "exact") -> dict[str, list[str]]:
-    """subject -> chosen input labels (the suite of each problem)."""
-    pick = greedy if method == "greedy" else exact
-    return {sid: pick(pm, k) for sid, pm in ms.items()}
+def held_out(ms: dict[str, ProblemMatrix], k: int, *, method: str = "greedy",
+             salts: tuple[str, ...] | list[str] = SPLIT_SALTS, tie_break: str = "pooled") -> dict[str, Any]:
+    """Suites chosen on one half of the operators' mutants, measured on the other half's killable mutants.
+
+    Per salt of ``salts`` one split (:func:`operator_split`), measured in both directions: ``splits``
+    lists each (``direction`` "1->2": chosen on the first half, measured on the second) with its
+    ``killed`` / ``killable`` (the test half's mutants some eligible input kills) and ``rate``;
+    ``min_rate`` / ``min_split``: the worst of them; ``all_*``: every split pooled. ``killed``,
+    ``killable``, ``rate`` and ``operators``: the first salt's split, both directions pooled (the
+    figure reported before there were several splits)."""
+    pick = _picker(method, tie_break)
+    ops = sorted({o for pm in ms.values() for o in pm.operator.values()})
+    splits = []
+    halves = []
+    for salt in salts:
+        a, b = operator_split(ops, salt)
+        halves.append((a, b))
+        for direction, train, test in (("1->2", a, b), ("2->1", b, a)):
+            killed, killable = _measure(ms, k, pick, tie_break, train, test)
+            splits.append({"salt": salt, "direction": direction, "killed": killed, "killable": killable,
+                           "rate": killed / killable if killable else None})
+    first = splits[:2]
+    killed, killable = sum(s["killed"] for s in first), sum(s["killable"] for s in first)
+    rated = [s for s in splits if s["rate"] is not None]
+    worst = min(rated, key=lambda s: s["rate"]) if rated else None
+    all_killed, all_killable = sum(s["killed"] for s in splits), sum(s["killable"] for s in splits)
+    return {"k": k, "method": method, "tie_break": tie_break if method == "exact" else None,
+            "killed": killed, "killable": killable, "rate": killed / killable if killable else None,
+            "operators": [sorted(halves[0][0]), sorted(halves[0][1])] if halves else [[], []],
+            "splits": splits, "min_rate": worst["rate"] if worst else None,
+            "min_split": f"{worst['salt']} {worst['direction']}" if worst else None,
+            "all_killed": all_killed, "all_killable": all_killable,
+            "all_rate": all_killed / all_killable if all_killable else None}
+
+
+def leave_one_operator_out(ms: dict[str, ProblemMatrix], k: int, *, method: str = "exact",
+                           tie_break: str = "pooled") -> dict[str, Any]:
+    """Each operator's killable mutants measured on suites chosen on the mutants of every other operator
+    (the pooled credit too): how a suite chosen on a whole campaign fares on one more operator.
+    ``operators``: operator -> [killed, killable]."""
+    pick = _picker(method, tie_break)
+    ops = sorted({o for pm in ms.values() for o in pm.operator.values()})
+    per: dict[str, list[int]] = {}
+    for op in ops:
+        killed, killable = _measure(ms, k, pick, tie_break, set(ops) - {op}, {op})
+        if killable:
+            per[op] = [killed, killable]
+    killed, killable = sum(v[0] for v in per.values()), sum(v[1] for v in per.values())
+    return {"k": k, "method": method, "tie_break": tie_break if method == "exact" else None,
+            "killed": killed, "killable": killable, "rate": killed / killable if killable else None,
+            "operators": per}
+
+
+def choose(ms: dict[str, ProblemMatrix], k: int, *, method: str = "exact", tie_break: str = "pooled"
+           ) -> dict[str, list[str]]:
+    """subject -> chosen input labels (the suite of each problem; ``pooled``: credit from every mutant)."""
+    pick = _picker(method, tie_break)
+    credit = role_credit(ms) if tie_break == "pooled" else None
+    return {sid: pick(pm, k, None, credit) for sid, pm in ms.items()}
 
 
 def false_rejections(ms: dict[str, ProblemMatrix], chosen: dict[str, list[str]],
@@ -297,8 +494,9 @@ def export_suites(records: list[dict[str, Any]], out, *, k: int = 2, method: str
         key = name if name not in problems else sid  # two subjects of one problem name: the second by subject
         problems[key] = {"path": str(pm.problem), "subject": sid, "killed": pm.covered(chosen[sid]),
                          "killable": len(pm.killable()), "mutants": len(pm.kills),
-                         # topped up to k with eligible inputs in candidate order, so that a problem with
-                         # few killable mutants still gets a suite that judges something
+                         # k inputs, so that a problem with few killable mutants still gets a suite that
+                         # judges something (exact: the slots its mutants leave free go to inputs the
+                         # pooled credit favours; greedy: topped up in candidate order)
                          "inputs": [specs[lab] for lab in topped(pm, chosen[sid], k)]}
     write_suite_file(Path(out), problems, k=k, source=source)
     return Path(out), len(problems)
