@@ -18,7 +18,7 @@
 # workers, default "1:4 2:8"), each with a fresh store and Triton cache; then
 # benchmarks/sweep_phases.py compares calibration and case phases.
 # SWEEP_BUDGET_S (default 540) bounds the sweep step; it resumes a store in runs/h200.
-# SWEEP_PRESET (default --full: every op, 27,858 cases; --deep: the hand ops of the 2026-12-04 run of record).
+# SWEEP_PRESET (default --full: every op, 27,954 cases; --deep: the hand ops of the 2026-12-04 run of record).
 # REPORT=0 skips building the report there (kernelaudit report rebuilds it anywhere).
 set -u
 export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1

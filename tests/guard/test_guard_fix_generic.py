@@ -250,6 +250,45 @@ def test_attention_past_a_batch_grid_limit_errors_and_a_dim_rule_splits_forward_
     assert engine.stats().fixed == 2
 
 
+class _GridLimitOnHeads(_GridLimitOnBatch):
+    """The same planted fault on the heads dim (flash attention on the H200 also raises at
+    65536 heads with batch 1: heads sit on a grid dimension of their own)."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func in (getattr(aten, CPU_SDPA_FWD).default, getattr(aten, CPU_SDPA_BWD).default):
+            h = args[0].shape[1]
+            self.seen.append(h)
+            if h >= self.n:
+                raise RuntimeError("CUDA error: invalid argument")
+        return func(*args, **(kwargs or {}))
+
+
+def _heads_attention_grads():
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 4, 8, 16, requires_grad=True) for _ in range(3))  # batch 1, 4 heads
+    F.scaled_dot_product_attention(q, k, v).backward(torch.randn(1, 4, 8, 16))
+    return q.grad, k.grad, v.grad
+
+
+def test_attention_past_a_heads_grid_limit_errors_and_a_heads_rule_splits_forward_and_backward():
+    """What a sweep's ``sdpa.heads`` finding becomes (a dim rule on dim 1, split along
+    dim 1): the call in pieces of heads, each bitwise the whole's slice."""
+    honest = _heads_attention_grads()
+    with _GridLimitOnHeads(3), pytest.raises(RuntimeError, match="invalid argument"):
+        _heads_attention_grads()
+    rules = [_rule(name=f"heads-{d}", op="sdpa", aten_=(entry,), effect="error", action="fix", split_dim=1,
+                   when={"kind": "dim", "dim": 1, "at_least": 3})
+             for d, entry in (("fwd", CPU_SDPA_FWD), ("bwd", CPU_SDPA_BWD))]
+    assert split_dims(rules) == (1,)
+    engine = Engine(rules_policy(rules), "fix")
+    with _GridLimitOnHeads(3) as fault, GuardMode(engine, rules, Thresholds()):
+        got = _heads_attention_grads()
+    assert fault.seen == [2, 2, 2, 2]  # 4 heads in two pieces of 2, forward then backward
+    for g, h in zip(got, honest):
+        assert torch.equal(g, h)
+    assert engine.stats().fixed == 2
+
+
 def test_a_split_keeps_per_call_metadata_outputs_whole():
     """Fused attention returns sequence maxima (ints) and random-number state (0-d) beside
     its batch-sliced outputs: a split returns those once, and refuses when pieces disagree."""

@@ -180,6 +180,24 @@ def test_a_finding_on_the_attention_batch_axis_becomes_a_batch_dim_rule(tmp_path
     assert "_scaled_dot_product_flash_attention" in rule.aten
 
 
+def test_a_finding_of_attention_with_the_batch_on_the_heads_becomes_a_heads_dim_rule(tmp_path):
+    """``sdpa.heads`` sweeps the heads (its kernel sees the batch on dim 1): its finding
+    flags heads >= the first failing count at SDPA's entry points and splits along them."""
+    spec = GridSpec(ops=("sdpa.heads",), dtypes=("float32",), layouts=("contig",), directions=("fwd",),
+                    axes=("attn_batch",), positions=("below", "at", "above"), scale=SCALE)
+    run_sweep(spec, tmp_path, device="cpu", fault_model="grid16")
+    rules = load_rules(tmp_path / "rules.json")
+    assert [r.name for r in rules] == ["sweep-cpu-sdpa.heads-float32-contig-fwd-scores-attn_batch"]
+    rule = rules[0]
+    rows = [x for _, x in _latest(RunStore.open(tmp_path))]
+    first_bad = min(x["case"]["measure"] for x in rows if x["verdict"]["status"] == "wrong")
+    ok_below = max(x["case"]["measure"] for x in rows if x["verdict"]["status"] == "ok" and
+                   x["case"]["measure"] < first_bad)
+    assert rule.when == {"kind": "dim", "dim": 1, "at_least": ok_below + 1}
+    assert (rule.op, rule.action, rule.split_dim) == ("sdpa.heads", "fix", 1)
+    assert "_scaled_dot_product_flash_attention" in rule.aten
+
+
 QUICK = ROOT / "benchmarks/results/2026-12-04-h200-quick-sweep-opinfo-families"
 
 

@@ -80,6 +80,7 @@ def test_unknown_axis_is_a_usage_error():
     ("dim", "add", "dim 2^16", "grid16", {}),
     ("dim", "bmm", "dim 2^16-1", "grid16", {"directions": ("bwd",)}),
     ("attn_batch", "sdpa", "BH 2^16", "grid16", {}),
+    ("attn_batch", "sdpa.heads", "BH 2^16", "grid16", {}),
     ("bytes", "clone", "2^32 B", "bytes32", {"dtypes": ("int8",)}),
     ("bytes", "clone", "2^32 B", "bytes32", {"dtypes": ("bool",), "layouts": ("slice",)}),
 ])

@@ -13,7 +13,7 @@
   type, and the size predicate of the case's size axis (:mod:`.axes`): on
   ``elements``, the crossing tensor (the case's ``crossing_numel``), on ``dim`` and
   ``attn_batch`` dim 0 of a tensor argument (batch; the attention cases keep heads at
-  1), on ``bytes`` a storage's bytes (the case's ``measure``), at least one more than
+  1; ``sdpa.heads`` puts the batch on the heads, so its rules name dim 1), on ``bytes`` a storage's bytes (the case's ``measure``), at least one more than
   the largest correct size below the smallest wrong one (or the smallest wrong size
   when no smaller size was correct);
 * a version gate on what the sweep ran on: torch and CUDA to the minor release, the
@@ -67,7 +67,7 @@ ATEN_ENTRY = {
 #: Sweep ops screened at another op's hand entry points: the SDPA derived from the op
 #: database and the explicit fused backends are the same call as ``sdpa``.
 ATEN_ALIAS = {"nn.functional.scaled_dot_product_attention": "sdpa", "sdpa.flash": "sdpa",
-              "sdpa.efficient": "sdpa", "sdpa.cudnn": "sdpa"}
+              "sdpa.efficient": "sdpa", "sdpa.cudnn": "sdpa", "sdpa.heads": "sdpa"}
 #: Tensor arguments holding query and key at a screened attention entry point (the
 #: backward takes grad_out first).
 SCORES_ARGS = {"fwd": (0, 1), "bwd": (1, 2)}
@@ -121,7 +121,7 @@ def _split_dim(case: Case) -> int | None:
         dims = {o["dim"] for o in recipe.get("operands", ()) if o.get("dim") is not None}
         return dims.pop() if len(dims) == 1 else None
     ops = case.spec.operands(case.series, 2, case.thresholds)
-    return 0 if any(o.rows_per_batch == 1 for o in ops) else None
+    return case.spec.extra.get("entry_dim", 0) if any(o.rows_per_batch == 1 for o in ops) else None
 
 
 def hand_entry(op: str, direction: str) -> tuple[str, ...]:
@@ -197,6 +197,8 @@ def rules_from_store(store: RunStore) -> tuple[list, list[str]]:
             when = {"kind": "dim", "dim": traced.scaled_dim, "at_least": at_least}
         elif axis in AXIS_PREDICATE:
             when = {**AXIS_PREDICATE[axis], "at_least": at_least}
+            if when["kind"] == "dim":  # where the op's kernel sees the sweep's batch
+                when["dim"] = case0.spec.extra.get("entry_dim", when["dim"])
         elif case0.spec.family == "attention" and guard_op not in ENGINE_OPS and traced is None:
             qi, ki = SCORES_ARGS[direction]
             when = {"kind": "attention-scores", "at_least": at_least, "query_arg": qi, "key_arg": ki}

@@ -163,7 +163,8 @@ class OpSpec:
     # ``extra``: "factory" (a length -> tensor function), "global" (a custom reference
     # in global_refs.py), "dilutes" (reduces the whole crossing tensor to a scalar),
     # "scratch_bytes" (bytes per input element the op holds beyond its inputs and
-    # outputs, for the memory plan).
+    # outputs, for the memory plan), "entry_dim" (the dim the sweep's batch occupies
+    # where the op's kernel sees it, when not 0: ``sdpa.heads`` puts it on the heads).
     extra: dict = field(default_factory=dict)
 
     def check(self, *, dtype: str | None = None, layout: str | None = None,
