@@ -58,3 +58,22 @@ def test_the_probe_reports_a_device_that_raises_as_unhealthy(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "synchronize", sticky)
     assert not device_healthy("cuda")
+
+
+def test_a_standby_worker_takes_over_from_the_second_replacement_on():
+    """A crashed worker's place goes to a spare started at the first replacement, and
+    every replacement starts the next spare; jobs after each crash run normally."""
+    from kernelaudit.sweep.worker import WorkerConfig, WorkerPool
+
+    with WorkerPool(WorkerConfig(device="cpu"), standby=True) as pool:
+        assert pool.run({"memory": True}).get("memory") is not None
+        for crash in range(3):
+            pool._proc.kill()  # the case killed its process (an illegal address, a segfault)
+            res = pool.run({"memory": True})
+            assert res.get("worker_replaced") and res["verdict"]["status"] == "error"
+            assert "died" in res["verdict"]["message"]
+            assert pool.run({"memory": True}).get("memory") is not None
+        assert (pool.restarts, pool.promoted) == (3, 2)
+        spare = pool._spare
+    assert spare is not None and pool._spare is None  # stopped with the pool
+    assert not spare[2]["worker"][0].is_alive()
