@@ -5,15 +5,21 @@ records its error and the next one runs):
 
 1. ceilings: the fp32 FMA rate a Triton kernel reaches (independent FMA chains);
 2. decode: M = 1, 2, 4, 8, 16 x K = N = 4096, 8192: cuBLAS bf16, CastFloat32 (weights
-   cast to fp32 in memory each call, fp32 matmul without TF32), ``mma``, the ``ieee``
-   table row and every register-tiled ``ieee`` candidate of the M bucket, side by side
-   (CUDA graphs over weight copies rotated past L2: no launch overhead, cold weights);
-   the best candidate per bucket goes into the ``ieee`` table the later sections use;
-3. prefill: M = 1024, 4096, 8192 x K = N = 8192: the same baselines, the ``ieee`` table
-   row (fp32 ``tl.dot``) and the register-tiled candidates, TFLOP/s and the fraction of
-   the FMA ceiling measured in this run;
-4. bits: the compiled ``ieee`` kernels (every path, the decode and prefill winners) against
-   the CPU emulator (column slices), several dtypes, tails, signed zeros;
+   cast to fp32 in memory each call, fp32 matmul without TF32), ``mma``, and ``ieee`` in
+   the table's order for the shape (K lanes here: the table row and the K-lanes kernel
+   candidates), in other K-lanes orders, and in the sequential order (its table row, the
+   register-tiled candidates, the old dot row), side by side (CUDA graphs over weight
+   copies rotated past L2: no launch overhead, cold weights). Every ieee contender must
+   give its order's bits, and each order's first 64 columns must equal the emulator;
+   the best candidate per bucket and order goes into the tables the later sections use,
+   and ``fastest_order`` says which order won each shape (input to ``tiles.IEEE_LANES``);
+3. prefill: M = 1024, 4096, 8192 x K = N = 8192: the same baselines, the table's order
+   (K lanes: the lane-after-lane fp32 ``tl.dot`` path, its table row and candidates)
+   beside the sequential order's table row (fp32 ``tl.dot``) and a register-tiled
+   candidate, TFLOP/s and the fraction of the FMA ceiling measured in this run;
+4. bits: the compiled ``ieee`` kernels (every path of both orders, the decode and
+   prefill winners, other K-lanes orders) against the CPU emulator (column slices, in
+   the order of the whole shape), several dtypes, tails, signed zeros, an empty lane;
 5. invariance: ``kernelaudit repro``'s checker on cuBLAS bf16, ``ieee`` and ``mma``
    linear (M up to 8192), the companions, and the small transformer (logits, greedy
    tokens at batch 1 and 64) with its end-to-end time under ``deterministic()``.
@@ -49,7 +55,7 @@ from kernelaudit.repro import companions, emulate, gemm, tinylm
 from kernelaudit.repro.invariance import check
 from kernelaudit.repro.mode import deterministic
 from kernelaudit.repro.report import figure, summary
-from kernelaudit.repro.tiles import Tiles
+from kernelaudit.repro.tiles import SEQUENTIAL, Lanes, Tiles
 
 import triton
 import triton.language as tl
@@ -63,8 +69,8 @@ S = {"decode": (4096, 8192), "ms": (1, 2, 4, 8, 16), "prefill": (1024, 2048, 409
      "heads": 16, "norm_rows": 1024,
      "lm": dict(vocab=8192, length=256, dim=2048, heads=16, hidden=8192, layers=4), "lm_batch": (64, 128),
      "bits_scale": 1}
-SMOKE = {"decode": (64,), "ms": (1, 4), "prefill": (64,), "prefill_ms": (40,),
-         "pk": 64, "sweep": (4, 64, 64, 64, 64, 64),
+SMOKE = {"decode": (1024,), "ms": (1, 4), "prefill": (64,), "prefill_ms": (40,), "n": 24,
+         "pk": 1024, "sweep": (4, 64, 64, 64, 64, 64),
          "inv_k": 64, "inv_m": 128, "kv": 16, "norm": 64, "heads": 1, "norm_rows": 64,
          "lm": dict(vocab=64, length=32, dim=32, heads=4, hidden=64, layers=1), "lm_batch": (64, 8),
          "bits_scale": 64}
@@ -303,61 +309,149 @@ PREFILL_CANDIDATES = [Tiles(64, 64, 4, 2, 2, tiled=True, group_m=8),
                       Tiles(128, 64, 4, 4, 2, tiled=True, group_m=8)]
 
 
+def lanes_decode_candidates(rows: int) -> list[Tiles]:
+    """K-lanes kernel decode configurations for one M bucket (``bm`` = the bucket), for
+    the table's 8 x 8 order (bf16): columns per program and warps (``bn x 8`` lane
+    chains: 16 x 8 over 4 warps is one per thread at M = 1), K step (``bk``: whole
+    rounds of 64 k; more bytes in flight per step, fewer steps), register prefetch or
+    Triton's pipelining. All compile for sm_90 without spills (Triton 3.9, ptxas)."""
+    big = {1: 512, 2: 256, 4: 256, 8: 256, 16: 256}[rows]
+    return [Tiles(rows, 16, big, 4, 1, tiled=True, prefetch=True),
+            Tiles(rows, 16, 128, 4, 1, tiled=True, prefetch=True),
+            Tiles(rows, 32, 128 if rows >= 8 else big, 8, 1, tiled=True, prefetch=True),
+            Tiles(rows, 8, 128, 2, 1, tiled=True, prefetch=True),
+            Tiles(rows, 16, 64, 4, 1, tiled=True, prefetch=True),
+            Tiles(rows, 16, 128, 4, 3, tiled=True)]
+
+
+def other_orders(rows: int) -> list[tuple[Lanes, Tiles]]:
+    """Other K-lanes orders than the table's, one or two tiles each: the decode section
+    times them so that the table's order (tiles.IEEE_LANES) can be chosen from the H200.
+    Each gives other bits than the table's (checked against the emulator, not the table)."""
+    return [(Lanes(16, 8), Tiles(rows, 16, 256, 8, 1, tiled=True, prefetch=True)),
+            (Lanes(16, 8), Tiles(rows, 8, 256, 4, 1, tiled=True, prefetch=True)),
+            (Lanes(4, 8), Tiles(rows, 32, 256 if rows <= 4 else 128, 4, 1, tiled=True, prefetch=True)),
+            (Lanes(8, 16), Tiles(rows, 16, 256 if rows <= 4 else 128, 4 if rows <= 4 else 8, 1, tiled=True,
+                                 prefetch=True))]
+
+
+#: K-lanes prefill (the table's order at K = N = 8192): the fp32 tl.dot path lane after
+#: lane (log2(L) + 1 accumulators live). At L = 8, B = 8 (sm_90, Triton 3.9) the first two
+#: compile without spills (255 and 178 registers), the others spill 192-224 bytes; the
+#: sequential row's 128 x 128 x 32 spills 4.4 kB and is left out
+LANES_PREFILL_CANDIDATES = [Tiles(64, 64, 16, 8, 2, dot=True), Tiles(64, 64, 32, 8, 2, dot=True),
+                            Tiles(64, 64, 16, 4, 2, dot=True), Tiles(64, 128, 16, 8, 2, dot=True),
+                            Tiles(128, 64, 16, 8, 2, dot=True), Tiles(32, 128, 16, 4, 2, dot=True)]
+
+
 def fma_ceiling_tflops() -> float:
     if "fp32_fma_tflops" not in RES.get("ceilings", {}):
         ceilings()
     return RES.get("ceilings", {}).get("fp32_fma_tflops")
 
 
-def _contenders(x, m, kn, rows_class_tiles, candidates):
-    """name -> (f(w), tiles or None): baselines, the table's ieee row, the candidates."""
+def _order_name(lanes: Lanes) -> str:
+    return "sequential" if lanes.sequential else f"lanes{lanes.count}x{lanes.block}"
+
+
+def _contenders(x, m, kn, plan):
+    """name -> (f(w), tiles or None, order or None): baselines, then ``plan``'s ieee
+    entries (name, tiles, lanes) in the order given (the first of each order is its
+    reference for the bits)."""
     x32 = x.float()
-    out = {"cublas_bf16": (lambda w: F.linear(x, w), None),
-           "cast_fp32": (lambda w: F.linear(x32, w.float()), None),
-           "mma": (lambda w: gemm.linear(x, w, order="mma"), None),
-           "ieee_table": ((lambda w: gemm.linear(x, w, order="ieee", tiles=rows_class_tiles)), rows_class_tiles)}
-    for i, t in enumerate(candidates):
-        out[f"ieee_cand{i}"] = ((lambda w, t=t: gemm.linear(x, w, order="ieee", tiles=t)), t)
+    out = {"cublas_bf16": (lambda w: F.linear(x, w), None, None),
+           "cast_fp32": (lambda w: F.linear(x32, w.float()), None, None),
+           "mma": (lambda w: gemm.linear(x, w, order="mma"), None, None)}
+    for name, t, lanes in plan:
+        out[name] = ((lambda w, t=t, lanes=lanes: gemm.linear(x, w, order="ieee", tiles=t, lanes=lanes)), t, lanes)
     return out
 
 
-def _measure_row(m, kn, table_tiles, candidates, copies, rounds):
+def _n(kn: int) -> int:
+    """N of a [kn, kn] GEMM row (--smoke narrows it: the interpreter is slow)."""
+    return S.get("n") or kn
+
+
+def _ieee_plan(m, kn, candidates, sequential, others=()):
+    """The ieee entries of a row: the table (its order, its tiles), the table order's
+    candidates, other K-lanes orders, and the sequential order (its table row and its
+    candidates) when the table's order is not sequential already."""
+    from kernelaudit.repro import tiles as tiles_mod
+
+    table_order = tiles_mod.ieee_lanes(_n(kn), kn, torch.bfloat16)
+    plan = [("ieee_table", tiles_mod.pick("ieee", _n(kn), kn, torch.bfloat16, m=m), table_order)]
+    plan += [(f"ieee_cand{i}", t, table_order) for i, t in enumerate(candidates)]
+    for i, (lanes, t) in enumerate(others):
+        plan.append((f"ieee_{_order_name(lanes)}_cand{i}", t, lanes))
+    if not table_order.sequential:
+        seq = tiles_mod.SEQUENTIAL
+        plan.append(("seq_table", tiles_mod.pick("ieee", _n(kn), kn, torch.bfloat16, m=m, lanes=seq), seq))
+        plan += [(f"seq_cand{i}", t, seq) for i, t in enumerate(sequential)]
+    return table_order, plan
+
+
+def _measure_row(m, kn, plan, copies, rounds, table_order, emulate_cols: int = 64):
+    """Time every contender on [m, kn] x [kn, kn] (bf16); the ieee ones are grouped by
+    order: each must give its order's first entry's bits, and that entry's first
+    ``emulate_cols`` columns must equal the CPU emulator in that order."""
     torch.backends.cuda.matmul.allow_tf32 = False
-    ws = weights(kn, kn, copies)
+    n = _n(kn)
+    ws = weights(n, kn, copies)
     x = torch.randn(m, kn, device=DEV).bfloat16()
-    row = {"m": m, "k": kn, "n": kn, "candidates": []}
-    ref = None
-    for name, (f, t) in _contenders(x, m, kn, table_tiles, candidates).items():
+    row = {"m": m, "k": kn, "n": n, "table_order": _order_name(table_order), "candidates": [], "orders": {}}
+    refs = {}
+    for name, (f, t, lanes) in _contenders(x, m, kn, plan).items():
+        order = _order_name(lanes) if lanes is not None else None
         try:
-            if t is not None:  # every ieee tile must give the table's bits
+            same = None
+            if t is not None:  # every ieee tile must give its order's bits
                 y = f(ws[0])
-                same = None if ref is None else bool(torch.equal(y, ref))
-                ref = y if ref is None else ref
+                if order not in refs:
+                    refs[order] = y
+                    if emulate_cols:
+                        want = emulate.linear_ieee(x.cpu(), ws[0][:emulate_cols].cpu(), lanes=lanes)
+                        row["orders"][order] = {"lanes": lanes.__dict__, "reference": name,
+                                                "emulator_equal_first_cols": emulate.same_bits(
+                                                    y[:, :emulate_cols].cpu(), want),
+                                                "columns_checked": min(emulate_cols, n)}
+                else:
+                    same = bool(torch.equal(y, refs[order]))
             ms, how = timed(f, ws, rounds)
         except Exception as e:  # noqa: BLE001 - one config failing to compile must not cost the row
-            row["candidates"].append({"name": name, "tiles": t.__dict__ if t else None,
+            row["candidates"].append({"name": name, "tiles": t.__dict__ if t else None, "order": order,
                                       "error": f"{type(e).__name__}: {str(e)[:300]}"})
             print(m, kn, name, "ERROR", row["candidates"][-1]["error"], flush=True)
             continue
-        entry = {"name": name, "tiles": t.__dict__ if t else None, "ms": round(ms, 5),
-                 "tflops": round(2 * m * kn * kn / ms / 1e9, 2), "timing": how}
+        entry = {"name": name, "tiles": t.__dict__ if t else None, "order": order, "ms": round(ms, 5),
+                 "tflops": round(2 * m * kn * n / ms / 1e9, 2), "timing": how}
         if t is not None:
-            entry["same_bits_as_table"] = same
+            entry["same_bits_as_order_reference"] = same
         row["candidates"].append(entry)
-        print(m, kn, name, entry["ms"], "ms", entry["tflops"], "TFLOP/s", t or "", flush=True)
+        print(m, kn, name, order or "", entry["ms"], "ms", entry["tflops"], "TFLOP/s", t or "", flush=True)
     got = {c["name"]: c for c in row["candidates"] if "ms" in c}
-    ieee = [c for c in row["candidates"] if c["name"].startswith("ieee") and "ms" in c]
-    if ieee:
-        best = min(ieee, key=lambda c: c["ms"])
-        row["ieee_best"] = {"name": best["name"], "tiles": best["tiles"], "ms": best["ms"]}
+    for order in {c["order"] for c in row["candidates"] if c.get("order") and "ms" in c}:
+        best = min((c for c in row["candidates"] if c.get("order") == order and "ms" in c), key=lambda c: c["ms"])
+        rec = row["orders"].setdefault(order, {})
+        rec["best"] = {"name": best["name"], "tiles": best["tiles"], "ms": best["ms"]}
         for base in ("cast_fp32", "cublas_bf16"):
             if base in got:
-                row[f"ieee_best_vs_{base}"] = round(got[base]["ms"] / best["ms"], 3)
+                rec[f"best_vs_{base}"] = round(got[base]["ms"] / best["ms"], 3)
+    table_rec = row["orders"].get(_order_name(table_order), {})
+    if "best" in table_rec:   # what users get once the table takes the winner: the table's order
+        row["ieee_best"] = table_rec["best"]
+        for base in ("cast_fp32", "cublas_bf16"):
+            if base in got:
+                row[f"ieee_best_vs_{base}"] = round(got[base]["ms"] / row["ieee_best"]["ms"], 3)
                 if "ieee_table" in got:
                     row[f"ieee_table_vs_{base}"] = round(got[base]["ms"] / got["ieee_table"]["ms"], 3)
+    seq = row["orders"].get("sequential", {})
+    if "best" in seq and "ieee_best" in row and not table_order.sequential:
+        row["lanes_speedup_over_sequential"] = round(seq["best"]["ms"] / row["ieee_best"]["ms"], 3)
     if "mma" in got and "cublas_bf16" in got:
         row["mma_vs_cublas_bf16"] = round(got["cublas_bf16"]["ms"] / got["mma"]["ms"], 3)
-    row["all_ieee_bits_equal"] = all(c.get("same_bits_as_table") in (None, True) for c in row["candidates"])
+    row["all_ieee_bits_equal"] = all(c.get("same_bits_as_order_reference") in (None, True)
+                                     for c in row["candidates"])
+    row["all_orders_equal_emulator"] = all(o.get("emulator_equal_first_cols", True) for o in row["orders"].values())
     del ws, x
     if DEV == "cuda":
         torch.cuda.empty_cache()
@@ -366,45 +460,65 @@ def _measure_row(m, kn, table_tiles, candidates, copies, rounds):
 
 @section("decode")
 def decode():
+    """M = 1..16 x K = N = 4096, 8192: the table's order (K lanes at these shapes) with
+    its table row and the K-lanes kernel candidates, other K-lanes orders, the
+    sequential order (its table row, the register-tiled candidates, the old dot row),
+    cuBLAS bf16, CastFloat32 and mma, side by side."""
     from kernelaudit.repro import tiles as tiles_mod
 
-    rows_out, wins = [], {}
+    rows_out, wins, seq_wins = [], {}, {}
     for kn in S["decode"]:
         for m in S["ms"]:
             bucket = tiles_mod.rows_class(m)
-            row = _measure_row(m, kn, tiles_mod.pick("ieee", kn, kn, torch.bfloat16, m=m),
-                               decode_candidates(int(bucket[len("decode"):])) + [PREVIOUS_DECODE],
-                               6 if kn <= 4096 else 3, 4)
+            r = int(bucket[len("decode"):])
+            table_order, plan = _ieee_plan(m, kn, lanes_decode_candidates(r),
+                                           decode_candidates(r) + [PREVIOUS_DECODE], other_orders(r))
+            row = _measure_row(m, kn, plan, 6 if kn <= 4096 else 3, 4, table_order)
             rows_out.append(row)
             if "ieee_best" in row and row["ieee_best"]["tiles"] is not None:
                 wins.setdefault(bucket, {}).setdefault(row["ieee_best"]["name"], []).append(row["ieee_best"])
+            sb = row["orders"].get("sequential", {}).get("best")
+            if sb and sb["tiles"] is not None and sb["tiles"].get("tiled"):
+                seq_wins.setdefault(bucket, {}).setdefault(sb["name"], []).append(sb)
             print({k: v for k, v in row.items() if k != "candidates"}, flush=True)
-    # the table the later sections use: per bucket, the candidate that won most shapes
+    # the tables the later sections use: per bucket, the candidate that won most shapes
+    lanes_shape = not tiles_mod.ieee_lanes(_n(S["decode"][0]), S["decode"][0], torch.bfloat16).sequential
     table = {}
-    for bucket, by_name in wins.items():
-        name, hits = max(by_name.items(), key=lambda kv: (len(kv[1]), -sum(h["ms"] for h in kv[1])))
-        tiles_mod.IEEE_TABLE[(bucket, "large")] = Tiles(**hits[0]["tiles"])
-        table[bucket] = hits[0]["tiles"]
+    for target, by_bucket in (((tiles_mod.IEEE_LANES_TABLE if lanes_shape else tiles_mod.IEEE_TABLE), wins),
+                              (tiles_mod.IEEE_TABLE, seq_wins if lanes_shape else {})):
+        for bucket, by_name in by_bucket.items():
+            name, hits = max(by_name.items(), key=lambda kv: (len(kv[1]), -sum(h["ms"] for h in kv[1])))
+            target[(bucket, "large")] = Tiles(**hits[0]["tiles"])
+            table[f"{'lanes' if target is tiles_mod.IEEE_LANES_TABLE else 'sequential'}/{bucket}"] = hits[0]["tiles"]
     RES["ieee_table_used"] = {f"{r}/{n}": t.__dict__ for (r, n), t in tiles_mod.IEEE_TABLE.items()}
+    RES["ieee_lanes_table_used"] = {f"{r}/{n}": t.__dict__ for (r, n), t in tiles_mod.IEEE_LANES_TABLE.items()}
+    # which order was fastest at each shape (input to tiles.IEEE_LANES)
+    fastest = {f"m{r['m']}_k{r['k']}": min(((o, v["best"]["ms"]) for o, v in r["orders"].items() if "best" in v),
+                                           key=lambda ov: ov[1], default=(None, None))[0] for r in rows_out}
     targets = {"ieee_2x_cast_every_m": all(r.get("ieee_best_vs_cast_fp32", 0) >= 2 for r in rows_out),
                "ieee_0.8x_cublas_m_le_4": all(r.get("ieee_best_vs_cublas_bf16", 0) >= 0.8
                                               for r in rows_out if r["m"] <= 4)}
-    return {"rows": rows_out, "table_written": table, "targets": targets}
+    return {"rows": rows_out, "table_written": table, "fastest_order": fastest, "targets": targets}
 
 
 @section("prefill")
 def prefill():
-    from kernelaudit.repro import tiles as tiles_mod
-
+    """M = 1024..8192 x K = N = 8192: the table's order (K lanes: the lane-after-lane
+    dot path) with its candidates beside the sequential order's table row (the dot path
+    of 2026-12-04) and its register-tiled candidates."""
     ceiling = fma_ceiling_tflops() if DEV == "cuda" else None
     rows_out = []
     for m in S["prefill_ms"]:
         kn = S["pk"]
-        row = _measure_row(m, kn, tiles_mod.pick("ieee", kn, kn, torch.bfloat16, m=m), PREFILL_CANDIDATES, 2, 1)
+        table_order, plan = _ieee_plan(m, kn, LANES_PREFILL_CANDIDATES, PREFILL_CANDIDATES[2:3])
+        row = _measure_row(m, kn, plan, 2, 1, table_order, emulate_cols=16 if m <= 1024 else 0)
         if ceiling:
             for c in row["candidates"]:
-                if c["name"].startswith("ieee") and "tflops" in c:
+                if c.get("order") and "tflops" in c:
                     c["fraction_of_fma_ceiling"] = round(c["tflops"] / ceiling, 3)
+            for rec in row["orders"].values():
+                if "best" in rec:
+                    rec["best_fraction_of_fma_ceiling"] = round(2 * m * kn * kn / rec["best"]["ms"] / 1e9 / ceiling, 3)
             if "ieee_best" in row:
                 row["ieee_best_fraction_of_fma_ceiling"] = round(
                     2 * m * kn * kn / row["ieee_best"]["ms"] / 1e9 / ceiling, 3)
@@ -418,62 +532,117 @@ def prefill():
 # -- 4. bits: compiled ieee kernel == CPU emulator ----------------------------------------------
 @section("bits")
 def bits():
+    """The compiled ``ieee`` kernels against the CPU emulator, in the order each case asks
+    for (None: the table's order for the case's shape, :func:`tiles.ieee_lanes`): the
+    sequential paths (register-tiled, tile8, dot, explicit) at K < 1024 or pinned to
+    SEQUENTIAL, and the K-lanes order (the K-lanes kernel: the decode table's rows and
+    candidates; the lane-after-lane dot path: the prefill rows and candidates; the
+    explicit loop; other orders; fp32 weights), K tails, signed zeros, an empty lane."""
+    from kernelaudit.repro import tiles as tiles_mod
+
     cases = []
     g = torch.Generator().manual_seed(5)
     cols = 128
-    specs = [  # (M, K, N, activation dtype, weight dtype, bias, tiles)
-        (3, 4096, 4096, torch.bfloat16, torch.bfloat16, True, None),
-        (5, 8192, 1024, torch.bfloat16, torch.bfloat16, False, best_tiles("ieee_decode")),
-        (4, 1000, 300, torch.float32, torch.bfloat16, True, None),
-        (2, 4099, 700, torch.float16, torch.float16, True, Tiles(16, 32, 8, 2, 2, tile8=True)),
-        (7, 2048, 2048, torch.float32, torch.float16, False, best_tiles("ieee_prefill")),
-        (64, 512, 256, torch.bfloat16, torch.bfloat16, True, Tiles(64, 64, 8, 4, 2, tile8=True)),
-        (300, 4099, 256, torch.bfloat16, torch.bfloat16, True, None),          # prefill table, K tail
-        (33, 1000, 200, torch.float32, torch.bfloat16, False, Tiles(128, 128, 32, 8, 2, dot=True)),
-        (9, 2048, 512, torch.float16, torch.float16, True, Tiles(16, 16, 128, 2, 3, dot=True)),
+    seq = SEQUENTIAL
+    specs = [  # (M, K, N, activation dtype, weight dtype, bias, tiles, lanes: None = the table's)
+        (3, 4096, 4096, torch.bfloat16, torch.bfloat16, True, None, None),
+        (5, 8192, 1024, torch.bfloat16, torch.bfloat16, False, best_tiles("ieee_decode"), None),
+        (4, 1000, 300, torch.float32, torch.bfloat16, True, None, None),
+        (2, 4099, 700, torch.float16, torch.float16, True, Tiles(16, 32, 8, 2, 2, tile8=True), None),
+        (2, 4099, 700, torch.float16, torch.float16, True, Tiles(16, 32, 8, 2, 2, tile8=True), seq),
+        (7, 2048, 2048, torch.float32, torch.float16, False, best_tiles("ieee_prefill"), None),
+        (64, 512, 256, torch.bfloat16, torch.bfloat16, True, Tiles(64, 64, 8, 4, 2, tile8=True), None),
+        (300, 4099, 256, torch.bfloat16, torch.bfloat16, True, None, None),          # prefill table, K tail
+        (300, 4099, 256, torch.bfloat16, torch.bfloat16, True, None, seq),
+        (33, 1000, 200, torch.float32, torch.bfloat16, False, Tiles(128, 128, 32, 8, 2, dot=True), None),
+        (9, 2048, 512, torch.float16, torch.float16, True, Tiles(16, 16, 128, 2, 3, dot=True), None),
+        (9, 2048, 512, torch.float16, torch.float16, True, Tiles(16, 16, 128, 2, 3, dot=True), seq),
+        (5, 1100, 64, torch.bfloat16, torch.bfloat16, False, Tiles(16, 16, 1, 4, 1), None),    # explicit loop
+        (4, 3000, 256, torch.float32, torch.float32, True, None, None),                         # fp32 weights
+        (4, 3000, 256, torch.float32, torch.float32, True, Tiles(4, 16, 128, 4, 1, tiled=True, prefetch=True),
+         None),
     ]
-    # the register-tiled kernel: the decode table (as the decode section left it) for each
-    # bucket, every decode and prefill candidate, K tails, fp32 and fp16 activations
-    from kernelaudit.repro import tiles as tiles_mod
+    # the table for each decode bucket (as the decode section left it), in both orders:
+    # the K-lanes rows at K >= 1024, the sequential rows pinned to SEQUENTIAL; every
+    # decode and prefill candidate of both orders, K tails, fp32 and fp16 activations
     for i, m in enumerate((1, 2, 3, 8, 16)):
-        t = tiles_mod.pick("ieee", 8192, 8192, torch.bfloat16, m=m)
-        specs.append((m, (4096, 4099, 8192, 1000, 2048)[i], 512, (torch.bfloat16, torch.float32)[i % 2],
-                      torch.bfloat16, i % 2 == 0, t))
+        k = (4096, 4099, 8192, 1500, 2048)[i]
+        adt = (torch.bfloat16, torch.float32)[i % 2]
+        for lanes in (None, seq):   # the table's order (K lanes: k >= 1024), then pinned sequential
+            t = tiles_mod.pick("ieee", 8192, 8192, torch.bfloat16, m=m, lanes=lanes)
+            specs.append((m, k, 512, adt, torch.bfloat16, i % 2 == 0, t, lanes))
     for t in decode_candidates(4) + decode_candidates(16):
-        specs.append((t.bm - 1, 777, 256, torch.float16, torch.float16, True, t))
+        specs.append((t.bm - 1, 777, 256, torch.float16, torch.float16, True, t, None))
+    for t in lanes_decode_candidates(4) + lanes_decode_candidates(16):
+        specs.append((t.bm - 1, 1777, 256, torch.float16, torch.float16, True, t, None))
+    for lanes, t in other_orders(4) + other_orders(16):
+        specs.append((t.bm - 2, 2053, 256, torch.bfloat16, torch.bfloat16, True, t, lanes))
     for t in PREFILL_CANDIDATES:
-        specs.append((300, 4099, 256, torch.bfloat16, torch.bfloat16, True, t))
-    for m, k, n, adt, wdt, has_bias, t in specs:
+        specs.append((300, 4099, 256, torch.bfloat16, torch.bfloat16, True, t, seq))
+    for t in LANES_PREFILL_CANDIDATES:
+        specs.append((300, 4099, 256, torch.bfloat16, torch.bfloat16, True, t, None))
+    for m, k, n, adt, wdt, has_bias, t, lanes in specs:
         k, n = max(1, k // S["bits_scale"]) + 3 * (S["bits_scale"] > 1), max(1, n // S["bits_scale"])
+        order = lanes if lanes is not None else tiles_mod.ieee_lanes(n, k, wdt)   # the shape's, not the slice's
         scale = 2.0 ** torch.randint(-20, 20, (m, 1), generator=g)   # wide exponents per row
         x = (torch.randn(m, k, generator=g) * scale).to(adt)
         w = torch.randn(n, k, generator=g).to(wdt)
         b = torch.randn(n, generator=g).to(wdt) if has_bias else None
-        got = gemm.linear(x.to(DEV), w.to(DEV), None if b is None else b.to(DEV), tiles=t).cpu()
-        ref = emulate.linear_ieee(x, w[:cols], None if b is None else b[:cols])
+        got = gemm.linear(x.to(DEV), w.to(DEV), None if b is None else b.to(DEV), tiles=t, lanes=lanes).cpu()
+        ref = emulate.linear_ieee(x, w[:cols], None if b is None else b[:cols], lanes=order)
         diff = emulate.bit_mismatches(got[:, :cols], ref)   # a NaN matches any NaN (payloads are free)
         same = diff == 0
         nan_rows = int(torch.isnan(ref).any(1).sum())
         cases.append({"m": m, "k": k, "n": n, "activations": str(adt), "weights": str(wdt), "bias": has_bias,
-                      "tiles": t.__dict__ if t else "table", "columns_checked": cols, "bit_equal": same,
-                      "mismatched": diff, "nan_rows": nan_rows})
+                      "tiles": t.__dict__ if t else "table", "order": order.__dict__,
+                      "order_from": "table" if lanes is None else "argument", "columns_checked": cols,
+                      "bit_equal": same, "mismatched": diff, "nan_rows": nan_rows})
         print(cases[-1], flush=True)
     # signed zeros: the accumulator underflows to -0.0 and stays there; K tail padding
-    # (every ieee path) must keep it (fma(+0, -0, acc) == acc; fma(+0, +0, -0) is +0)
-    xz = torch.tensor([[-1e-30] + [0.0] * 18], dtype=torch.float32)
-    wz = torch.tensor([[1e-30] + [-1.0] * 18] * 40, dtype=torch.float32)
-    want = emulate.linear_ieee(xz, wz)
-    for t in (None, Tiles(16, 16, 16, 2, 2, dot=True), Tiles(1, 16, 16, 1, 1, tiled=True, prefetch=True),
-              Tiles(64, 64, 4, 2, 2, tiled=True, group_m=8), Tiles(16, 32, 8, 2, 2, tile8=True)):
-        got = gemm.linear(xz.to(DEV), wz.to(DEV), tiles=t).cpu()
-        cases.append({"op": "signed zero", "m": 1, "k": 19, "n": 40, "tiles": t.__dict__ if t else "table",
-                      "bit_equal": emulate.same_bits(got, want),
-                      "want_negative_zero": bool((want.view(torch.int32) == -2**31).all())})
-    # bmm and the mma order's run-to-run identity
-    a, bb = torch.randn(3, 9, 640, generator=g).half(), torch.randn(3, 640, 40, generator=g).half()
-    same = emulate.same_bits(gemm.bmm(a.to(DEV), bb.to(DEV)).cpu(), emulate.bmm_ieee(a, bb))
-    cases.append({"op": "bmm", "shape": [3, 9, 640, 40], "dtype": "float16", "bit_equal": same})
-    return {"cases": cases, "all_equal": all(c["bit_equal"] for c in cases)}
+    # (every ieee path) must keep it (fma(+0, -1, acc) == acc; fma(+0, +0, -0) is +0).
+    # Sequential (K = 19) and K lanes (K = 1500: every lane starts with an underflow to
+    # -0.0, so every lane sum and the tree's are -0.0), and an empty lane (K = 20 < L * B
+    # = 64: lane sums -0.0 and +0.0 add to +0.0, by the order's definition)
+    k_l = max(1, 1500 // S["bits_scale"]) + 3 * (S["bits_scale"] > 1)
+    lanes_z = tiles_mod.ieee_lanes(40, 1500, torch.float32) if S["bits_scale"] == 1 else Lanes(2, 4)
+    xl, wl = torch.zeros(1, k_l), -torch.ones(40, k_l)
+    for ks in emulate.lane_ks(k_l, lanes_z):
+        if ks:
+            xl[0, ks[0]], wl[:, ks[0]] = -1e-30, 1e-30
+    zero_cases = [
+        ("sequential", torch.tensor([[-1e-30] + [0.0] * 18]), torch.tensor([[1e-30] + [-1.0] * 18] * 40), seq,
+         (None, Tiles(16, 16, 16, 2, 2, dot=True), Tiles(1, 16, 16, 1, 1, tiled=True, prefetch=True),
+          Tiles(64, 64, 4, 2, 2, tiled=True, group_m=8), Tiles(16, 32, 8, 2, 2, tile8=True)), True),
+        ("lanes", xl, wl, lanes_z,
+         (None, Tiles(1, 16, 64, 4, 1, tiled=True, prefetch=True), Tiles(4, 16, 128, 4, 3, tiled=True),
+          Tiles(64, 64, 16, 8, 2, dot=True), Tiles(16, 16, 1, 4, 1), Tiles(16, 32, 8, 2, 2, tile8=True)), True),
+        ("empty lane", torch.tensor([[-1e-30] + [0.0] * 19]), torch.tensor([[1e-30] + [-1.0] * 19] * 40),
+         Lanes(8, 8), (None, Tiles(1, 16, 64, 4, 1, tiled=True, prefetch=True), Tiles(64, 64, 16, 8, 2, dot=True)),
+         False),
+    ]
+    for label, xz, wz, lanes, tiles_list, negative in zero_cases:
+        want = emulate.linear_ieee(xz, wz, lanes=lanes)
+        for t in tiles_list:
+            got = gemm.linear(xz.to(DEV), wz.to(DEV), tiles=t, lanes=lanes).cpu()
+            cases.append({"op": f"signed zero ({label})", "m": 1, "k": xz.shape[1], "n": 40,
+                          "tiles": t.__dict__ if t else "table", "order": lanes.__dict__,
+                          "bit_equal": emulate.same_bits(got, want),
+                          "want_negative_zero": bool((want.view(torch.int32) == -2**31).all()),
+                          "expected_negative_zero": negative})
+            cases[-1]["bit_equal"] &= cases[-1]["want_negative_zero"] == negative
+    # bmm, sequential (K = 640) and K lanes (K = 1280)
+    for kb in (640, 1280):
+        kb_ = max(1, kb // S["bits_scale"]) + 3 * (S["bits_scale"] > 1)
+        a, bb = torch.randn(3, 9, kb_, generator=g).half(), torch.randn(3, kb_, 40, generator=g).half()
+        same = emulate.same_bits(gemm.bmm(a.to(DEV), bb.to(DEV)).cpu(), emulate.bmm_ieee(a, bb))
+        cases.append({"op": "bmm", "shape": [3, 9, kb_, 40], "dtype": "float16",
+                      "order": tiles_mod.ieee_lanes(40, kb_, torch.float16).__dict__, "bit_equal": same})
+    by_order = {}
+    for c in cases:
+        key = "sequential" if c.get("order", {}).get("count", 1) == 1 else "lanes"
+        by_order.setdefault(key, []).append(c["bit_equal"])
+    return {"cases": cases, "all_equal": all(c["bit_equal"] for c in cases),
+            "equal_by_order": {k: f"{sum(v)}/{len(v)}" for k, v in by_order.items()}}
 
 
 # -- 5. invariance ------------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 """repro on CUDA: the compiled register-tiled ``ieee`` kernel (every decode bucket of the
 table, decode and prefill configurations, K tails, signed zeros) equals the CPU emulator
-bit for bit, and row 0 of ``x[:M] @ W`` keeps its bits across the M buckets."""
+bit for bit, and row 0 of ``x[:M] @ W`` keeps its bits across the M buckets; the same for
+the K-lanes order (the K-lanes kernel, the lane-after-lane ``dot`` and explicit paths,
+the table's lanes rows, signed zeros through lanes, tails and the tree)."""
 
 from __future__ import annotations
 
@@ -30,11 +32,14 @@ def _tiles():
     (130, 777, 50, torch.float16, torch.float16),
 ])
 def test_compiled_tiled_linear_equals_cpu_emulator_bit_for_bit(i, m, k, n, adt, wdt):
+    """The sequential register-tiled kernel, pinned to the sequential order (K = 4099
+    is a K-lanes shape in the table)."""
     from kernelaudit.repro import emulate, gemm
+    from kernelaudit.repro.tiles import SEQUENTIAL
 
     x, w, b = _draw((m, k), adt, 1, 100.0), _draw((n, k), wdt, 2), _draw((n,), wdt, 3)
-    got = gemm.linear(x.cuda(), w.cuda(), b.cuda(), tiles=_tiles()[i]).cpu()
-    want = emulate.linear_ieee(x, w, b)
+    got = gemm.linear(x.cuda(), w.cuda(), b.cuda(), tiles=_tiles()[i], lanes=SEQUENTIAL).cpu()
+    want = emulate.linear_ieee(x, w, b, lanes=SEQUENTIAL)
     assert emulate.bit_mismatches(got, want) == 0
 
 
@@ -52,3 +57,67 @@ def test_table_decode_buckets_keep_row_0_bits_and_negative_zero():
     want = emulate.linear_ieee(xz, wz)
     assert torch.equal(got.view(torch.int32), want.view(torch.int32))
     assert bool((want.view(torch.int32) == -2**31).all())
+
+
+# -- K lanes -----------------------------------------------------------------------------------
+def _lane_cases():
+    """(tiles, lanes): the table's K-lanes rows (decode buckets, prefill dot path), other
+    K-lanes kernel tiles, the explicit loop, the tile8 request, and other orders."""
+    from kernelaudit.repro.tiles import IEEE_LANES_TABLE, Lanes, Tiles, ieee_lanes
+
+    table = ieee_lanes(4096, 4096, torch.bfloat16)
+    out = [(t, None) for (_, n), t in IEEE_LANES_TABLE.items() if n == "large"]
+    out += [(Tiles(4, 32, 64, 4, 1, tiled=True), None), (Tiles(8, 8, 128, 2, 3, tiled=True), None),
+            (Tiles(16, 16, 8, 2, 2, tile8=True), None), (Tiles(16, 16, 1, 4, 1), None),
+            (Tiles(32, 64, 32, 4, 2, dot=True), None),
+            (Tiles(2, 16, 256, 4, 1, tiled=True, prefetch=True), Lanes(16, 8)),
+            (Tiles(4, 16, 64, 4, 1, tiled=True, prefetch=True), Lanes(4, 16)),
+            (Tiles(64, 64, 16, 8, 2, dot=True), Lanes(4, 2)),
+            (Tiles(64, 64, 16, 8, 2, dot=True), Lanes(2, 32))]
+    assert not table.sequential
+    return out
+
+
+@pytest.mark.parametrize("i", range(15))
+@pytest.mark.parametrize("m, k, n, adt, wdt", [
+    (3, 4099, 96, torch.bfloat16, torch.bfloat16),       # the table's order (K >= 1024), K tail
+    (16, 1500, 70, torch.float32, torch.bfloat16),
+    (7, 2048, 40, torch.float16, torch.float16),
+])
+def test_compiled_lanes_linear_equals_cpu_emulator_bit_for_bit(i, m, k, n, adt, wdt):
+    from kernelaudit.repro import emulate, gemm
+
+    cases = _lane_cases()
+    assert len(cases) == 15
+    tiles, lanes = cases[i]
+    x, w, b = _draw((m, k), adt, 1, 100.0), _draw((n, k), wdt, 2), _draw((n,), wdt, 3)
+    got = gemm.linear(x.cuda(), w.cuda(), b.cuda(), tiles=tiles, lanes=lanes).cpu()
+    want = emulate.linear_ieee(x, w, b, lanes=lanes)
+    assert emulate.bit_mismatches(got, want) == 0, (tiles, lanes)
+
+
+def test_lanes_shape_keeps_row_0_bits_across_decode_and_prefill_and_negative_zero():
+    """A K-lanes shape through the table at M = 1..40 (K-lanes kernel in the decode
+    buckets, the lane-after-lane dot above 16) equals the emulator's row 0; every lane
+    at -0.0 with a K tail stays -0.0 through the tree."""
+    from kernelaudit.repro import emulate, gemm
+    from kernelaudit.repro.tiles import Lanes, Tiles, ieee_lanes
+
+    w = _draw((96, 4099), torch.bfloat16, 6)
+    x = _draw((40, 4099), torch.bfloat16, 7)
+    want = emulate.linear_ieee(x[:1], w)
+    wc, xc = w.cuda(), x.cuda()
+    for m in range(1, 41):
+        assert emulate.bit_mismatches(gemm.linear(xc[:m], wc)[:1].cpu(), want) == 0, m
+    lanes = ieee_lanes(40, 1500, torch.float32)
+    k = 1500
+    xz, wz = torch.zeros(1, k), -torch.ones(40, k)
+    for ks in emulate.lane_ks(k, lanes):
+        xz[0, ks[0]], wz[:, ks[0]] = -1e-30, 1e-30
+    wantz = emulate.linear_ieee(xz, wz)
+    assert bool((wantz.view(torch.int32) == -2**31).all())
+    for t in (None, Tiles(1, 16, 64, 4, 1, tiled=True, prefetch=True), Tiles(64, 64, 16, 8, 2, dot=True),
+              Tiles(16, 16, 1, 4, 1)):
+        got = gemm.linear(xz.cuda(), wz.cuda(), tiles=t).cpu()
+        assert torch.equal(got.view(torch.int32), wantz.view(torch.int32)), t
+    assert isinstance(lanes, Lanes) and not lanes.sequential

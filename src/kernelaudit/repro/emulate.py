@@ -14,13 +14,20 @@ rounding. How, without a hardware fp32 FMA in torch:
    exactly when ``s`` lands on a binary32 midpoint: tests/repro/test_emulate_fma.py holds
    such cases, checked against exact rational arithmetic.
 
-:func:`mm_ieee` folds :func:`fma32` over k = 0..K-1 from +0.0, like the kernel, then the
-same epilogue, then one rounding to the output dtype.
+:func:`mm_ieee` computes the shape's ``ieee`` order (:func:`.tiles.ieee_lanes`: N, K and
+the weight dtype; or ``lanes=``, as :mod:`.gemm` takes it): sequential, it folds
+:func:`fma32` over k = 0..K-1 from +0.0, like the kernel; with K lanes it folds each lane
+over its own k (k with ``(k // B) % L == l``, increasing) from +0.0, then adds the lane
+sums pairwise, neighbours first (``t[i] = t[2i] + t[2i + 1]`` level by level, IEEE fp32
+adds, as ``fma32(x, 1, y)``). Then the same epilogue, then one rounding to the output dtype. It never pads K:
+the kernels' padding (fma(+0, -1, acc) = acc) is theirs to prove, here it is absent.
 """
 
 from __future__ import annotations
 
 import torch
+
+from .tiles import Lanes, ieee_lanes
 
 
 def _round_to_odd64(s: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
@@ -42,13 +49,43 @@ def fma32(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
     return _round_to_odd64(s, e).float()
 
 
-def _mm3(a3: torch.Tensor, b3: torch.Tensor) -> torch.Tensor:
-    # a3: [B, M, K] -> fp32, b3: [B, K, N] -> fp32; acc: [B, M, N]
-    a3, b3 = a3.float(), b3.float()
+def _chain(a3: torch.Tensor, b3: torch.Tensor, ks) -> torch.Tensor:
+    """fma32 folded over ``ks`` in the given order from +0.0 (a3, b3 fp32)."""
     acc = torch.zeros(a3.shape[0], a3.shape[1], b3.shape[2], dtype=torch.float32, device=a3.device)
-    for k in range(a3.shape[2]):
+    for k in ks:
         acc = fma32(a3[:, :, k, None], b3[:, None, k, :], acc)
     return acc
+
+
+def pairwise_tree(sums: list[torch.Tensor]) -> torch.Tensor:
+    """fp32 ``((s0 + s1) + (s2 + s3)) + ...``: neighbours first, level by level (a power
+    of two of them), each ``+`` one IEEE-754 binary32 add, computed as
+    ``fma32(x, 1, y)`` (x * 1 is exact, so it is x + y rounded once: the same proven
+    rounding as the chains, whatever the CPU's own fp32 add does)."""
+    if not sums or len(sums) & (len(sums) - 1):
+        raise ValueError(f"pairwise_tree: {len(sums)} sums, not a power of two")
+    while len(sums) > 1:
+        one = torch.ones((), dtype=torch.float32, device=sums[0].device)
+        sums = [fma32(sums[2 * i], one, sums[2 * i + 1]) for i in range(len(sums) // 2)]
+    return sums[0]
+
+
+def lane_ks(k: int, lanes: Lanes) -> list[list[int]]:
+    """The k of each lane, increasing: k goes to lane ``(k // block) % count``."""
+    out: list[list[int]] = [[] for _ in range(lanes.count)]
+    for kk in range(k):
+        out[(kk // lanes.block) % lanes.count].append(kk)
+    return out
+
+
+def _mm3(a3: torch.Tensor, b3: torch.Tensor, lanes: Lanes | None = None) -> torch.Tensor:
+    # a3: [B, M, K], b3: [B, K, N]; the order from b3's (weight) dtype before the upcast
+    if lanes is None:
+        lanes = ieee_lanes(b3.shape[2], b3.shape[1], b3.dtype)
+    a3, b3 = a3.float(), b3.float()
+    if lanes.sequential:
+        return _chain(a3, b3, range(a3.shape[2]))
+    return pairwise_tree([_chain(a3, b3, ks) for ks in lane_ks(a3.shape[2], lanes)])
 
 
 def _epilogue(acc, bias, alpha: float, beta: float, out_dtype):
@@ -59,25 +96,27 @@ def _epilogue(acc, bias, alpha: float, beta: float, out_dtype):
     return fma32(acc, alpha32, bias.float() * beta32).to(out_dtype)
 
 
-def addmm_ieee(bias, a, b, *, beta: float = 1.0, alpha: float = 1.0, out_dtype=None) -> torch.Tensor:
-    """What ``gemm.addmm(..., order="ieee")`` returns, computed on the tensors' device in
-    float64 torch ops that round exactly as the kernel's fp32 FMAs do."""
+def addmm_ieee(bias, a, b, *, beta: float = 1.0, alpha: float = 1.0, out_dtype=None,
+               lanes: Lanes | None = None) -> torch.Tensor:
+    """What ``gemm.addmm(..., order="ieee", lanes=lanes)`` returns, computed on the
+    tensors' device in float64 torch ops that round exactly as the kernel's fp32 FMAs do
+    (and fp32 adds for the lane tree)."""
     out_dtype = out_dtype or torch.promote_types(a.dtype, b.dtype)
-    acc = _mm3(a.unsqueeze(0), b.unsqueeze(0))[0]
+    acc = _mm3(a.unsqueeze(0), b.unsqueeze(0), lanes)[0]
     return _epilogue(acc, bias, alpha, beta, out_dtype)
 
 
-def mm_ieee(a, b, *, out_dtype=None) -> torch.Tensor:
-    return addmm_ieee(None, a, b, out_dtype=out_dtype)
+def mm_ieee(a, b, *, out_dtype=None, lanes: Lanes | None = None) -> torch.Tensor:
+    return addmm_ieee(None, a, b, out_dtype=out_dtype, lanes=lanes)
 
 
-def bmm_ieee(a, b, *, out_dtype=None) -> torch.Tensor:
+def bmm_ieee(a, b, *, out_dtype=None, lanes: Lanes | None = None) -> torch.Tensor:
     out_dtype = out_dtype or torch.promote_types(a.dtype, b.dtype)
-    return _mm3(a, b).to(out_dtype)
+    return _mm3(a, b, lanes).to(out_dtype)
 
 
-def linear_ieee(x, weight, bias=None) -> torch.Tensor:
-    out = addmm_ieee(bias, x.reshape(-1, x.shape[-1]), weight.t())
+def linear_ieee(x, weight, bias=None, *, lanes: Lanes | None = None) -> torch.Tensor:
+    out = addmm_ieee(bias, x.reshape(-1, x.shape[-1]), weight.t(), lanes=lanes)
     return out.reshape(*x.shape[:-1], weight.shape[0])
 
 

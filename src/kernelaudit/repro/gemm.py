@@ -8,8 +8,11 @@ device. Two orders:
 * ``ieee``: ``acc = fma(a[m, k], b[k, n], acc)`` for k = 0, 1, ..., K-1 from acc = +0.0,
   each step one IEEE-754 fp32 fused multiply-add (``tl.fma``: defined, not left to the
   compiler's contraction), then ``out = fma(acc, alpha, fp32(beta * bias))`` (or
-  ``acc * alpha`` without bias), rounded once to the output dtype. The bits are a
-  function of the inputs and K alone: :mod:`.emulate` computes the same on a CPU.
+  ``acc * alpha`` without bias), rounded once to the output dtype; or, where the table
+  fixes K lanes for the shape (:func:`.tiles.ieee_lanes`: N, K, weight dtype), L such
+  chains over interleaved blocks of K, added by a fixed pairwise tree of fp32 adds
+  before the same epilogue (:class:`.tiles.Lanes`). The bits are a function of the
+  inputs and the shape alone: :mod:`.emulate` computes the same on a CPU.
   Four code paths give this order (``Tiles.tiled``, ``Tiles.tile8``, ``Tiles.dot``, else
   the explicit loop). ``tiled`` is :mod:`.ieee_kernels`' register-tiled kernel (the
   decode table's default: wide K-contiguous tile loads, columns taken apart in
@@ -21,6 +24,14 @@ device. Two orders:
   architecture; not across architectures: a tensor core's internal accumulation inside
   one instruction is not IEEE-specified. fp32 activations (or mixed 16-bit dtypes) go
   through tf32 in this order.
+
+K lanes (L > 1): ``tiled`` runs :func:`.ieee_kernels.ieee_lanes_kernel` (every lane of a
+program's outputs in one [BM, BN, L] accumulator: decode); the explicit loop and ``dot``
+run the lanes one after the other inside the program (:func:`_lane_tree_seq`), the
+``tile8`` request included (it runs the explicit loop). ``lanes=`` (``ieee`` only, every
+launch function) overrides the table's order for the shape: for tests and benchmarks
+that compare orders; with the default (None) the bits are the shape's, and
+:mod:`.emulate` takes the same argument.
 
 Dependency rule: imports only :mod:`kernelaudit.config` and :mod:`kernelaudit.errors`.
 """
@@ -37,8 +48,8 @@ import triton.language as tl  # noqa: E402
 
 from ..errors import InvalidArgument, KernelAuditError, check_choice  # noqa: E402
 from .epilogue import epilogue as _epilogue  # noqa: E402
-from .ieee_kernels import ieee_tiled_kernel  # noqa: E402
-from .tiles import INTERPRETER_IEEE, ORDERS, Tiles, pick  # noqa: E402
+from .ieee_kernels import ieee_lanes_kernel, ieee_tiled_kernel  # noqa: E402
+from .tiles import INTERPRETER_IEEE, ORDERS, Lanes, Tiles, ieee_lanes, pick  # noqa: E402
 
 
 
@@ -75,11 +86,67 @@ def _columns8(t):
 
 
 @triton.jit
+def _lane_chain(a_rows, b_cols, mask_m, mask_n, s_ak, s_bk, K, LANE: tl.constexpr,
+                LANES: tl.constexpr, LB: tl.constexpr, DOT: tl.constexpr,
+                BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """Lane ``LANE``'s sum: ``acc = fma(a[m, k], b[k, n], acc)`` from +0.0 over its k in
+    increasing order: blocks j = LANE, LANE + LANES, ... (k = j * LB .. j * LB + LB - 1,
+    cut at K)."""
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    if DOT:
+        # compiled only: each step one fp32 ieee tl.dot over the next QB blocks of this
+        # lane, gathered into one K tile in the lane's order (a dot is one FMA chain over
+        # its K tile, in order); past K the tile is padded with fma(+0, -1, acc) = acc
+        QB: tl.constexpr = BK // LB if BK > LB else 1     # blocks per step (DK = QB * LB >= BK)
+        DK: tl.constexpr = QB * LB
+        rq = tl.arange(0, QB)
+        rb = tl.arange(0, LB)
+        blocks = (tl.cdiv(K, LB) - LANE + LANES - 1) // LANES     # this lane's blocks (>= 0)
+        for s in range(0, tl.cdiv(blocks, QB)):
+            kq = (((s * QB + rq) * LANES + LANE) * LB).to(tl.int64)             # [QB] block starts
+            kk = kq[:, None] + rb[None, :]                                        # [QB, LB]
+            in_k = kk < K
+            a = tl.load(a_rows[:, None, None] + kk[None, :, :] * s_ak,
+                        mask=mask_m[:, None, None] & in_k[None, :, :], other=0.0).to(tl.float32)
+            b = tl.load(b_cols[None, None, :] + kk[:, :, None] * s_bk,
+                        mask=in_k[:, :, None] & mask_n[None, None, :], other=-1.0).to(tl.float32)
+            acc = tl.dot(tl.reshape(a, (BM, DK)), tl.reshape(b, (DK, BN)), acc, input_precision="ieee")
+    else:
+        for kb in range(LANE * LB, K, LANES * LB):
+            for k in range(kb, tl.minimum(kb + LB, K)):
+                k64 = tl.cast(k, tl.int64)
+                a = tl.load(a_rows + k64 * s_ak, mask=mask_m, other=0.0).to(tl.float32)
+                b = tl.load(b_cols + k64 * s_bk, mask=mask_n, other=0.0).to(tl.float32)
+                acc = tl.fma(a[:, None], b[None, :], acc)
+    return acc
+
+
+@triton.jit
+def _lane_tree_seq(a_rows, b_cols, mask_m, mask_n, s_ak, s_bk, K, LO: tl.constexpr, NL: tl.constexpr,
+                   LANES: tl.constexpr, LB: tl.constexpr, DOT: tl.constexpr,
+                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """The pairwise tree over lanes LO .. LO + NL - 1, one lane after the other:
+    tree(LO, NL) = tree(LO, NL / 2) + tree(LO + NL / 2, NL / 2), which for NL a power of
+    two is the neighbours-first tree of :func:`.ieee_kernels.lane_tree`; at most
+    log2(NL) + 1 accumulators live."""
+    if NL == 1:
+        acc = _lane_chain(a_rows, b_cols, mask_m, mask_n, s_ak, s_bk, K, LO, LANES, LB, DOT, BM, BN, BK)
+    else:
+        left = _lane_tree_seq(a_rows, b_cols, mask_m, mask_n, s_ak, s_bk, K, LO, NL // 2, LANES, LB, DOT,
+                              BM, BN, BK)
+        right = _lane_tree_seq(a_rows, b_cols, mask_m, mask_n, s_ak, s_bk, K, LO + NL // 2, NL // 2, LANES, LB,
+                               DOT, BM, BN, BK)
+        acc = left + right
+    return acc
+
+
+@triton.jit
 def _ieee_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
                  s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_xb, s_xm, s_xn, s_cb, s_cm, s_cn,
                  alpha, beta,
                  HAS_BIAS: tl.constexpr, OUT_BF16: tl.constexpr, TILE8: tl.constexpr, DOT: tl.constexpr,
-                 BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+                 BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                 LANES: tl.constexpr = 1, LB: tl.constexpr = 1):
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     pid_b = tl.program_id(2).to(tl.int64)
@@ -91,7 +158,11 @@ def _ieee_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
     b_cols = b_ptr + pid_b * s_bb + rn * s_bn        # [BN] pointers to b[b, 0, n]
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     k_main = (K // BK) * BK
-    if DOT:
+    if LANES > 1:
+        # K lanes: every lane of these outputs in this program, lane after lane
+        acc = _lane_tree_seq(a_rows, b_cols, mask_m, mask_n, s_ak, s_bk, K, 0, LANES, LANES, LB, DOT, BM, BN, BK)
+        k_main = K
+    elif DOT:
         # compiled only (never under the interpreter, whose tl.dot is a numpy matmul):
         # Triton lowers an fp32 dot with input_precision="ieee" to one FMA chain per
         # output element, k = 0..BK-1 in order, onto acc (FMADotUtility.cpp,
@@ -171,8 +242,11 @@ def _mma_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
 
 
 # -- launches ------------------------------------------------------------------------------
-def _check_operands(a: torch.Tensor, b: torch.Tensor, order: str) -> None:
+def _check_operands(a: torch.Tensor, b: torch.Tensor, order: str, lanes: Lanes | None = None) -> None:
     check_choice("order", order, ORDERS)
+    if lanes is not None and (order != "ieee" or not isinstance(lanes, Lanes)):
+        raise InvalidArgument(f"Cannot have lanes={lanes!r} with order={order!r}: allowed values are a "
+                              "tiles.Lanes with order='ieee', or None (the table's order for the shape)")
     if a.dtype not in ACTIVATION_DTYPES:
         raise InvalidArgument(f"Cannot have activation dtype={a.dtype}: allowed values are "
                               f"{', '.join(map(str, ACTIVATION_DTYPES))}")
@@ -192,7 +266,8 @@ def out_dtype_for(a: torch.Tensor, b: torch.Tensor) -> torch.dtype:
     return torch.promote_types(a.dtype, b.dtype)
 
 
-def _launch(a3, b3, bias3, out3, order: str, tiles: Tiles | None, alpha: float, beta: float):
+def _launch(a3, b3, bias3, out3, order: str, tiles: Tiles | None, alpha: float, beta: float,
+            lanes: Lanes | None = None):
     # a3: [B, M, K], b3: [B, K, N], bias3: broadcastable view [B, M, N] or None, out3: [B, M, N]
     B, M, K = a3.shape
     N = b3.shape[2]
@@ -201,15 +276,23 @@ def _launch(a3, b3, bias3, out3, order: str, tiles: Tiles | None, alpha: float, 
     if K == 0:
         out3.copy_((bias3 * beta).expand_as(out3) if bias3 is not None else torch.zeros_like(out3))
         return out3
+    if order == "ieee" and lanes is None:
+        lanes = ieee_lanes(N, K, b3.dtype)      # the shape's order: never M, never the device
     if tiles is None:
-        tiles = pick(order, N, K, b3.dtype, m=M)
+        tiles = pick(order, N, K, b3.dtype, m=M, lanes=lanes)
         if order == "ieee" and config.interpreter_requested():
             tiles = INTERPRETER_IEEE
     xb = bias3 if bias3 is not None else out3
     grid = (triton.cdiv(M, tiles.bm), triton.cdiv(N, tiles.bn), B)
     args = (a3, b3, xb, out3, M, N, K, *a3.stride(), *b3.stride(), *xb.stride(), *out3.stride(),
             float(alpha), float(beta))
-    if order == "ieee" and tiles.tiled:
+    if order == "ieee" and tiles.tiled and not lanes.sequential:
+        ieee_lanes_kernel[(grid[0] * grid[1], B)](
+            *args, HAS_BIAS=bias3 is not None, OUT_BF16=out3.dtype == torch.bfloat16,
+            BM=tiles.bm, BN=tiles.bn, BK=max(tiles.bk, lanes.round), LANES=lanes.count, LB=lanes.block,
+            GROUP_M=tiles.group_m, PREFETCH=tiles.prefetch,
+            num_warps=tiles.num_warps, num_stages=tiles.num_stages)
+    elif order == "ieee" and tiles.tiled:
         ieee_tiled_kernel[(grid[0] * grid[1], B)](
             *args, HAS_BIAS=bias3 is not None, OUT_BF16=out3.dtype == torch.bfloat16,
             BM=tiles.bm, BN=tiles.bn, BK=tiles.bk, GROUP_M=tiles.group_m, PREFETCH=tiles.prefetch,
@@ -217,7 +300,7 @@ def _launch(a3, b3, bias3, out3, order: str, tiles: Tiles | None, alpha: float, 
     elif order == "ieee":
         _ieee_kernel[grid](*args, HAS_BIAS=bias3 is not None, OUT_BF16=out3.dtype == torch.bfloat16,
                            TILE8=tiles.tile8, DOT=tiles.dot and not config.interpreter_requested(),
-                           BM=tiles.bm, BN=tiles.bn, BK=tiles.bk,
+                           BM=tiles.bm, BN=tiles.bn, BK=tiles.bk, LANES=lanes.count, LB=lanes.block,
                            num_warps=tiles.num_warps, num_stages=tiles.num_stages)
     else:
         same16 = a3.dtype == b3.dtype and a3.dtype != torch.float32
@@ -239,43 +322,44 @@ def _bias3(bias: torch.Tensor | None, B: int, M: int, N: int) -> torch.Tensor | 
 
 
 def mm(a: torch.Tensor, b: torch.Tensor, *, order: str = "ieee", tiles: Tiles | None = None,
-       out_dtype: torch.dtype | None = None) -> torch.Tensor:
+       out_dtype: torch.dtype | None = None, lanes: Lanes | None = None) -> torch.Tensor:
     """``a @ b`` for a [M, K], b [K, N] in the fixed ``order``."""
-    return addmm(None, a, b, order=order, tiles=tiles, out_dtype=out_dtype)
+    return addmm(None, a, b, order=order, tiles=tiles, out_dtype=out_dtype, lanes=lanes)
 
 
 def addmm(bias: torch.Tensor | None, a: torch.Tensor, b: torch.Tensor, *, beta: float = 1.0,
           alpha: float = 1.0, order: str = "ieee", tiles: Tiles | None = None,
-          out_dtype: torch.dtype | None = None) -> torch.Tensor:
+          out_dtype: torch.dtype | None = None, lanes: Lanes | None = None) -> torch.Tensor:
     """``beta * bias + alpha * (a @ b)`` for a [M, K], b [K, N], bias broadcastable to [M, N]."""
     if a.dim() != 2 or b.dim() != 2:
         raise InvalidArgument(f"Cannot have a.dim()={a.dim()}, b.dim()={b.dim()} in mm/addmm: allowed values are 2")
-    _check_operands(a, b, order)
+    _check_operands(a, b, order, lanes)
     M, N = a.shape[0], b.shape[1]
     out = torch.empty(M, N, dtype=out_dtype or out_dtype_for(a, b), device=a.device)
-    _launch(a.unsqueeze(0), b.unsqueeze(0), _bias3(bias, 1, M, N), out.unsqueeze(0), order, tiles, alpha, beta)
+    _launch(a.unsqueeze(0), b.unsqueeze(0), _bias3(bias, 1, M, N), out.unsqueeze(0), order, tiles, alpha, beta,
+            lanes)
     return out
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *,
-           order: str = "ieee", tiles: Tiles | None = None) -> torch.Tensor:
+           order: str = "ieee", tiles: Tiles | None = None, lanes: Lanes | None = None) -> torch.Tensor:
     """``x @ weight.T + bias`` for x [..., K], weight [N, K] (read in place, transposed by strides)."""
     if weight.dim() != 2:
         raise InvalidArgument(f"Cannot have weight.dim()={weight.dim()} in linear: allowed values are 2")
     lead = x.shape[:-1]
     x2 = x.reshape(-1, x.shape[-1])
-    out = addmm(bias, x2, weight.t(), order=order, tiles=tiles)
+    out = addmm(bias, x2, weight.t(), order=order, tiles=tiles, lanes=lanes)
     return out.reshape(*lead, weight.shape[0])
 
 
 def bmm(a: torch.Tensor, b: torch.Tensor, *, order: str = "ieee", tiles: Tiles | None = None,
-        out_dtype: torch.dtype | None = None) -> torch.Tensor:
+        out_dtype: torch.dtype | None = None, lanes: Lanes | None = None) -> torch.Tensor:
     """``a @ b`` for a [B, M, K], b [B, K, N]; every batch in the same fixed order."""
     if a.dim() != 3 or b.dim() != 3 or a.shape[0] != b.shape[0]:
         raise InvalidArgument(f"Cannot have a {tuple(a.shape)}, b {tuple(b.shape)} in bmm: "
                               "allowed values are [B, M, K] and [B, K, N] with one B")
-    _check_operands(a, b, order)
+    _check_operands(a, b, order, lanes)
     B, M, N = a.shape[0], a.shape[1], b.shape[2]
     out = torch.empty(B, M, N, dtype=out_dtype or out_dtype_for(a, b), device=a.device)
-    _launch(a, b, None, out, order, tiles, 1.0, 0.0)
+    _launch(a, b, None, out, order, tiles, 1.0, 0.0, lanes)
     return out

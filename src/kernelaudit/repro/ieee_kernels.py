@@ -1,9 +1,13 @@
-"""The register-tiled ``ieee`` kernel: decode (GEMV-like, small M) and prefill (large M).
+"""The register-tiled ``ieee`` kernels: decode (GEMV-like, small M) and prefill (large M).
 
-Same order as every ``ieee`` path (:mod:`.gemm`, :mod:`.emulate`): each output element is
+:func:`ieee_tiled_kernel` computes the sequential order, like every sequential ``ieee``
+path (:mod:`.gemm`, :mod:`.emulate`): each output element is
 ``acc = fma(a[m, k], b[k, n], acc)`` for k = 0, 1, ..., K-1 from acc = +0.0, one IEEE-754
-fp32 FMA (``tl.fma``) per step, then the shared epilogue. What differs is how operands
-reach the FMAs:
+fp32 FMA (``tl.fma``) per step, then the shared epilogue. :func:`ieee_lanes_kernel`
+computes the K-lanes order (:class:`.tiles.Lanes`: L such chains over interleaved blocks
+of K, then a fixed pairwise tree, :func:`lane_tree`), for the shapes whose table order
+it is (see its docstring). What differs from the plain loop is how operands reach the
+FMAs (the K-lanes kernel: the same ideas, one lane per 16-byte block):
 
 * each K step loads one ``[BM, BK]`` tile of ``a`` and one ``[BN, BK]`` tile of ``b``
   (``b`` seen as [N, K]: linear's weight is K-contiguous, so the loads are wide and
@@ -123,3 +127,149 @@ def ieee_tiled_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
         acc = _fma_steps(acc, a_tail.to(tl.float32), b_tail.to(tl.float32), BK)
     epilogue(acc, bias_ptr, c_ptr, pid_b, rm, rn, mask_m, mask_n, s_xb, s_xm, s_xn, s_cb, s_cm, s_cn,
              alpha, beta, HAS_BIAS, OUT_BF16)
+
+
+# -- K lanes ---------------------------------------------------------------------------------
+@triton.jit
+def _block_halves(t):
+    """The first and second half of ``t`` [R, L, H2] along dim 2 (k order kept inside each)."""
+    R: tl.constexpr = t.shape[0]
+    L: tl.constexpr = t.shape[1]
+    H: tl.constexpr = t.shape[2] // 2
+    return tl.split(tl.permute(tl.reshape(t, (R, L, 2, H)), (0, 1, 3, 2)))
+
+
+@triton.jit
+def _lane_columns(acc, at, bt, NB: tl.constexpr):
+    """``acc[m, n, l] = fma(at[m, l, j], bt[n, l, j], acc[m, n, l])`` for j = 0..NB-1 in
+    order (at [BM, L, NB], bt [BN, L, NB], acc [BM, BN, L]): every lane takes the j-th k
+    of its block at once; the first half of the block, then the second."""
+    if NB == 1:
+        BM: tl.constexpr = at.shape[0]
+        BN: tl.constexpr = bt.shape[0]
+        L: tl.constexpr = at.shape[1]
+        a = tl.reshape(at, (BM, L)).to(tl.float32)
+        b = tl.reshape(bt, (BN, L)).to(tl.float32)
+        acc = tl.fma(a[:, None, :], b[None, :, :], acc)
+    else:
+        a_lo, a_hi = _block_halves(at)
+        b_lo, b_hi = _block_halves(bt)
+        acc = _lane_columns(acc, a_lo, b_lo, NB // 2)
+        acc = _lane_columns(acc, a_hi, b_hi, NB // 2)
+    return acc
+
+
+@triton.jit
+def _round_halves(t):
+    """The first and second half of ``t`` [R2, X, Y] along dim 0 (rounds in order)."""
+    R: tl.constexpr = t.shape[0] // 2
+    X: tl.constexpr = t.shape[1]
+    Y: tl.constexpr = t.shape[2]
+    return tl.split(tl.permute(tl.reshape(t, (2, R, X, Y)), (1, 2, 3, 0)))
+
+
+@triton.jit
+def _lane_rounds(acc, at, bt, LANES: tl.constexpr, LB: tl.constexpr, NR: tl.constexpr):
+    """The ``NR`` rounds of one K step in order (at [NR, BM, LANES * LB], bt [NR, BN,
+    LANES * LB]: round r, k = k0 + r * LANES * LB + l * LB + j is step j of lane l).
+    The rounds sit on the leading dim, so a thread holds the same lanes and columns in
+    every round and taking rounds apart moves no data between threads."""
+    if NR == 1:
+        BM: tl.constexpr = at.shape[1]
+        BN: tl.constexpr = bt.shape[1]
+        acc = _lane_columns(acc, tl.reshape(at, (BM, LANES, LB)), tl.reshape(bt, (BN, LANES, LB)), LB)
+    else:
+        a_lo, a_hi = _round_halves(at)
+        b_lo, b_hi = _round_halves(bt)
+        acc = _lane_rounds(acc, a_lo, b_lo, LANES, LB, NR // 2)
+        acc = _lane_rounds(acc, a_hi, b_hi, LANES, LB, NR // 2)
+    return acc
+
+
+@triton.jit
+def lane_tree(acc):
+    """``acc`` [BM, BN, L] -> [BM, BN]: the lanes added pairwise, neighbours first, level
+    by level (t[i] = t[2i] + t[2i + 1]: ((s0 + s1) + (s2 + s3)) + ... for L = 8), one fp32
+    add each. Reshape and split only: the tree is written out, not left to ``tl.sum``."""
+    BM: tl.constexpr = acc.shape[0]
+    BN: tl.constexpr = acc.shape[1]
+    L: tl.constexpr = acc.shape[2]
+    if L == 1:
+        out = tl.reshape(acc, (BM, BN))
+    else:
+        even, odd = tl.split(tl.reshape(acc, (BM, BN, L // 2, 2)))   # lanes 2i and 2i + 1
+        out = lane_tree(even + odd)
+    return out
+
+
+@triton.jit
+def ieee_lanes_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
+                      s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_xb, s_xm, s_xn, s_cb, s_cm, s_cn,
+                      alpha, beta,
+                      HAS_BIAS: tl.constexpr, OUT_BF16: tl.constexpr,
+                      BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                      LANES: tl.constexpr, LB: tl.constexpr,
+                      GROUP_M: tl.constexpr, PREFETCH: tl.constexpr):
+    """``c[b] = epilogue(a[b] @ b[b])`` in the K-lanes order (:class:`.tiles.Lanes`:
+    ``LANES`` lanes, interleaved blocks of ``LB`` k, pairwise tree); a [B, M, K], b [B, K, N]
+    by strides; grid (cdiv(M, BM) * cdiv(N, BN), B).
+
+    One program holds every lane of its ``BM x BN`` outputs: a [BM, BN, LANES] fp32
+    accumulator (no split-K, no workspace, no atomics). Each K step loads ``BK`` k of
+    every row, K-contiguous, as ``BK / (LANES * LB)`` rounds (a round: one block of
+    ``LB`` k per lane) on the leading dim of a [rounds, rows, LANES * LB] tile, and applies
+    the rounds in order, ``LB`` FMAs to every lane at once per round, so k increases
+    within each lane. The K tail is one masked step padded with fma(+0, -1, acc) = acc
+    (the padded k of every lane leave its bits unchanged, as in the sequential kernel).
+    Then :func:`lane_tree`, then the shared epilogue."""
+    tl.static_assert(BK % (LANES * LB) == 0)
+    RK: tl.constexpr = LANES * LB            # k per round
+    NR: tl.constexpr = BK // RK              # rounds per K step
+    pid = tl.program_id(0)
+    pid_b = tl.program_id(1).to(tl.int64)
+    grid_m = tl.cdiv(M, BM)
+    grid_n = tl.cdiv(N, BN)
+    width = GROUP_M * grid_n
+    first_m = (pid // width) * GROUP_M
+    rows_in_group = tl.minimum(grid_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % width) % rows_in_group
+    pid_n = (pid % width) // rows_in_group
+    rm = pid_m.to(tl.int64) * BM + tl.arange(0, BM)
+    rn = pid_n.to(tl.int64) * BN + tl.arange(0, BN)
+    # a K step as [round, row, k in round]: k = r * RK + c
+    kr = tl.arange(0, NR)[:, None, None] * RK + tl.arange(0, RK)[None, None, :]     # [NR, 1, RK]
+    mask_m = rm < M
+    mask_n = rn < N
+    a_t = a_ptr + pid_b * s_ab + rm[None, :, None] * s_am + kr * s_ak      # [NR, BM, RK]
+    b_t = b_ptr + pid_b * s_bb + rn[None, :, None] * s_bn + kr * s_bk      # [NR, BN, RK]: b as [N, K]
+    mask_a = mask_m[None, :, None]
+    mask_b = mask_n[None, :, None]
+    acc = tl.zeros((BM, BN, LANES), dtype=tl.float32)
+    k_main = (K // BK) * BK
+    k_main64 = tl.cast(k_main, tl.int64)
+    if PREFETCH:
+        # as ieee_tiled_kernel: the next step's tiles load during this step's FMAs (the
+        # first tile is unused when K < BK; the last step reloads its own tile)
+        at = tl.load(a_t, mask=mask_a & (kr < K), other=0.0).to(tl.float32)
+        bt = tl.load(b_t, mask=mask_b & (kr < K), other=0.0)
+        for k0 in range(0, k_main, BK):
+            k_next = tl.cast(tl.minimum(k0 + BK, k_main - BK), tl.int64)
+            at_next = tl.load(a_t + k_next * s_ak, mask=mask_a, other=0.0).to(tl.float32)
+            bt_next = tl.load(b_t + k_next * s_bk, mask=mask_b, other=0.0)
+            acc = _lane_rounds(acc, at, bt, LANES, LB, NR)
+            at = at_next
+            bt = bt_next
+    else:
+        for k0 in range(0, k_main, BK):
+            k64 = tl.cast(k0, tl.int64)
+            at = tl.load(a_t + k64 * s_ak, mask=mask_a, other=0.0).to(tl.float32)
+            bt = tl.load(b_t + k64 * s_bk, mask=mask_b, other=0.0)
+            acc = _lane_rounds(acc, at, bt, LANES, LB, NR)
+    if k_main < K:
+        # the tail: padded k are fma(+0, -1, acc) = acc + (-0) = acc in every lane
+        mask_k = (k_main + kr) < K
+        a_tail = tl.load(a_t + k_main64 * s_ak, mask=mask_a & mask_k, other=0.0)
+        b_tail = tl.load(b_t + k_main64 * s_bk, mask=mask_b & mask_k, other=-1.0)
+        acc = _lane_rounds(acc, a_tail.to(tl.float32), b_tail, LANES, LB, NR)
+    epilogue(lane_tree(acc), bias_ptr, c_ptr, pid_b, rm, rn, mask_m, mask_n, s_xb, s_xm, s_xn,
+             s_cb, s_cm, s_cn, alpha, beta, HAS_BIAS, OUT_BF16)

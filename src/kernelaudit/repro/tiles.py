@@ -5,10 +5,13 @@ internal accumulation can depend on the instruction shape, which a row-block siz
 from M would change; keyed by (N, K, dtype) alone, a row of ``x[:M] @ W`` gets the same
 instructions in the same order at every M.
 
-``ieee``: every output element is one chain of fp32 FMAs over k = 0, 1, ..., K-1 whatever
-the tile, so the bits are fixed by the inputs and K alone, and the table may also follow
-M (decode tiles for M <= 16, prefill tiles above) without touching a bit: tested, not
-assumed (see :data:`IEEE_TABLE`).
+``ieee``: the order is fixed by the shape alone, :func:`ieee_lanes` (N, K, weight dtype,
+never M or the device): :data:`SEQUENTIAL` (one chain of fp32 FMAs over k = 0, 1, ...,
+K-1 per output element) or K lanes (:class:`Lanes`: L chains over interleaved blocks of
+K, then a fixed pairwise tree of fp32 adds). Whatever the tile, every output element is
+that computation, so the bits are fixed by the inputs and the shape alone, and the launch
+tables may also follow M (decode tiles for M <= 16, prefill tiles above) without
+touching a bit: tested, not assumed (see :data:`IEEE_TABLE`, :data:`IEEE_LANES_TABLE`).
 
 The table is data: edit it (after a sweep on the device, ``benchmarks/repro_gemm.py``),
 never branch on the device. Tuning reaches a launch as the ``tiles=`` argument.
@@ -21,6 +24,42 @@ from dataclasses import dataclass
 from ..errors import InvalidArgument, check_choice
 
 ORDERS = ("ieee", "mma")
+
+
+@dataclass(frozen=True)
+class Lanes:
+    """The ``ieee`` order of one shape: K dealt to ``count`` lanes (L) in interleaved
+    blocks of ``block`` (B) consecutive k: k belongs to lane ``(k // B) % L`` (block j =
+    k // B goes to lane j mod L). Each lane is one fp32 FMA chain over its own k in
+    increasing order from +0.0; the L lane sums are then added pairwise, neighbours first
+    (``((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))`` for L = 8: level by level,
+    ``t[i] = t[2i] + t[2i + 1]``), each add one IEEE-754 fp32 add. A lane that gets no k
+    (K <= l * B) is +0.0. ``count`` 1 is the sequential order (``block`` then changes
+    nothing). Both powers of two."""
+
+    count: int = 1
+    block: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("count", "block"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 1 or v & (v - 1):
+                raise InvalidArgument(f"Cannot have Lanes {name}={v!r}: allowed values are powers of two >= 1")
+        if self.count > 64:
+            raise InvalidArgument(f"Cannot have Lanes count={self.count}: allowed values are 1, 2, 4, ..., 64")
+
+    @property
+    def sequential(self) -> bool:
+        return self.count == 1
+
+    @property
+    def round(self) -> int:
+        """k per round: one block of every lane (L * B)."""
+        return self.count * self.block
+
+
+#: The sequential ``ieee`` order: acc = fma(a[m, k], b[k, n], acc) for k = 0..K-1.
+SEQUENTIAL = Lanes(1, 1)
 
 
 @dataclass(frozen=True)
@@ -37,7 +76,13 @@ class Tiles:
     step loads a ``bm x bk`` and a ``bn x bk`` tile (any power-of-two ``bk``) and takes
     their columns apart by halving in registers; ``group_m`` row blocks share the
     columns' pass (L2 reuse, prefill), ``prefetch`` loads the next K tile during this
-    one's FMAs (decode). None of these change a bit of the ``ieee`` order."""
+    one's FMAs (decode). None of these change a bit of the ``ieee`` order.
+
+    Where the shape's order has K lanes (:func:`ieee_lanes`, L > 1) every path computes
+    that order instead: ``tiled`` runs the K-lanes kernel (:func:`.ieee_kernels.ieee_lanes_kernel`:
+    a ``bm x bn x L`` accumulator, K steps of ``max(bk, L * B)``, so keep ``bm x bn``
+    small: decode), ``dot`` and the explicit loop run the lanes one after the other
+    (a ``bm x bn`` accumulator per level of the tree), ``tile8`` runs the explicit loop."""
 
     bm: int
     bn: int
@@ -111,6 +156,50 @@ IEEE_TABLE: dict[tuple[str, str], Tiles] = {
     ("prefill", "large"): Tiles(128, 128, 32, num_warps=4, num_stages=2, dot=True),
 }
 
+#: ``ieee`` in a K-lanes order (:func:`ieee_lanes` gives L > 1): (rows class, size class of
+#: N) -> tiles, read instead of :data:`IEEE_TABLE`. Decode rows: the K-lanes kernel, one
+#: program per ``bn`` columns holding every row and every lane (``bm x bn x L`` fp32
+#: accumulators), each K step ``bk`` k (whole rounds of L * B) of 16-bit weights loaded
+#: K-contiguous, 16 bytes a thread per lane block, the next step prefetched. Chosen from
+#: compiled sm_90 code only (Triton 3.9: no spills, 90-136 registers, the weight tile
+#: never through shared memory) and not yet timed: the H200 decode section
+#: (``benchmarks/repro_gemm.py``) times them beside the sequential rows and rewrites
+#: these. Prefill rows: the fp32 ``tl.dot`` path lane after lane (log2(L) + 1 ``bm x bn``
+#: accumulators live: 64 x 64 with 8 warps compiles without spills at L = 8), not timed.
+IEEE_LANES_TABLE: dict[tuple[str, str], Tiles] = {
+    ("decode1", "small"): Tiles(1, 16, 512, num_warps=4, num_stages=1, tiled=True, prefetch=True),
+    ("decode2", "small"): Tiles(2, 16, 256, num_warps=4, num_stages=1, tiled=True, prefetch=True),
+    ("decode4", "small"): Tiles(4, 16, 256, num_warps=4, num_stages=1, tiled=True, prefetch=True),
+    ("decode8", "small"): Tiles(8, 16, 256, num_warps=4, num_stages=1, tiled=True, prefetch=True),
+    ("decode16", "small"): Tiles(16, 16, 256, num_warps=4, num_stages=1, tiled=True, prefetch=True),
+    ("decode1", "large"): Tiles(1, 16, 512, num_warps=4, num_stages=1, tiled=True, prefetch=True),
+    ("decode2", "large"): Tiles(2, 16, 256, num_warps=4, num_stages=1, tiled=True, prefetch=True),
+    ("decode4", "large"): Tiles(4, 16, 256, num_warps=4, num_stages=1, tiled=True, prefetch=True),
+    ("decode8", "large"): Tiles(8, 16, 256, num_warps=4, num_stages=1, tiled=True, prefetch=True),
+    ("decode16", "large"): Tiles(16, 16, 256, num_warps=4, num_stages=1, tiled=True, prefetch=True),
+    ("prefill", "small"): Tiles(64, 64, 16, num_warps=8, num_stages=2, dot=True),
+    ("prefill", "large"): Tiles(64, 64, 16, num_warps=8, num_stages=2, dot=True),
+}
+
+#: The ``ieee`` order per shape: (size class of N, size class of K, weight dtype class)
+#: -> :class:`Lanes`. Never M, never the device: this, and only this, fixes the bits.
+#: K under 1024: sequential (short chains; every sequential path stays as it was). K
+#: from 1024: 8 lanes, blocks of 16 bytes of weight (8 k of a 16-bit weight, 4 of an fp32
+#: one): a thread's 16-byte load is one lane's block, so the K-lanes kernel needs no data
+#: movement between threads, and a decode program has ``bn x 8`` independent chains
+#: instead of ``bn``. Chosen before any timing; the next H200 decode/prefill sweep may
+#: change it (the bits of those shapes change with it, at every M alike).
+IEEE_LANES: dict[tuple[str, str, str], Lanes] = {
+    ("small", "small", "16bit"): SEQUENTIAL,
+    ("large", "small", "16bit"): SEQUENTIAL,
+    ("small", "small", "fp32"): SEQUENTIAL,
+    ("large", "small", "fp32"): SEQUENTIAL,
+    ("small", "large", "16bit"): Lanes(8, 8),
+    ("large", "large", "16bit"): Lanes(8, 8),
+    ("small", "large", "fp32"): Lanes(8, 4),
+    ("large", "large", "fp32"): Lanes(8, 4),
+}
+
 #: Under the Triton interpreter (CPU) every program is a Python loop: fewer, larger tiles.
 #: The ``mma`` order keeps its table row (its bits may depend on the tile); ``ieee`` may
 #: not care, and a test proves it (tests/repro/test_gemm_matches_emulator.py).
@@ -129,10 +218,29 @@ def rows_class(m: int | None) -> str:
     return f"decode{next(r for r in DECODE_ROWS if r >= max(m, 1))}"
 
 
-def pick(order: str, n: int, k: int, dtype, *, m: int | None = None) -> Tiles:
+def dtype_class(dtype) -> str:
+    """"16bit" (bf16, fp16) or "fp32", from the weight dtype's size (torch or numpy dtype)."""
+    size = getattr(dtype, "itemsize", None)
+    if size == 2:
+        return "16bit"
+    if size == 4:
+        return "fp32"
+    raise InvalidArgument(f"Cannot have weight dtype={dtype}: allowed values are 16-bit or 32-bit floats")
+
+
+def ieee_lanes(n: int, k: int, dtype) -> Lanes:
+    """The ``ieee`` order of a shape: N, K and the weight dtype, nothing else (no M, no
+    device), so a row's bits are the same at every batch size and on every GPU."""
+    return IEEE_LANES[(_size_class(n), _size_class(k), dtype_class(dtype))]
+
+
+def pick(order: str, n: int, k: int, dtype, *, m: int | None = None, lanes: Lanes | None = None) -> Tiles:
     """The tiles for ``order`` at (N, K, weight dtype); fp16 and bf16 share a row.
-    ``m`` is read by ``ieee`` only (see :data:`IEEE_TABLE`)."""
+    ``m`` is read by ``ieee`` only (see :data:`IEEE_TABLE`), and so is ``lanes`` (the
+    order, default :func:`ieee_lanes`): a K-lanes order reads :data:`IEEE_LANES_TABLE`."""
     check_choice("order", order, ORDERS)
     if order == "ieee":
-        return IEEE_TABLE[(rows_class(m), _size_class(n))]
+        lanes = lanes if lanes is not None else ieee_lanes(n, k, dtype)
+        table = IEEE_TABLE if lanes.sequential else IEEE_LANES_TABLE
+        return table[(rows_class(m), _size_class(n))]
     return TABLE[(order, _size_class(n), _size_class(k))]
