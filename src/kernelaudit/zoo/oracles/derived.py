@@ -75,7 +75,7 @@ from typing import Any
 
 import torch
 
-from ..problems.problem_case import ProblemCase, as_tensors, cast_floating, is_out_of_memory
+from ..problems.problem_case import TF32_SWITCHES, ProblemCase, as_tensors, cast_floating, is_out_of_memory
 from . import compare as _compare
 from .compare import max_abs_finite
 
@@ -266,8 +266,8 @@ def _on_cpu(model: torch.nn.Module, inputs: list[Any], device: str) -> list[torc
     ``None`` when the model and inputs hold more than :data:`CPU_ALTERNATIVE_NUMEL`
     elements (a problem at its own shape: too slow there) or the model cannot run on the
     CPU (a forward that creates CUDA tensors)."""
-    params = [p for p in list(model.parameters()) + list(model.buffers())]
-    held = sum(p.numel() for p in params) + sum(x.numel() for x in inputs if isinstance(x, torch.Tensor))
+    held = sum(p.numel() for p in (*model.parameters(), *model.buffers()))
+    held += sum(x.numel() for x in inputs if isinstance(x, torch.Tensor))
     if held > CPU_ALTERNATIVE_NUMEL:
         return None
     try:
@@ -322,12 +322,14 @@ def _full_precision():
     """TF32 off for CUDA matmuls and cuDNN convolutions (cuDNN allows it by default): the
     evaluations must round like the dtype; TF32, where the problem allows it, is one
     evaluation of its own."""
-    matmul, conv = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    before = [(owner, name, getattr(owner, name)) for owner, name in TF32_SWITCHES]
+    for owner, name, _ in before:
+        setattr(owner, name, False)
     try:
         yield
     finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul, conv
+        for owner, name, old in before:
+            setattr(owner, name, old)
 
 
 def _alternatives(case: ProblemCase, *, cpu: bool, big: bool) -> Iterator[tuple[str, list[torch.Tensor]]]:
