@@ -126,3 +126,29 @@ def test_no_correct_variant_is_rejected_by_kernelbench_bound_shapes_values_or_ta
     cols = ("kernelbench", "bound", "shapes", "values", "tamper", "strongest")
     rejected = [(r.candidate, c) for r in cuda_table.rows if r.expect == "correct" for c in cols if r.flagged(c)]
     assert rejected == []
+
+
+def test_model_and_its_twin_are_built_on_the_gpu_with_equal_weights():
+    """new_model builds off-CPU models under the case's device (initialisation on the GPU):
+    two classes with the same constructor, seeded alike, get the same weights there, and a
+    model whose constructor reads a value back is built too."""
+    from kernelaudit.zoo.problems.problem_case import new_model
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 64, 3)
+            self.fc = torch.nn.Linear(64, 10)
+
+    class Twin(Net):
+        pass
+
+    class ReadsBack(Net):
+        def __init__(self):
+            super().__init__()
+            self.scale = self.fc.weight.abs().max().cpu().numpy()
+
+    a, b, c = new_model(Net, [], "cuda"), new_model(Twin, [], "cuda"), new_model(ReadsBack, [], "cuda")
+    for m in (a, b, c):
+        assert all(p.is_cuda for p in m.parameters())
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))

@@ -159,3 +159,34 @@ def test_chunks_are_larger_on_a_gpu_so_launches_do_not_dominate():
         assert list(derived._spans(n)) == [(0, n)]
     finally:
         derived._DEVICE.reset(token)
+
+
+def test_models_are_built_on_the_cases_device_and_on_the_cpu_when_their_constructor_needs_it():
+    """Off the CPU a constructor runs under the case's device (initialisation there, not on
+    one CPU thread); one that reads values back is built on the CPU and moved. ``meta``
+    stands in for a GPU here: values cannot be read back from it."""
+    import torch
+
+    from kernelaudit.zoo.problems.problem_case import new_model
+
+    seen = []
+
+    class Plain(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 3)
+            seen.append(self.lin.weight.device.type)
+
+    class ReadsBack(Plain):
+        def __init__(self):
+            super().__init__()
+            self.scale = float(self.lin.weight.abs().max())  # a value read back: not on meta
+
+    m = new_model(Plain, [], "meta")
+    assert seen == ["meta"] and m.lin.weight.device.type == "meta" and not m.training
+    seen.clear()
+    r = new_model(ReadsBack, [], "meta")
+    assert seen == ["meta", "cpu"] and r.lin.weight.device.type == "meta" and r.scale > 0
+    seen.clear()
+    a, b = new_model(Plain, [], "cpu"), new_model(Plain, [], "cpu")
+    assert seen == ["cpu", "cpu"] and torch.equal(a.lin.weight, b.lin.weight)  # seeded alike
