@@ -11,7 +11,9 @@
 # Resumable long steps (carry runs/ back and forth with the device tool's `carry`):
 #   kernelbench (KernelBench L1-3 at their own shapes, KB_BUDGET_S/KB_LEVELS/KB_ONLY),
 #   kboracle (strongest vs the official checker on L1), mutate (the 10k-mutant campaign,
-#   MUTATE_BUDGET_S), quicksweep (issue 16's 3-minute --quick CUDA sweep).
+#   MUTATE_BUDGET_S), quicksweep (issue 16's 3-minute --quick CUDA sweep), heads (sdpa.heads and
+#   sdpa.flash on the attn_batch axis: the heads rule), gemm (issue 19: repro_gemm's decode,
+#   prefill, bits and invariance sections, then the repro GPU tests).
 #   steps: gputests (all of tests/gpu) oomsweep (float32 backward at 2*2^32: OOM retries) flatab (flat orders and tiles, interleaved rounds) flatncu kernels verify ncu profile guard sweep workers_ab repro corpus oracle_cost demo
 #   (default: all but sweep, workers_ab, repro)
 # workers_ab: the same sub-grid swept once per AB_CONFIGS entry (workers:calibration
@@ -108,6 +110,14 @@ PY
       --subjects "${MUTATE_SUBJECTS:-corpus,kb,kb3}" --device cuda --jobs "${MUTATE_JOBS:-12}" \
       --kernelbench "${KB_ROOT:-.kb/KernelBench}" --out "runs/$M" --resume > "$O/mutate.log" 2>&1
     echo "mutate rc=$?"; tail -8 "$O/mutate.log"; cp -r "runs/$M" "$O/" ;;
+  heads) log sdpa_heads; rm -rf runs/heads-h200  # issue 16: flash attention's heads limit, as a sweep finding
+    timeout 240 python3 -m kernelaudit sweep --device cuda --ops sdpa.heads,sdpa.flash --axes attn_batch \
+      --dtypes float16,bfloat16 --out runs/heads-h200 --case-timeout 60 > "$O/heads_sweep.log" 2>&1
+    tail -8 "$O/heads_sweep.log"; cp -r runs/heads-h200 "$O/" ;;
+  gemm) log repro_gemm; timeout ${GEMM_TIMEOUT_S:-500} python3 benchmarks/repro_gemm.py --out "$O/repro" \
+      --sections ${GEMM_SECTIONS:-ceilings,decode,prefill,bits,invariance} > "$O/repro_gemm.log" 2>&1
+    tail -20 "$O/repro_gemm.log"; timeout 240 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_repro_ieee_tiled_gpu.py \
+      tests/gpu/test_repro_gpu.py > "$O/repro_gpu_tests.log" 2>&1; tail -5 "$O/repro_gpu_tests.log" ;;
   quicksweep) log quick_sweep; rm -rf runs/quick-h200  # issue 16: every family within 3 minutes
     /usr/bin/time -f "quick sweep wall %e s" timeout 300 python3 -m kernelaudit sweep --device cuda --quick --ops "${QUICK_SWEEP_OPS:-family:each}" \
       --out runs/quick-h200 --case-timeout 60 > "$O/quick_sweep.log" 2>&1; tail -8 "$O/quick_sweep.log"
