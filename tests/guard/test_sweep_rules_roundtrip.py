@@ -216,7 +216,10 @@ def test_the_shipped_opinfo_rules_are_what_the_quick_sweep_gives_for_ops_the_ful
     full_ops = {r.op for r in load_rules(ROOT / "src/kernelaudit/guard/known_faults/sweeps_of_record.json")}
     shipped = load_rules(ROOT / "src/kernelaudit/guard/known_faults/quick_sweep_opinfo.json")
     rules, notes = rules_from_store(RunStore.open(store))
-    assert [r for r in rules if r.op not in full_ops] == shipped and notes == []
+    assert [r for r in rules if r.op not in full_ops] == shipped
+    # the interpolate case that hit the 60 s case timeout below 2^31 is not a finding
+    assert len(notes) == 1 and "not judged" in notes[0] and "in/2^31-/fwd" in notes[0]
+    assert all(r.when["at_least"] > 2**32 - 2**10 for r in shipped if "interpolate" in r.op)
     # derived ops split along the dim their recipe scales (dim 0 here); interpolate's
     # size check is screened at the entry points its trace finds: the forward split
     # along dim 0, the backward (which takes the sizes as arguments) refused

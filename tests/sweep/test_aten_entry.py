@@ -173,3 +173,21 @@ def test_a_traced_op_that_reaches_the_matmul_engine_first_becomes_an_engine_rule
     rules, notes = rules_from_store(_store(tmp_path, "nn.functional.linear"))
     assert notes == [] and [(r.op, r.aten) for r in rules] == [("addmm", ())]
     assert aten_entry.entry_points("nn.functional.linear", "fwd").aten == ("addmm",)
+
+
+def test_a_timed_out_or_checker_failed_case_is_a_note_not_a_finding(catalogue, tmp_path):
+    """A case the worker killed after its timeout, or one kernelaudit itself failed on,
+    says nothing about the op: no rule starts there (the wrong cases above still make one)."""
+    from kernelaudit.sweep.rules_out import unjudged
+
+    store = _store(tmp_path, INTERPOLATE, wrong_from="above")
+    below = next(c for c in grid(GridSpec(ops=(INTERPOLATE,), dtypes=("float32",), layouts=("contig",),
+                                          directions=("fwd",), thresholds=("2^32",), positions=("below",),
+                                          scale=SCALE)))
+    store.append(below, Verdict.error("timed out after 60 s (worker killed)", timed_out=True), 60.0)
+    rules, notes = rules_from_store(store)
+    assert len(rules) == 1 and rules[0].when["at_least"] > below.to_json()["crossing_numel"]
+    assert len(notes) == 1 and "not judged" in notes[0] and below.id in notes[0]
+    assert unjudged({"status": "error", "message": "timed out after 600 s (worker killed)"})
+    assert unjudged({"status": "error", "message": "x", "details": {"checker_bug": True}})
+    assert not unjudged({"status": "error", "message": "CUDA error: invalid argument"})

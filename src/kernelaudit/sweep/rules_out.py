@@ -139,6 +139,15 @@ def traced_entry(case: Case, device: str):
                         layout=case.layout)
 
 
+def unjudged(verdict: dict) -> bool:
+    """An ``error`` verdict that says nothing about the op: its case timed out (the worker
+    was killed) or kernelaudit itself failed on it. Such cases are left out of rules (a
+    60 s timeout of interpolate below 2^31 on the H200 made a rule start there)."""
+    details = verdict.get("details") or {}
+    return bool(details.get("timed_out") or details.get("checker_bug")
+                or (verdict.get("message") or "").startswith("timed out after"))
+
+
 def rules_from_store(store: RunStore) -> tuple[list, list[str]]:
     """(rules, notes) for the wrong/error verdicts of ``store`` (notes: groups no rule
     could be written for, and why)."""
@@ -149,6 +158,7 @@ def rules_from_store(store: RunStore) -> tuple[list, list[str]]:
     fault_model = m.get("fault_model", "none")
     groups: dict = {}
     sizes: dict = {}
+    unjudged_cases: dict = {}
     for r in store.latest().values():
         case = Case.from_json(r["case"])
         status = r["verdict"]["status"]
@@ -156,10 +166,17 @@ def rules_from_store(store: RunStore) -> tuple[list, list[str]]:
         if crossing is None:
             continue
         key = (case.op, case.dtype, case.layout, case.direction, case.series, case.axis)
+        if status == Status.ERROR.value and unjudged(r["verdict"]):
+            unjudged_cases.setdefault(key, []).append(case.id)
+            continue
         sizes.setdefault(key, []).append((int(crossing), status))
         if status in (Status.WRONG.value, Status.ERROR.value):
             groups.setdefault(key, []).append((case, r))
     rules, notes = [], []
+    for key, ids in sorted(unjudged_cases.items()):
+        op, dtype, layout, direction, series, _ = key
+        notes.append(f"{op}/{dtype}/{layout}/{direction}/{series}: {len(ids)} case(s) not judged (a timeout or a "
+                     f"checker failure, not a finding of the op): {', '.join(sorted(ids)[:4])}")
     ran_on = {k: m.get(k) for k in ("torch", "cuda", "driver")}
     gate = _gate(m)
     for key in sorted(groups):
