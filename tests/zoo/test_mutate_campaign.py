@@ -130,9 +130,13 @@ def test_an_interrupt_cancels_queued_batches_kills_running_workers_and_drops_the
     does not cut it short, and the interrupt reaches the caller."""
     import signal
     import threading
+    import time
 
     from kernelaudit.zoo.mutate import campaign
 
+    # generous: only a failing run waits this long, and on a loaded 2-core CI machine (xdist
+    # beside the heavy fixtures) a 10 s wait once ran out before the signal was handled
+    WAIT_S = 60
     started, interrupted, records = [], [], []
     running = threading.Barrier(3)  # the two pool threads and the signaller
 
@@ -149,15 +153,23 @@ def test_an_interrupt_cancels_queued_batches_kills_running_workers_and_drops_the
 
     def fake_drive(unit, cfg, record, worker, stop=None):
         started.append(unit.mutants[0])
-        running.wait(timeout=10)
-        assert worker.killed.wait(timeout=10), "the worker was never killed"
+        running.wait(timeout=WAIT_S)
+        assert worker.killed.wait(timeout=WAIT_S), "the worker was never killed"
         record({"type": "mutant", "id": unit.mutants[0], "outcome": "crash"})  # what a killed worker reads as
 
     def signaller():
-        running.wait(timeout=10)
+        running.wait(timeout=WAIT_S)
         main = threading.main_thread().ident  # a process signal reaches the main thread
         signal.pthread_kill(main, signal.SIGINT)
         signal.pthread_kill(main, signal.SIGINT)
+        # and again until the workers are killed (every later one lands in the clean-up,
+        # which must ignore it): on a loaded CI machine one pair once went unanswered
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            if interrupted:  # the clean-up has begun; it holds its handler until it ends
+                break
+            signal.pthread_kill(main, signal.SIGINT)
 
     monkeypatch.setattr(campaign, "Worker", FakeWorker)
     monkeypatch.setattr(campaign, "drive_unit", fake_drive)
@@ -167,9 +179,11 @@ def test_an_interrupt_cancels_queued_batches_kills_running_workers_and_drops_the
     before = signal.signal(signal.SIGINT, signal.default_int_handler)
     mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # nor blocked, by a library
     try:
-        threading.Thread(target=signaller, daemon=True).start()
+        sender = threading.Thread(target=signaller, daemon=True)
+        sender.start()
         with pytest.raises(KeyboardInterrupt):
             campaign.run_pool(units, 2, {}, records.append)
+        sender.join(timeout=WAIT_S)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         signal.signal(signal.SIGINT, before)

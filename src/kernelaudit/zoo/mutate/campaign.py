@@ -375,38 +375,53 @@ def run_pool(units: Sequence[Unit], jobs: int, cfg: dict[str, Any],
         drive_unit(unit, cfg, keep, local.worker, stop)
 
     order = sorted(units, key=lambda u: -len(u.mutants))
-    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
-    try:
-        for f in [pool.submit(work, u) for u in order]:
-            f.result()
-    except BaseException:
-        # an interrupt (or a failing thread): queued units are cancelled and the running
-        # ones' workers killed, so the campaign ends in seconds, not after the queue
-        stop.set()
-        with _interrupts_held():
+    state = {"stopping": False}
+    with _first_interrupt_only(state):
+        pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+        try:
+            for f in [pool.submit(work, u) for u in order]:
+                f.result()
+        except BaseException:
+            # an interrupt (or a failing thread): queued units are cancelled and the running
+            # ones' workers killed, so the campaign ends in seconds, not after the queue
+            state["stopping"] = True
+            stop.set()
             pool.shutdown(wait=False, cancel_futures=True)
             with lock:
                 for w in workers:
                     w.interrupt()
             pool.shutdown(wait=True)
-        raise
-    finally:
-        pool.shutdown(wait=True)
-        for w in workers:
-            w.close()
+            raise
+        finally:
+            pool.shutdown(wait=True)
+            for w in workers:
+                w.close()
 
 
 @contextlib.contextmanager
-def _interrupts_held():
-    """SIGINT ignored while the campaign stops (main thread only): GNU ``timeout`` signals
-    the process and then its group, and the second interrupt must not cut the clean-up
-    short (leaving workers to finish their batches)."""
+def _first_interrupt_only(state: dict[str, bool]):
+    """While active (main thread only), the first SIGINT raises KeyboardInterrupt and every
+    later one, or any once ``state["stopping"]`` is set, is ignored: GNU ``timeout``
+    signals the process and then its group, and a second interrupt landing anywhere in
+    the clean-up (even before it starts) must not cut it short, leaving workers to finish
+    their batches. A SIGINT that is ignored already stays ignored."""
     import signal
 
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    old = signal.getsignal(signal.SIGINT)
+    if old in (signal.SIG_IGN, None):
+        yield
+        return
+
+    def first_only(signum, frame):  # noqa: ANN001
+        if state["stopping"]:
+            return
+        state["stopping"] = True
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, first_only)
     try:
         yield
     finally:
