@@ -218,16 +218,17 @@ CPU_SDPA_FWD = "_scaled_dot_product_flash_attention_for_cpu"
 
 class _GridLimitOnBatch(TorchDispatchMode):
     """A planted fault: the fused attention, forward and backward, raises ``invalid
-    argument`` when the batch (dim 0) reaches ``n`` (as flash attention does at 65536 on
-    the H200: batch on a grid dimension); records the batch of every call."""
+    argument`` when the batch (dim 0; ``dim=1``: the heads) reaches ``n`` (as flash
+    attention does at 65536 on the H200: batch and heads on grid dimensions); records that
+    size of every call."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, dim: int = 0) -> None:
         super().__init__()
-        self.n, self.seen = n, []
+        self.n, self.dim, self.seen = n, dim, []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if func in (getattr(aten, CPU_SDPA_FWD).default, getattr(aten, CPU_SDPA_BWD).default):
-            b = args[0].shape[0]
+            b = args[0].shape[self.dim]
             self.seen.append(b)
             if b >= self.n:
                 raise RuntimeError("CUDA error: invalid argument")
@@ -250,19 +251,6 @@ def test_attention_past_a_batch_grid_limit_errors_and_a_dim_rule_splits_forward_
     assert engine.stats().fixed == 2
 
 
-class _GridLimitOnHeads(_GridLimitOnBatch):
-    """The same planted fault on the heads dim (flash attention on the H200 also raises at
-    65536 heads with batch 1: heads sit on a grid dimension of their own)."""
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func in (getattr(aten, CPU_SDPA_FWD).default, getattr(aten, CPU_SDPA_BWD).default):
-            h = args[0].shape[1]
-            self.seen.append(h)
-            if h >= self.n:
-                raise RuntimeError("CUDA error: invalid argument")
-        return func(*args, **(kwargs or {}))
-
-
 def _heads_attention_grads():
     torch.manual_seed(0)
     q, k, v = (torch.randn(1, 4, 8, 16, requires_grad=True) for _ in range(3))  # batch 1, 4 heads
@@ -274,14 +262,14 @@ def test_attention_past_a_heads_grid_limit_errors_and_a_heads_rule_splits_forwar
     """What a sweep's ``sdpa.heads`` finding becomes (a dim rule on dim 1, split along
     dim 1): the call in pieces of heads, each bitwise the whole's slice."""
     honest = _heads_attention_grads()
-    with _GridLimitOnHeads(3), pytest.raises(RuntimeError, match="invalid argument"):
+    with _GridLimitOnBatch(3, dim=1), pytest.raises(RuntimeError, match="invalid argument"):
         _heads_attention_grads()
     rules = [_rule(name=f"heads-{d}", op="sdpa", aten_=(entry,), effect="error", action="fix", split_dim=1,
                    when={"kind": "dim", "dim": 1, "at_least": 3})
              for d, entry in (("fwd", CPU_SDPA_FWD), ("bwd", CPU_SDPA_BWD))]
     assert split_dims(rules) == (1,)
     engine = Engine(rules_policy(rules), "fix")
-    with _GridLimitOnHeads(3) as fault, GuardMode(engine, rules, Thresholds()):
+    with _GridLimitOnBatch(3, dim=1) as fault, GuardMode(engine, rules, Thresholds()):
         got = _heads_attention_grads()
     assert fault.seen == [2, 2, 2, 2]  # 4 heads in two pieces of 2, forward then backward
     for g, h in zip(got, honest):
