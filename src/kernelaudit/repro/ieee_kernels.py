@@ -39,6 +39,20 @@ from .epilogue import epilogue
 
 
 @triton.jit
+def _grouped_tile(pid, M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constexpr):
+    """The rows and columns (int64) of program ``pid``'s ``BM x BN`` output tile in grouped
+    order: ``GROUP_M`` row blocks sweep the columns together, so ``b`` stays in L2."""
+    grid_m = tl.cdiv(M, BM)
+    grid_n = tl.cdiv(N, BN)
+    width = GROUP_M * grid_n
+    first_m = (pid // width) * GROUP_M
+    rows_in_group = tl.minimum(grid_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % width) % rows_in_group
+    pid_n = (pid % width) // rows_in_group
+    return pid_m.to(tl.int64) * BM + tl.arange(0, BM), pid_n.to(tl.int64) * BN + tl.arange(0, BN)
+
+
+@triton.jit
 def _halves(t):
     """The first and second half of ``t`` [R, H2] along dim 1 (k order kept inside each)."""
     R: tl.constexpr = t.shape[0]
@@ -77,16 +91,7 @@ def ieee_tiled_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
     by strides; grid (cdiv(M, BM) * cdiv(N, BN), B)."""
     pid = tl.program_id(0)
     pid_b = tl.program_id(1).to(tl.int64)
-    grid_m = tl.cdiv(M, BM)
-    grid_n = tl.cdiv(N, BN)
-    # grouped order: GROUP_M row blocks sweep the columns together, so b stays in L2
-    width = GROUP_M * grid_n
-    first_m = (pid // width) * GROUP_M
-    rows_in_group = tl.minimum(grid_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % width) % rows_in_group
-    pid_n = (pid % width) // rows_in_group
-    rm = pid_m.to(tl.int64) * BM + tl.arange(0, BM)
-    rn = pid_n.to(tl.int64) * BN + tl.arange(0, BN)
+    rm, rn = _grouped_tile(pid, M, N, BM, BN, GROUP_M)
     rk = tl.arange(0, BK)
     mask_m = rm < M
     mask_n = rn < N
@@ -227,15 +232,7 @@ def ieee_lanes_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
     NR: tl.constexpr = BK // RK              # rounds per K step
     pid = tl.program_id(0)
     pid_b = tl.program_id(1).to(tl.int64)
-    grid_m = tl.cdiv(M, BM)
-    grid_n = tl.cdiv(N, BN)
-    width = GROUP_M * grid_n
-    first_m = (pid // width) * GROUP_M
-    rows_in_group = tl.minimum(grid_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % width) % rows_in_group
-    pid_n = (pid % width) // rows_in_group
-    rm = pid_m.to(tl.int64) * BM + tl.arange(0, BM)
-    rn = pid_n.to(tl.int64) * BN + tl.arange(0, BN)
+    rm, rn = _grouped_tile(pid, M, N, BM, BN, GROUP_M)
     # a K step as [round, row, k in round]: k = r * RK + c
     kr = tl.arange(0, NR)[:, None, None] * RK + tl.arange(0, RK)[None, None, :]     # [NR, 1, RK]
     mask_m = rm < M
