@@ -75,7 +75,7 @@ from typing import Any
 
 import torch
 
-from ..problems.problem_case import TF32_SWITCHES, ProblemCase, as_tensors, cast_floating, is_out_of_memory
+from ..problems.problem_case import ProblemCase, as_tensors, cast_floating, is_out_of_memory, tf32_off
 from . import compare as _compare
 from .compare import max_abs_finite
 
@@ -313,23 +313,11 @@ def evaluations(case: ProblemCase) -> Iterator[tuple[str, list[torch.Tensor]]]:
         with _threads(1):  # below the grain size torch uses one thread anyway
             yield from _alternatives(case, cpu=True, big=False)
         return
-    with _full_precision():
+    # TF32 off for CUDA matmuls and cuDNN convolutions (cuDNN allows it by default): the
+    # evaluations must round like the dtype; TF32, where the problem allows it, is one
+    # evaluation of its own
+    with tf32_off():
         yield from _alternatives(case, cpu=cpu, big=big)
-
-
-@contextlib.contextmanager
-def _full_precision():
-    """TF32 off for CUDA matmuls and cuDNN convolutions (cuDNN allows it by default): the
-    evaluations must round like the dtype; TF32, where the problem allows it, is one
-    evaluation of its own."""
-    before = [(owner, name, getattr(owner, name)) for owner, name in TF32_SWITCHES]
-    for owner, name, _ in before:
-        setattr(owner, name, False)
-    try:
-        yield
-    finally:
-        for owner, name, old in before:
-            setattr(owner, name, old)
 
 
 def _alternatives(case: ProblemCase, *, cpu: bool, big: bool) -> Iterator[tuple[str, list[torch.Tensor]]]:

@@ -271,6 +271,14 @@ def problem_precision(case: ProblemCase) -> Iterator[None]:
     if case.problem.allow_tf32 or not str(case.device).startswith("cuda"):
         yield
         return
+    with tf32_off(keep_changes=True):
+        yield
+
+
+@contextlib.contextmanager
+def tf32_off(*, keep_changes: bool = False) -> Iterator[None]:
+    """Every switch of :data:`TF32_SWITCHES` off for the block, set back after; with
+    ``keep_changes`` only the switches still off (one turned on inside stays on)."""
     before = [(owner, name, getattr(owner, name)) for owner, name in TF32_SWITCHES]
     for owner, name, _ in before:
         setattr(owner, name, False)
@@ -278,7 +286,7 @@ def problem_precision(case: ProblemCase) -> Iterator[None]:
         yield
     finally:
         for owner, name, old in before:
-            if getattr(owner, name) is False:
+            if not keep_changes or getattr(owner, name) is False:
                 setattr(owner, name, old)
 
 
