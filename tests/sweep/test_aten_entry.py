@@ -17,21 +17,12 @@ import torch.nn.functional as F
 from kernelaudit.sweep import aten_entry
 from kernelaudit.sweep.aten_entry import entry_points, tiny_case, trace, verify_split
 from kernelaudit.sweep.cases import GridSpec, grid
-from kernelaudit.sweep.ops import opinfo
 from kernelaudit.sweep.rules_out import ATEN_ENTRY, rules_from_store
 from kernelaudit.sweep.store import RunStore
 from kernelaudit.verdict import Status, Verdict
 
 SCALE = 12
 INTERPOLATE = "nn.functional.interpolate.nearest"
-
-
-@pytest.fixture(scope="module")
-def catalogue():
-    if opinfo._read(opinfo.cache_path()) is None and opinfo._read(opinfo.snapshot_path()) is None:
-        pytest.skip(f"no OpInfo catalogue for torch {opinfo.torch_key()} (deriving it takes minutes: "
-                    "python -m kernelaudit.sweep.ops.opinfo)")
-    return opinfo.catalogue()
 
 
 @pytest.mark.parametrize("op, direction", [("cdist", "fwd"), ("cdist", "bwd"),

@@ -32,14 +32,6 @@ REQUIRED = ("factory", "unary", "binary", "ternary", "activation", "normalizatio
             "embedding", "attention", "fft", "distance", "linalg", "matmul")
 
 
-@pytest.fixture(scope="module")
-def catalogue():
-    if opinfo._read(opinfo.cache_path()) is None and opinfo._read(opinfo.snapshot_path()) is None:
-        pytest.skip(f"no OpInfo catalogue for torch {opinfo.torch_key()} (deriving it takes minutes: "
-                    "python -m kernelaudit.sweep.ops.opinfo)")
-    return opinfo.catalogue()
-
-
 def test_catalogue_covers_at_least_250_ops_in_every_family(catalogue):
     rs, note = rows()
     s = summary(rs)
