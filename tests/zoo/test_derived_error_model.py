@@ -324,3 +324,41 @@ def test_a_model_whose_forward_reaches_a_submodule_through_a_closure_is_judged(t
     assert torch.allclose(ref, want, rtol=0, atol=1e-12)
     correct = Subject(variant_candidate(problem, "reference"))
     assert BoundOracle().judge(case, correct).ok
+
+
+FACTORY_PROBLEM = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 8)
+
+    def forward(self, x):
+        h0 = torch.full((x.shape[0], 16), 0.25, device=x.device)  # the default dtype, as KernelBench L3 35's LSTM state
+        return self.fc(x) * self.fc(h0)  # a float32 h0 into float64 weights raises
+
+def get_inputs():
+    return [torch.randn(4, 16)]
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_forward_that_makes_tensors_at_the_default_dtype_has_a_float64_reference(tmp_path):
+    """``torch.full(...)`` without a dtype inside forward is float32: the float64 reference
+    runs again with float64 the default, instead of failing as the problem's fault."""
+    path = tmp_path / "factory.py"
+    path.write_text(FACTORY_PROBLEM)
+    problem = load_problem(path)
+    case = ProblemCase.make(problem)
+    ref = case.reference()[0]
+    assert ref.dtype == torch.float64 and torch.get_default_dtype() == torch.float32
+    model32 = case.model()
+    with torch.no_grad():
+        w, b = model32.fc.weight.double(), model32.fc.bias.double()
+        want = (case.inputs[0].double() @ w.T + b) * (torch.full((4, 16), 0.25, dtype=torch.float64) @ w.T + b)
+    assert torch.allclose(ref, want, rtol=0, atol=1e-12)
+    assert not problem.__dict__.get("_fresh_models")

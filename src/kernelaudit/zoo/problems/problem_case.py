@@ -201,22 +201,31 @@ class ProblemCase:
         if key not in self._cache:
             model = self.model()
 
-            def run() -> list[torch.Tensor]:
+            def run(factories_at_dtype: bool = False) -> list[torch.Tensor]:
                 m = model if dtype == self.dtype else self.model_at(dtype)
-                with torch.no_grad():
+                with torch.no_grad(), default_dtype(dtype if factories_at_dtype else None):
                     return [t.detach() for t in as_tensors(m(*cast_floating(self.inputs, dtype)))]
 
             try:
                 self._cache[key] = run()
             except Exception as exc:  # noqa: BLE001 - the problem's code failed, not the candidate's
                 flags = self.problem.__dict__
-                if dtype == self.dtype or flags.get("_fresh_models"):
+                if dtype == self.dtype:
                     raise reference_failure(self, f"Model.forward at {dtype}", exc) from exc
-                flags["_fresh_models"] = True  # a copy that shares modules with the original? once more
-                try:
-                    self._cache[key] = run()
-                except Exception:  # noqa: BLE001 - not that: the first failure is the one to report
-                    flags.pop("_fresh_models")
+                # Two ways a correct problem fails at another dtype, each tried once: a forward
+                # that makes tensors at the default dtype (KernelBench L3 35: ``torch.randn(...)``
+                # as the LSTM's initial state), and a copy that shares modules with the original.
+                retries = [lambda: run(factories_at_dtype=True)] if dtype in DEFAULT_DTYPES else []
+                if not flags.get("_fresh_models"):
+                    retries.append(lambda: (flags.__setitem__("_fresh_models", True), run())[1])
+                for retry in retries:
+                    try:
+                        self._cache[key] = retry()
+                        break
+                    except Exception:  # noqa: BLE001 - not that: the first failure is the one to report
+                        continue
+                else:
+                    flags.pop("_fresh_models", None)
                     raise reference_failure(self, f"Model.forward at {dtype}", exc) from exc
         return self._cache[key]
 
@@ -233,6 +242,24 @@ class ProblemCase:
             return copy.deepcopy(self.model()).to(dtype)
         except Exception as exc:  # noqa: BLE001 - the problem's code failed, not the candidate's
             raise reference_failure(self, "Model(*get_init_inputs())", exc) from exc
+
+
+#: The dtypes ``torch.set_default_dtype`` accepts for a reference run.
+DEFAULT_DTYPES = (torch.float32, torch.float64)
+
+
+@contextlib.contextmanager
+def default_dtype(dtype: torch.dtype | None) -> Iterator[None]:
+    """Factories without a ``dtype=`` make ``dtype`` tensors inside (no change for None)."""
+    if dtype is None:
+        yield
+        return
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
 
 
 def cast_floating(values: Sequence[Any], dtype: torch.dtype) -> list[Any]:
