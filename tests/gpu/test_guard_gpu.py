@@ -148,20 +148,23 @@ def test_cuda_overrides_pass_small_calls_untouched_and_fix_unsafe_ones(native):
     assert e.stats().fixed == 1 and e.stats().passed == 1
 
 
+@pytest.mark.parametrize("dim", [0, 1], ids=["batch", "heads"])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_flash_attention_past_batch_65535_raises_and_the_shipped_rules_fix_it(dtype):
-    """The H200 sweep's ``attn_batch`` finding (flash attention, forward and backward,
-    raises ``CUDA error: invalid argument`` at batch 65536): under the guard with the
-    shipped database the same calls run in batch pieces and match the math backend."""
+def test_flash_attention_past_batch_or_heads_65535_raises_and_the_shipped_rules_fix_it(dtype, dim):
+    """The H200 sweeps' ``attn_batch`` findings (flash attention, forward and backward,
+    raises ``CUDA error: invalid argument`` at 65536 on the batch or on the heads dim):
+    under the guard with the shipped database the same calls run in pieces along that
+    dim and match the math backend."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
 
     torch.manual_seed(0)
-    q, k, v = (torch.randn(65536, 1, 8, 2, device="cuda", dtype=dtype, requires_grad=True) for _ in range(3))
+    shape = (65536, 1, 8, 2) if dim == 0 else (1, 65536, 8, 2)
+    q, k, v = (torch.randn(*shape, device="cuda", dtype=dtype, requires_grad=True) for _ in range(3))
     with pytest.raises(Exception, match="invalid argument"):
         F.scaled_dot_product_attention(q, k, v)
         torch.cuda.synchronize()
-    g = torch.randn(65536, 1, 8, 2, device="cuda", dtype=dtype)
+    g = torch.randn(*shape, device="cuda", dtype=dtype)
     engine = guard.install("fix")
     out = F.scaled_dot_product_attention(q, k, v)
     out.backward(g)
@@ -169,16 +172,16 @@ def test_flash_attention_past_batch_65535_raises_and_the_shipped_rules_fix_it(dt
     got = (out.detach(), q.grad, k.grad, v.grad)
     guard.uninstall()
     assert engine.stats().fixed >= 2, engine.stats().summary()  # the forward and the backward
-    # the fix is the same kernel on batch pieces: bitwise what flash gives on those pieces
+    # the fix is the same kernel on pieces: bitwise what flash gives on those pieces
     pieces = []
-    for sl in (slice(0, 32768), slice(32768, 65536)):
-        qs, ks, vs = (t.detach()[sl].clone().requires_grad_() for t in (q, k, v))
+    for start in (0, 32768):
+        qs, ks, vs = (t.detach().narrow(dim, start, 32768).clone().requires_grad_() for t in (q, k, v))
         with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
             o = F.scaled_dot_product_attention(qs, ks, vs)
-        o.backward(g[sl])
+        o.backward(g.narrow(dim, start, 32768))
         pieces.append((o.detach(), qs.grad, ks.grad, vs.grad))
     for i, a in enumerate(got):
-        assert torch.equal(a, torch.cat([p[i] for p in pieces])), i
+        assert torch.equal(a, torch.cat([p[i] for p in pieces], dim=dim)), i
     # and close to the float32 math backend, relative to each tensor's scale
     q2, k2, v2 = (t.detach().float().requires_grad_() for t in (q, k, v))
     with sdpa_kernel([SDPBackend.MATH]):

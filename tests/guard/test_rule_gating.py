@@ -132,6 +132,6 @@ def test_shipped_database_round_trips_and_holds_the_sweeps_of_record():
     cuda = [r for r in db if r.device == "cuda"]
     assert cuda and all(r.versions.get("torch") == "==2.11.*" and r.provenance.get("ran_on") for r in cuda)
     h200 = RuntimeEnv("2.11.0+cu130", "13.0", ("cpu", "cuda"), driver="580.159.04")
-    assert {r.op for r in active(db, h200)} == {"arange", "sdpa", "cdist", "nn.functional.adaptive_avg_pool1d",
+    assert {r.op for r in active(db, h200)} == {"arange", "sdpa", "sdpa.heads", "cdist", "nn.functional.adaptive_avg_pool1d",
                                                "nn.functional.interpolate.nearest"}
     assert active(db, RuntimeEnv("2.12.0+cu130", "13.0", ("cpu", "cuda"), driver="580.159.04")) == []

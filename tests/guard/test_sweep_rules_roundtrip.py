@@ -198,6 +198,35 @@ def test_a_finding_of_attention_with_the_batch_on_the_heads_becomes_a_heads_dim_
     assert "_scaled_dot_product_flash_attention" in rule.aten
 
 
+HEADS = ROOT / "benchmarks/results/2026-12-04-h200-sdpa-heads-attn-batch"
+
+
+@pytest.mark.skipif(not HEADS.is_dir(), reason="the H200 attention-batch sweep is not in this checkout")
+def test_the_shipped_heads_rules_are_what_the_attention_batch_sweep_gives(tmp_path):
+    """On the H200 SDPA raises from 65536 on, whether the count sits on the batch or the
+    heads: the heads findings ship as dim-1 rules that split along the heads."""
+    import gzip
+    import shutil
+
+    from kernelaudit.sweep.rules_out import rules_from_store
+
+    store = tmp_path / "heads-h200"
+    store.mkdir()
+    for name in ("verdicts.jsonl", "manifest.json"):
+        with gzip.open(HEADS / f"{name}.gz", "rb") as f, open(store / name, "wb") as g:
+            shutil.copyfileobj(f, g)
+    rules, notes = rules_from_store(RunStore.open(store))
+    shipped = load_rules(ROOT / "src/kernelaudit/guard/known_faults/sdpa_heads.json")
+    assert [r for r in rules if r.op == "sdpa.heads"] == shipped and notes == []
+    assert len(shipped) == 8  # float16, bfloat16 x contig, slice x fwd, bwd
+    assert {(r.effect, r.action, r.split_dim, r.when["dim"], r.when["at_least"]) for r in shipped} == {
+        ("error", "fix", 1, 1, 65536)}
+    # the batch-dim twin of each finding (sdpa.flash) is what the sweep of record already ships
+    record = load_rules(ROOT / "src/kernelaudit/guard/known_faults/sweeps_of_record.json")
+    assert {(r.dtypes, r.layouts, r.when["dim"], r.when["at_least"]) for r in rules if r.op == "sdpa.flash"} <= {
+        (r.dtypes, r.layouts, r.when.get("dim"), r.when["at_least"]) for r in record if r.op == "sdpa"}
+
+
 QUICK = ROOT / "benchmarks/results/2026-12-04-h200-quick-sweep-opinfo-families"
 
 

@@ -287,7 +287,7 @@ def dump_rules(rules: Iterable[KnownFault], path: str | Path, **meta) -> Path:
 
 
 #: The shipped database's files (package data under ``known_faults/``).
-DATABASE_FILES = ("mps_study.json", "sweeps_of_record.json", "quick_sweep_opinfo.json")
+DATABASE_FILES = ("mps_study.json", "sweeps_of_record.json", "quick_sweep_opinfo.json", "sdpa_heads.json")
 
 
 @functools.lru_cache(maxsize=1)
