@@ -160,25 +160,25 @@ IEEE_TABLE: dict[tuple[str, str], Tiles] = {
 #: N) -> tiles, read instead of :data:`IEEE_TABLE`. Decode rows: the K-lanes kernel, one
 #: program per ``bn`` columns holding every row and every lane (``bm x bn x L`` fp32
 #: accumulators), each K step ``bk`` k (whole rounds of L * B) of 16-bit weights loaded
-#: K-contiguous, 16 bytes a thread per lane block, the next step prefetched. Chosen from
-#: compiled sm_90 code only (Triton 3.9: no spills, 90-136 registers, the weight tile
-#: never through shared memory) and not yet timed: the H200 decode section
-#: (``benchmarks/repro_gemm.py``) times them beside the sequential rows and rewrites
-#: these. Prefill rows: the fp32 ``tl.dot`` path lane after lane (log2(L) + 1 ``bm x bn``
-#: accumulators live: 64 x 64 with 8 warps compiles without spills at L = 8), not timed.
+#: K-contiguous, 16 bytes a thread per lane block, the next step prefetched. Large-N rows:
+#: the fastest over K = N = 4096 and 8192 together in the H200 decode section of
+#: 2026-12-04 (``benchmarks/results/2026-12-04-h200-repro-lanes-decode/``); ``bk`` = 256
+#: at 8 or 16 rows spilled (1.1-3.8 ms against 0.05-0.18 ms at ``bk`` = 64). Small-N rows:
+#: the same tiles, not timed apart. Prefill rows: the fp32 ``tl.dot`` path lane after lane
+#: (log2(L) + 1 ``bm x bn`` accumulators live), the fastest of six at K = N = 8192.
 IEEE_LANES_TABLE: dict[tuple[str, str], Tiles] = {
-    ("decode1", "small"): Tiles(1, 16, 512, num_warps=4, num_stages=1, tiled=True, prefetch=True),
+    ("decode1", "small"): Tiles(1, 32, 512, num_warps=8, num_stages=1, tiled=True, prefetch=True),
     ("decode2", "small"): Tiles(2, 16, 256, num_warps=4, num_stages=1, tiled=True, prefetch=True),
     ("decode4", "small"): Tiles(4, 16, 256, num_warps=4, num_stages=1, tiled=True, prefetch=True),
-    ("decode8", "small"): Tiles(8, 16, 256, num_warps=4, num_stages=1, tiled=True, prefetch=True),
-    ("decode16", "small"): Tiles(16, 16, 256, num_warps=4, num_stages=1, tiled=True, prefetch=True),
-    ("decode1", "large"): Tiles(1, 16, 512, num_warps=4, num_stages=1, tiled=True, prefetch=True),
+    ("decode8", "small"): Tiles(8, 16, 64, num_warps=4, num_stages=1, tiled=True, prefetch=True),
+    ("decode16", "small"): Tiles(16, 16, 64, num_warps=4, num_stages=1, tiled=True, prefetch=True),
+    ("decode1", "large"): Tiles(1, 32, 512, num_warps=8, num_stages=1, tiled=True, prefetch=True),
     ("decode2", "large"): Tiles(2, 16, 256, num_warps=4, num_stages=1, tiled=True, prefetch=True),
     ("decode4", "large"): Tiles(4, 16, 256, num_warps=4, num_stages=1, tiled=True, prefetch=True),
-    ("decode8", "large"): Tiles(8, 16, 256, num_warps=4, num_stages=1, tiled=True, prefetch=True),
-    ("decode16", "large"): Tiles(16, 16, 256, num_warps=4, num_stages=1, tiled=True, prefetch=True),
-    ("prefill", "small"): Tiles(64, 64, 16, num_warps=8, num_stages=2, dot=True),
-    ("prefill", "large"): Tiles(64, 64, 16, num_warps=8, num_stages=2, dot=True),
+    ("decode8", "large"): Tiles(8, 16, 64, num_warps=4, num_stages=1, tiled=True, prefetch=True),
+    ("decode16", "large"): Tiles(16, 16, 64, num_warps=4, num_stages=1, tiled=True, prefetch=True),
+    ("prefill", "small"): Tiles(64, 64, 16, num_warps=4, num_stages=2, dot=True),
+    ("prefill", "large"): Tiles(64, 64, 16, num_warps=4, num_stages=2, dot=True),
 }
 
 #: The ``ieee`` order per shape: (size class of N, size class of K, weight dtype class)
@@ -187,8 +187,12 @@ IEEE_LANES_TABLE: dict[tuple[str, str], Tiles] = {
 #: from 1024: 8 lanes, blocks of 16 bytes of weight (8 k of a 16-bit weight, 4 of an fp32
 #: one): a thread's 16-byte load is one lane's block, so the K-lanes kernel needs no data
 #: movement between threads, and a decode program has ``bn x 8`` independent chains
-#: instead of ``bn``. Chosen before any timing; the next H200 decode/prefill sweep may
-#: change it (the bits of those shapes change with it, at every M alike).
+#: instead of ``bn``. Timed on the H200 (2026-12-04, bf16, K = N = 4096 and 8192): 8 x 8
+#: lanes run decode 1.6-3.2x faster than the sequential order at M = 1..16, and prefill
+#: at 0.37-0.39x of it (10.9 against 28.9 TFLOP/s: log2(L) + 1 accumulators in flight
+#: force 64 x 64 tiles where the sequential order runs 128 x 128). Decode is where serving spends its GEMM time, so the
+#: lanes stay; the fp32-weight rows (8 x 4) are not timed. A change here changes the bits
+#: of those shapes, at every M alike.
 IEEE_LANES: dict[tuple[str, str, str], Lanes] = {
     ("small", "small", "16bit"): SEQUENTIAL,
     ("large", "small", "16bit"): SEQUENTIAL,
