@@ -146,7 +146,7 @@ def test_dot_path_gathers_each_lanes_k_in_order(lanes, bk):
         out = torch.empty(1, m, n)
         a3, b3 = a.unsqueeze(0), b.unsqueeze(0)
         gemm._ieee_kernel[(1, 1, 1)](a3, b3, out, out, m, n, k, *a3.stride(), *b3.stride(), *out.stride(),
-                                     *out.stride(), 1.0, 0.0, HAS_BIAS=False, OUT_BF16=False, TILE8=False, DOT=True,
+                                     *out.stride(), 1.0, 0.0, 0, 0, 0, 0, HAS_BIAS=False, OUT_BF16=False, TILE8=False, DOT=True,
                                      BM=16, BN=16, BK=bk, LANES=lanes.count, LB=lanes.block)
         assert _bits_equal(out[0], emulate.mm_ieee(a, b, lanes=lanes)), k
         assert torch.equal(out[0], a.double().mm(b.double()).float())

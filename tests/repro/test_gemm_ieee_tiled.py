@@ -92,8 +92,22 @@ def test_rows_class_buckets():
 @pytest.mark.parametrize("kwargs", [dict(bm=4, bn=8, bk=8, tiled=True, dot=True),
                                     dict(bm=4, bn=8, bk=8, tiled=True, tile8=True),
                                     dict(bm=4, bn=8, bk=8, tiled=True, group_m=0),
-                                    dict(bm=4, bn=8, bk=8, prefetch=True),
-                                    dict(bm=4, bn=8, bk=8, group_m=4)])
+                                    dict(bm=4, bn=8, bk=8, prefetch=True)])
 def test_bad_tiled_arguments_raise_invalid_argument(kwargs):
     with pytest.raises(InvalidArgument, match="Cannot"):
         Tiles(**kwargs)
+
+
+@pytest.mark.parametrize("order, tiles", [("ieee", Tiles(16, 16, 4)), ("ieee", Tiles(16, 16, 8, tile8=True)),
+                                          ("mma", Tiles(16, 16, 16))])
+def test_grouped_tile_order_moves_tiles_between_programs_not_bits(order, tiles):
+    """``group_m`` changes which program computes a tile (L2 reuse), never the tile's k
+    order: every path gives the same bits grouped or not, partial blocks included."""
+    import dataclasses
+
+    g = torch.Generator().manual_seed(5)
+    a = torch.randn(3, 50, 24, generator=g).bfloat16()
+    b = torch.randn(3, 24, 40, generator=g).bfloat16()
+    plain = gemm.bmm(a, b, order=order, tiles=tiles)
+    for group in (2, 3, 8):
+        assert _bits_equal(gemm.bmm(a, b, order=order, tiles=dataclasses.replace(tiles, group_m=group)), plain)

@@ -12,6 +12,15 @@ import triton.language as tl
 
 
 @triton.jit
+def outer_batch(a_ptr, b_ptr, bias_ptr, c_ptr, s_a0, s_b0, s_x0, s_c0):
+    """The four pointers moved to this program's outer batch (grid dim 2): a GEMM batched
+    over two dims ([B0, B1, ...], e.g. attention's batch and heads) reads strided views
+    in place, with no copy to merge B0 and B1."""
+    b0 = tl.program_id(2).to(tl.int64)
+    return a_ptr + b0 * s_a0, b_ptr + b0 * s_b0, bias_ptr + b0 * s_x0, c_ptr + b0 * s_c0
+
+
+@triton.jit
 def epilogue(acc, bias_ptr, c_ptr, pid_b, rm, rn, mask_m, mask_n, s_xb, s_xm, s_xn, s_cb, s_cm, s_cn,
              alpha, beta, HAS_BIAS: tl.constexpr, OUT_BF16: tl.constexpr):
     """Both orders' epilogue, in one fixed order: ``fma(acc, alpha, beta * bias)`` (or
@@ -23,13 +32,18 @@ def epilogue(acc, bias_ptr, c_ptr, pid_b, rm, rn, mask_m, mask_n, s_xb, s_xm, s_
     else:
         acc = acc * alpha
     c = c_ptr + pid_b * s_cb + rm[:, None] * s_cm + rn[None, :] * s_cn
-    mask_c = mask_m[:, None] & mask_n[None, :]
+    store_rounded(c, acc, mask_m[:, None] & mask_n[None, :], OUT_BF16)
+
+
+@triton.jit
+def store_rounded(ptrs, value, mask, OUT_BF16: tl.constexpr):
+    """Store fp32 ``value`` at ``ptrs``, rounded to nearest even: bf16 with integer ops
+    (torch's and PTX cvt.rn.bf16.f32 bits; the Triton interpreter truncates a bf16 cast;
+    NaN stays a quiet NaN), any other dtype by its cast."""
     if OUT_BF16:
-        # torch's and PTX cvt.rn.bf16.f32 bits: the Triton interpreter truncates a bf16
-        # cast; NaN stays a quiet NaN
-        bits = acc.to(tl.uint32, bitcast=True)
+        bits = value.to(tl.uint32, bitcast=True)
         bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-        bits = tl.where(acc != acc, 0x7FC0, bits)
-        tl.store(c, bits.to(tl.uint16).to(tl.bfloat16, bitcast=True), mask=mask_c)
+        bits = tl.where(value != value, 0x7FC0, bits)
+        tl.store(ptrs, bits.to(tl.uint16).to(tl.bfloat16, bitcast=True), mask=mask)
     else:
-        tl.store(c, acc.to(c_ptr.dtype.element_ty), mask=mask_c)
+        tl.store(ptrs, value.to(ptrs.dtype.element_ty), mask=mask)

@@ -48,7 +48,8 @@ import triton.language as tl  # noqa: E402
 
 from ..errors import InvalidArgument, KernelAuditError, check_choice  # noqa: E402
 from .epilogue import epilogue as _epilogue  # noqa: E402
-from .ieee_kernels import ieee_lanes_kernel, ieee_tiled_kernel  # noqa: E402
+from .epilogue import outer_batch  # noqa: E402
+from .ieee_kernels import grouped_tile, ieee_lanes_kernel, ieee_tiled_kernel  # noqa: E402
 from .tiles import INTERPRETER_IEEE, ORDERS, Lanes, Tiles, ieee_lanes, pick  # noqa: E402
 
 
@@ -143,15 +144,13 @@ def _lane_tree_seq(a_rows, b_cols, mask_m, mask_n, s_ak, s_bk, K, LO: tl.constex
 @triton.jit
 def _ieee_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
                  s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_xb, s_xm, s_xn, s_cb, s_cm, s_cn,
-                 alpha, beta,
+                 alpha, beta, s_a0, s_b0, s_x0, s_c0,
                  HAS_BIAS: tl.constexpr, OUT_BF16: tl.constexpr, TILE8: tl.constexpr, DOT: tl.constexpr,
                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-                 LANES: tl.constexpr = 1, LB: tl.constexpr = 1):
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
-    pid_b = tl.program_id(2).to(tl.int64)
-    rm = pid_m.to(tl.int64) * BM + tl.arange(0, BM)
-    rn = pid_n.to(tl.int64) * BN + tl.arange(0, BN)
+                 LANES: tl.constexpr = 1, LB: tl.constexpr = 1, GROUP_M: tl.constexpr = 1):
+    rm, rn = grouped_tile(tl.program_id(0), M, N, BM, BN, GROUP_M)
+    pid_b = tl.program_id(1).to(tl.int64)
+    a_ptr, b_ptr, bias_ptr, c_ptr = outer_batch(a_ptr, b_ptr, bias_ptr, c_ptr, s_a0, s_b0, s_x0, s_c0)
     mask_m = rm < M
     mask_n = rn < N
     a_rows = a_ptr + pid_b * s_ab + rm * s_am        # [BM] pointers to a[b, m, 0]
@@ -215,14 +214,13 @@ def _ieee_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
 @triton.jit
 def _mma_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
                 s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_xb, s_xm, s_xn, s_cb, s_cm, s_cn,
-                alpha, beta,
+                alpha, beta, s_a0, s_b0, s_x0, s_c0,
                 HAS_BIAS: tl.constexpr, OUT_BF16: tl.constexpr, SAME16: tl.constexpr, INTERPRETED: tl.constexpr,
-                BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
-    pid_b = tl.program_id(2).to(tl.int64)
-    rm = pid_m.to(tl.int64) * BM + tl.arange(0, BM)
-    rn = pid_n.to(tl.int64) * BN + tl.arange(0, BN)
+                BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr):
+    # tiles in grouped order (L2 reuse); which program computes a tile never changes its bits
+    rm, rn = grouped_tile(tl.program_id(0), M, N, BM, BN, GROUP_M)
+    pid_b = tl.program_id(1).to(tl.int64)
+    a_ptr, b_ptr, bias_ptr, c_ptr = outer_batch(a_ptr, b_ptr, bias_ptr, c_ptr, s_a0, s_b0, s_x0, s_c0)
     rk = tl.arange(0, BK)
     mask_m = rm < M
     mask_n = rn < N
@@ -268,9 +266,13 @@ def out_dtype_for(a: torch.Tensor, b: torch.Tensor) -> torch.dtype:
 
 def _launch(a3, b3, bias3, out3, order: str, tiles: Tiles | None, alpha: float, beta: float,
             lanes: Lanes | None = None):
-    # a3: [B, M, K], b3: [B, K, N], bias3: broadcastable view [B, M, N] or None, out3: [B, M, N]
-    B, M, K = a3.shape
-    N = b3.shape[2]
+    # a3: [B, M, K], b3: [B, K, N], bias3: broadcastable view [B, M, N] or None, out3: [B, M, N];
+    # or all four with an outer batch dim first ([B0, B, ...]: grid dim 2, strided in place)
+    if a3.dim() == 3:
+        a3, b3, out3 = a3.unsqueeze(0), b3.unsqueeze(0), out3.unsqueeze(0)
+        bias3 = bias3.unsqueeze(0) if bias3 is not None else None
+    B0, B, M, K = a3.shape
+    N = b3.shape[3]
     if out3.numel() == 0:
         return out3
     if K == 0:
@@ -284,30 +286,33 @@ def _launch(a3, b3, bias3, out3, order: str, tiles: Tiles | None, alpha: float, 
             tiles = INTERPRETER_IEEE
     xb = bias3 if bias3 is not None else out3
     grid = (triton.cdiv(M, tiles.bm), triton.cdiv(N, tiles.bn), B)
-    args = (a3, b3, xb, out3, M, N, K, *a3.stride(), *b3.stride(), *xb.stride(), *out3.stride(),
-            float(alpha), float(beta))
+    args = (a3, b3, xb, out3, M, N, K, *a3.stride()[1:], *b3.stride()[1:], *xb.stride()[1:], *out3.stride()[1:],
+            float(alpha), float(beta), a3.stride(0), b3.stride(0), xb.stride(0), out3.stride(0))
     if order == "ieee" and tiles.tiled and not lanes.sequential:
-        ieee_lanes_kernel[(grid[0] * grid[1], B)](
+        ieee_lanes_kernel[(grid[0] * grid[1], B, B0)](
             *args, HAS_BIAS=bias3 is not None, OUT_BF16=out3.dtype == torch.bfloat16,
             BM=tiles.bm, BN=tiles.bn, BK=max(tiles.bk, lanes.round), LANES=lanes.count, LB=lanes.block,
             GROUP_M=tiles.group_m, PREFETCH=tiles.prefetch,
             num_warps=tiles.num_warps, num_stages=tiles.num_stages)
     elif order == "ieee" and tiles.tiled:
-        ieee_tiled_kernel[(grid[0] * grid[1], B)](
+        ieee_tiled_kernel[(grid[0] * grid[1], B, B0)](
             *args, HAS_BIAS=bias3 is not None, OUT_BF16=out3.dtype == torch.bfloat16,
             BM=tiles.bm, BN=tiles.bn, BK=tiles.bk, GROUP_M=tiles.group_m, PREFETCH=tiles.prefetch,
             num_warps=tiles.num_warps, num_stages=tiles.num_stages)
     elif order == "ieee":
-        _ieee_kernel[grid](*args, HAS_BIAS=bias3 is not None, OUT_BF16=out3.dtype == torch.bfloat16,
+        _ieee_kernel[(grid[0] * grid[1], B, B0)](
+                           *args, HAS_BIAS=bias3 is not None, OUT_BF16=out3.dtype == torch.bfloat16,
                            TILE8=tiles.tile8, DOT=tiles.dot and not config.interpreter_requested(),
                            BM=tiles.bm, BN=tiles.bn, BK=tiles.bk, LANES=lanes.count, LB=lanes.block,
+                           GROUP_M=tiles.group_m,
                            num_warps=tiles.num_warps, num_stages=tiles.num_stages)
     else:
         same16 = a3.dtype == b3.dtype and a3.dtype != torch.float32
         # the interpreter's 16-bit tl.dot is not a product (triton 3.9): it gets fp32 operands
-        _mma_kernel[grid](*args, HAS_BIAS=bias3 is not None, OUT_BF16=out3.dtype == torch.bfloat16, SAME16=same16,
+        _mma_kernel[(grid[0] * grid[1], B, B0)](
+                          *args, HAS_BIAS=bias3 is not None, OUT_BF16=out3.dtype == torch.bfloat16, SAME16=same16,
                           INTERPRETED=config.interpreter_requested(),
-                          BM=tiles.bm, BN=tiles.bn, BK=tiles.bk,
+                          BM=tiles.bm, BN=tiles.bn, BK=tiles.bk, GROUP_M=tiles.group_m,
                           num_warps=tiles.num_warps, num_stages=tiles.num_stages)
     return out3
 
@@ -350,6 +355,25 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     x2 = x.reshape(-1, x.shape[-1])
     out = addmm(bias, x2, weight.t(), order=order, tiles=tiles, lanes=lanes)
     return out.reshape(*lead, weight.shape[0])
+
+
+def matmul4d(a: torch.Tensor, b: torch.Tensor, *, order: str = "ieee", alpha: float = 1.0,
+             out: torch.Tensor | None = None, out_dtype: torch.dtype | None = None,
+             tiles: Tiles | None = None) -> torch.Tensor:
+    """``alpha * (a @ b)`` for a [B0, B1, M, K], b [B0, B1, K, N] (attention's batch and
+    heads), every (b0, b1) in the same fixed order, read in place by strides (no copy to
+    merge the batch dims); written into ``out`` ([B0, B1, M, N], any strides) when given."""
+    if a.dim() != 4 or b.dim() != 4 or a.shape[:2] != b.shape[:2]:
+        raise InvalidArgument(f"Cannot have a {tuple(a.shape)}, b {tuple(b.shape)} in matmul4d: "
+                              "allowed values are [B0, B1, M, K] and [B0, B1, K, N] with one B0, B1")
+    _check_operands(a, b, order)
+    shape = (*a.shape[:3], b.shape[3])
+    if out is None:
+        out = torch.empty(shape, dtype=out_dtype or out_dtype_for(a, b), device=a.device)
+    elif tuple(out.shape) != shape:
+        raise InvalidArgument(f"Cannot have out of shape {tuple(out.shape)} in matmul4d: allowed values are {shape}")
+    _launch(a, b, None, out, order, tiles, alpha, 0.0)
+    return out
 
 
 def bmm(a: torch.Tensor, b: torch.Tensor, *, order: str = "ieee", tiles: Tiles | None = None,

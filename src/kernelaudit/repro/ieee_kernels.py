@@ -35,11 +35,11 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .epilogue import epilogue
+from .epilogue import epilogue, outer_batch
 
 
 @triton.jit
-def _grouped_tile(pid, M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constexpr):
+def grouped_tile(pid, M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constexpr):
     """The rows and columns (int64) of program ``pid``'s ``BM x BN`` output tile in grouped
     order: ``GROUP_M`` row blocks sweep the columns together, so ``b`` stays in L2."""
     grid_m = tl.cdiv(M, BM)
@@ -83,7 +83,7 @@ def _fma_steps(acc, at, bt, NK: tl.constexpr):
 @triton.jit
 def ieee_tiled_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
                       s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_xb, s_xm, s_xn, s_cb, s_cm, s_cn,
-                      alpha, beta,
+                      alpha, beta, s_a0, s_b0, s_x0, s_c0,
                       HAS_BIAS: tl.constexpr, OUT_BF16: tl.constexpr,
                       BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                       GROUP_M: tl.constexpr, PREFETCH: tl.constexpr):
@@ -91,7 +91,8 @@ def ieee_tiled_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
     by strides; grid (cdiv(M, BM) * cdiv(N, BN), B)."""
     pid = tl.program_id(0)
     pid_b = tl.program_id(1).to(tl.int64)
-    rm, rn = _grouped_tile(pid, M, N, BM, BN, GROUP_M)
+    a_ptr, b_ptr, bias_ptr, c_ptr = outer_batch(a_ptr, b_ptr, bias_ptr, c_ptr, s_a0, s_b0, s_x0, s_c0)
+    rm, rn = grouped_tile(pid, M, N, BM, BN, GROUP_M)
     rk = tl.arange(0, BK)
     mask_m = rm < M
     mask_n = rn < N
@@ -210,7 +211,7 @@ def lane_tree(acc):
 @triton.jit
 def ieee_lanes_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
                       s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_xb, s_xm, s_xn, s_cb, s_cm, s_cn,
-                      alpha, beta,
+                      alpha, beta, s_a0, s_b0, s_x0, s_c0,
                       HAS_BIAS: tl.constexpr, OUT_BF16: tl.constexpr,
                       BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                       LANES: tl.constexpr, LB: tl.constexpr,
@@ -232,7 +233,8 @@ def ieee_lanes_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
     NR: tl.constexpr = BK // RK              # rounds per K step
     pid = tl.program_id(0)
     pid_b = tl.program_id(1).to(tl.int64)
-    rm, rn = _grouped_tile(pid, M, N, BM, BN, GROUP_M)
+    a_ptr, b_ptr, bias_ptr, c_ptr = outer_batch(a_ptr, b_ptr, bias_ptr, c_ptr, s_a0, s_b0, s_x0, s_c0)
+    rm, rn = grouped_tile(pid, M, N, BM, BN, GROUP_M)
     # a K step as [round, row, k in round]: k = r * RK + c
     kr = tl.arange(0, NR)[:, None, None] * RK + tl.arange(0, RK)[None, None, :]     # [NR, 1, RK]
     mask_m = rm < M
