@@ -30,6 +30,7 @@ import triton.language as tl  # noqa: E402
 
 from ..errors import InvalidArgument  # noqa: E402
 from . import gemm  # noqa: E402
+from .epilogue import store_rounded  # noqa: E402
 
 FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
@@ -79,30 +80,34 @@ def _norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, R, N, s_x, s_y, eps,
 
 
 @triton.jit
-def _softmax_kernel(x_ptr, y_ptr, R, N, s_x, s_y, LOG: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr):
+def _softmax_kernel(x_ptr, y_ptr, R, N, s_x, s_y, LQ, LOG: tl.constexpr, CAUSAL: tl.constexpr,
+                    OUT_BF16: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr):
+    # CAUSAL: rows are query positions i = row % LQ that see columns 0..i (the others read
+    # as -inf, so they come out 0), as attention's causal mask would have set them
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     mask_r = rows < R
     x_rows = x_ptr + rows[:, None] * s_x          # [ROWS, 1]
     cols = tl.arange(0, BLOCK)[None, :]           # [1, BLOCK]
+    last = (rows % LQ)[:, None] if CAUSAL else N  # the last column a row sees
     mx = tl.full((ROWS, BLOCK), float("-inf"), dtype=tl.float32)
     for c0 in range(0, N, BLOCK):
-        m = mask_r[:, None] & (c0 + cols < N)
+        m = mask_r[:, None] & (c0 + cols < N) & (c0 + cols <= last)
         mx = tl.maximum(mx, tl.load(x_rows + c0 + cols, mask=m, other=float("-inf")).to(tl.float32))
     top = tl.max(mx, axis=1)
     top = tl.where(top == float("-inf"), 0.0, top)[:, None]  # an all -inf row: NaN like torch, via 0/0
     acc = tl.zeros((ROWS, BLOCK), dtype=tl.float32)
     for c0 in range(0, N, BLOCK):
-        m = mask_r[:, None] & (c0 + cols < N)
+        m = mask_r[:, None] & (c0 + cols < N) & (c0 + cols <= last)
         acc += tl.exp(tl.load(x_rows + c0 + cols, mask=m, other=float("-inf")).to(tl.float32) - top)
     total = tl.where(mask_r, tl.sum(acc, axis=1), 1.0)[:, None]  # rows past the end: no 0/0
     for c0 in range(0, N, BLOCK):
         m = mask_r[:, None] & (c0 + cols < N)
-        x = tl.load(x_rows + c0 + cols, mask=m, other=float("-inf")).to(tl.float32)
+        x = tl.load(x_rows + c0 + cols, mask=m & (c0 + cols <= last), other=float("-inf")).to(tl.float32)
         if LOG:
             y = x - top - tl.log(total)
         else:
             y = tl.exp(x - top) / total
-        tl.store(y_ptr + rows[:, None] * s_y + c0 + cols, y.to(y_ptr.dtype.element_ty), mask=m)
+        store_rounded(y_ptr + rows[:, None] * s_y + c0 + cols, y, m, OUT_BF16)
 
 
 def _rows(x: torch.Tensor, what: str) -> torch.Tensor:
@@ -147,7 +152,8 @@ def _softmax(x: torch.Tensor, dim: int, log: bool, dtype=None) -> torch.Tensor:
     y = torch.empty_like(x2)
     if x2.numel():
         r, n = x2.shape
-        _softmax_kernel[(triton.cdiv(r, rows_for(n)),)](x2, y, r, n, x2.stride(0), y.stride(0), LOG=log,
+        _softmax_kernel[(triton.cdiv(r, rows_for(n)),)](x2, y, r, n, x2.stride(0), y.stride(0), 1, LOG=log,
+                                                        CAUSAL=False, OUT_BF16=y.dtype == torch.bfloat16,
                                                         ROWS=rows_for(n), BLOCK=block_for(n))
     y = y.reshape(moved.shape)
     return y.movedim(-1, dim) if x.dim() else y.reshape(())
@@ -175,6 +181,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torc
     k = k.expand(*lead, lk, e)
     v = v.expand(*lead, lk, v.shape[-1])
     scale = 1.0 / math.sqrt(e) if scale is None else scale
+    if len(lead) == 2 and q.dtype == k.dtype == v.dtype:
+        return _attention4d(q, k, v, attn_mask, is_causal, scale, order)
     q3, k3, v3 = q.reshape(-1, lq, e), k.reshape(-1, lk, e), v.reshape(-1, lk, v.shape[-1])
     scores = gemm.bmm(q3, k3.transpose(1, 2), order=order, out_dtype=torch.float32)  # [B*, Lq, Lk]
     scores = scores * scale
@@ -187,3 +195,29 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torc
     p = softmax(scores, -1).to(v.dtype)
     out = gemm.bmm(p, v3, order=order)
     return out.reshape(*lead, lq, v.shape[-1]).to(q.dtype)
+
+
+def _attention4d(q, k, v, attn_mask, is_causal: bool, scale: float, order: str) -> torch.Tensor:
+    """:func:`attention` for [B, H, L, E] operands (the common case), the same arithmetic
+    with fewer passes: q, k and v read in place by strides, the scale applied in the
+    scores GEMM's epilogue (``acc * scale``: the one rounding ``scores * scale`` makes),
+    the causal mask inside the softmax, ``p`` written in v's dtype, and the output laid out
+    [B, L, H, E] (returned as its [B, H, L, E] view), so ``out.transpose(1, 2).reshape(B,
+    L, H * E)`` is a view as after fused attention."""
+    b0, b1, lq, _ = q.shape
+    lk, ev = k.shape[-2], v.shape[-1]
+    scores = gemm.matmul4d(q, k.transpose(-2, -1), order=order, alpha=scale, out_dtype=torch.float32)
+    if attn_mask is not None:
+        m = attn_mask.expand(b0, b1, lq, lk)
+        if m.dtype == torch.bool:
+            scores.masked_fill_(~m, float("-inf"))
+        else:
+            scores.add_(m.float())
+    rows = scores.view(-1, lk)
+    p = torch.empty((b0, b1, lq, lk), dtype=v.dtype, device=q.device)
+    if rows.numel():
+        _softmax_kernel[(triton.cdiv(rows.shape[0], rows_for(lk)),)](
+            rows, p, rows.shape[0], lk, rows.stride(0), lk, lq, LOG=False, CAUSAL=is_causal,
+            OUT_BF16=p.dtype == torch.bfloat16, ROWS=rows_for(lk), BLOCK=block_for(lk))
+    out = torch.empty((b0, lq, b1, ev), dtype=q.dtype, device=q.device).transpose(1, 2)
+    return gemm.matmul4d(p, v, order=order, out=out)
