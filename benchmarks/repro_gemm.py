@@ -33,6 +33,7 @@ records its error and the next one runs):
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import platform
 import sys
@@ -726,6 +727,107 @@ def model(quick: bool):
     return out
 
 
+#: mma tiles tried on the model's linear shapes (``model_tiles``); the first is the table's.
+MODEL_MMA_CANDIDATES = [Tiles(128, 128, 64, 8, 3), Tiles(128, 128, 64, 8, 3, group_m=8),
+                        Tiles(128, 256, 64, 8, 3, group_m=8), Tiles(256, 128, 64, 8, 3, group_m=8),
+                        Tiles(128, 128, 64, 4, 4, group_m=8), Tiles(128, 256, 32, 8, 4, group_m=8),
+                        Tiles(128, 128, 128, 8, 2, group_m=8), Tiles(64, 256, 64, 4, 4, group_m=8)]
+
+
+@section("model_tiles")
+def model_tiles(quick: bool):
+    """The ``mma`` tiles on the model's own linear shapes (M = batch x prompt rows, every
+    (N, K) of a block and the head) beside cuBLAS: which tile the table should hold."""
+    c = S["lm"]
+    batch, plen = S["lm_batch"]
+    m = batch * plen
+    shapes = [(3 * c["dim"], c["dim"]), (c["dim"], c["dim"]), (c["hidden"], c["dim"]), (c["dim"], c["hidden"]),
+              (c["vocab"], c["dim"])]
+    calls = {s: 1 for s in shapes}  # per block, and the head once
+    rows = []
+    for n, k in shapes:
+        x = torch.randn(m, k, device=DEV).bfloat16()
+        w = torch.randn(n, k, device=DEV).bfloat16() * 0.02
+        bias = torch.randn(n, device=DEV).bfloat16()
+        row = {"m": m, "n": n, "k": k, "cublas_ms": bench(lambda: F.linear(x, w, bias))}
+        ref = None
+        for i, t in enumerate(MODEL_MMA_CANDIDATES):
+            try:
+                ms = bench(lambda: gemm.linear(x, w, bias, order="mma", tiles=t))
+            except Exception as e:  # noqa: BLE001 - a tile that does not compile is a result
+                ms = None
+                print(f"   {t}: {type(e).__name__}: {str(e)[:120]}", flush=True)
+            row[f"cand{i}"] = ms
+        rows.append(row)
+        print({k_: (round(v, 4) if isinstance(v, float) else v) for k_, v in row.items()}, flush=True)
+    layers = c["layers"]
+    weight = [layers if (n, k) != (c["vocab"], c["dim"]) else 1 for n, k in shapes]
+    total = {"cublas": sum(w_ * r["cublas_ms"] for w_, r in zip(weight, rows))}
+    for i in range(len(MODEL_MMA_CANDIDATES)):
+        if all(r[f"cand{i}"] is not None for r in rows):
+            total[f"cand{i}"] = sum(w_ * r[f"cand{i}"] for w_, r in zip(weight, rows))
+    best = min((k_ for k_ in total if k_ != "cublas"), key=total.get)
+    out = {"rows": rows, "model_gemm_ms": {k_: round(v, 4) for k_, v in total.items()}, "best": best,
+           "best_tiles": dataclasses.asdict(MODEL_MMA_CANDIDATES[int(best[4:])]),
+           "candidates": [dataclasses.asdict(t) for t in MODEL_MMA_CANDIDATES],
+           "best_vs_cublas": round(total["cublas"] / total[best], 3)}
+    print(out["model_gemm_ms"], "best", best, out["best_tiles"], "vs cuBLAS", out["best_vs_cublas"], flush=True)
+    return out
+
+
+def _device_us(e, self_only: bool) -> float:
+    """A profiler event's device time in us (``device_*`` on newer torch, ``cuda_*`` before)."""
+    for name in (("self_device_time_total", "self_cuda_time_total") if self_only
+                 else ("device_time_total", "cuda_time_total")):
+        if hasattr(e, name):
+            return float(getattr(e, name))
+    return 0.0
+
+
+@section("profile")
+def profile(quick: bool):
+    """Where the model's time goes under each order: wall per forward, device time per
+    forward (kernels summed), and the kernels and ops that take it (torch.profiler)."""
+    import contextlib
+
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    cfg = tinylm.LMConfig(**S["lm"])
+    m = tinylm.build(cfg, dtype=torch.bfloat16, device=DEV)
+    batch, plen = S["lm_batch"]
+    ids = torch.randint(0, cfg.vocab, (batch, plen), generator=torch.Generator().manual_seed(3)).to(DEV)
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if DEV == "cuda" else [])
+    reps = 2 if quick else 5
+    out = {"config": cfg.__dict__, "batch": batch, "prompt": plen, "forwards": reps}
+    for order in (None, "mma", "ieee"):
+        name = order or "default"
+        ctx = deterministic(order) if order else contextlib.nullcontext()
+        with torch.inference_mode(), ctx:
+            out[f"{name}_ms"] = round(bench(lambda: m(ids), 200), 3)
+            with torch_profile(activities=acts) as prof:
+                for _ in range(reps):
+                    m(ids)
+                if DEV == "cuda":
+                    torch.cuda.synchronize()
+        events = prof.key_averages()
+        kernels = sorted(events, key=lambda e: -_device_us(e, True))
+        out[f"{name}_device_ms_per_forward"] = round(sum(_device_us(e, True) for e in events) / reps / 1e3, 3)
+        out[f"{name}_top"] = [{"name": e.key[:160], "calls_per_forward": e.count / reps,
+                               "device_ms_per_forward": round(_device_us(e, True) / reps / 1e3, 4),
+                               "cpu_ms_per_forward": round(e.self_cpu_time_total / reps / 1e3, 4)}
+                              for e in kernels[:25]]
+        out[f"{name}_cpu_top"] = [{"name": e.key[:160], "calls_per_forward": e.count / reps,
+                                   "cpu_self_ms_per_forward": round(e.self_cpu_time_total / reps / 1e3, 4)}
+                                  for e in sorted(events, key=lambda e: -e.self_cpu_time_total)[:15]]
+        print(f"-- {name}: {out[f'{name}_ms']} ms a forward, device {out[f'{name}_device_ms_per_forward']} ms",
+              flush=True)
+        for r in out[f"{name}_top"][:15]:
+            print(f"   {r['device_ms_per_forward']:9.4f} ms  x{r['calls_per_forward']:<5g} {r['name'][:100]}", flush=True)
+    print({k: v for k, v in out.items() if not k.endswith("top")}, flush=True)
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, required=True)
@@ -763,6 +865,10 @@ def main(argv=None) -> int:
             invariance(a.out, a.quick)
         elif s == "model":
             model(a.quick)
+        elif s == "profile":
+            profile(a.quick)
+        elif s == "model_tiles":
+            model_tiles(a.quick)
         (a.out / "repro_gemm.json").write_text(json.dumps(RES, indent=1, default=str) + "\n")
     print(json.dumps({k: RES[k] for k in ("ceilings", "seconds") if k in RES}))
     return 0
