@@ -415,3 +415,35 @@ def test_the_run_records_its_commit_and_marks_a_tree_that_differs_from_it(tmp_pa
     outside = tmp_path / "outside"
     outside.mkdir()
     assert _git_sha(outside) is None
+
+
+def test_a_bracketed_sweep_runs_each_control_below_only_where_the_case_above_failed(tmp_path):
+    """``--quick`` brackets: the cases above the limits first, then the case below only
+    for those that were not ok. Every finding keeps its control, and the rules are the
+    ones the whole grid gives."""
+    from kernelaudit.guard.rules import load_rules
+
+    spec = dict(ops=("bmm", "add"), dtypes=("float32",), layouts=("contig", "aT"), directions=("fwd",),
+                thresholds=("2^32",), positions=("below", "above"), scale=12)
+    full = run_sweep(GridSpec(**spec), tmp_path / "full", device="cpu", fault_model="mps")
+    screened = run_sweep(GridSpec(**spec, bracket=True), tmp_path / "bracket", device="cpu", fault_model="mps")
+    whole = {c.id: v.status.value for c, v in _records(full.store)}
+    got = {c.id: v.status.value for c, v in _records(screened.store)}
+    above_bad = {i for i, s in whole.items() if "+/" in i and s != "ok"}
+    assert above_bad, "the mps fault model must make some case above 2^32 wrong"
+    controls = {i for i in got if "-/" in i}
+    assert controls == {i.replace("+/", "-/") for i in above_bad}  # a control for each finding, no other
+    assert all(got[i] == whole[i] for i in got)  # the same verdicts where both ran
+    assert len(got) < len(whole)
+    plan = screened.store.manifest()["plan"]
+    assert plan["cases"] == len(got) and plan["controls_needed"] == len(controls)
+    def what(d):  # a rule but its provenance (store name, time)
+        return [(r.name, r.effect, r.when, r.dtypes, r.layouts, r.action, r.split_dim)
+                for r in load_rules(tmp_path / d / "rules.json")]
+
+    assert what("bracket") == what("full") and what("full")
+
+
+def test_bracket_needs_a_position_below_and_one_above():
+    with pytest.raises(Exception, match="bracket=True"):
+        GridSpec(positions=("above",), bracket=True).validate()

@@ -111,9 +111,16 @@ class GridSpec:
     #: Size axes (:data:`kernelaudit.sweep.axes.AXES`); ``thresholds`` picks the
     #: ``elements`` axis' limits, the other axes sweep all of theirs.
     axes: tuple[str, ...] = ("elements",)
+    #: Run the ``below`` cases only as controls: each one only where its case above
+    #: (or at) the same limit was not ok, after those have run. A screen that halves the
+    #: grid where ops are right and still brackets every finding (``--quick``).
+    bracket: bool = False
 
     def validate(self) -> "GridSpec":
         th = Thresholds(self.scale)
+        if self.bracket and ("below" not in self.positions or set(self.positions) == {"below"}):
+            raise InvalidArgument(f"Cannot have bracket=True with positions={','.join(self.positions)}: "
+                                  "allowed are positions with below and at or above")
         check_choices("axes", self.axes, AXES)
         for op in self.ops:  # hand specs, else derived ops (loaded only when named)
             if op not in ALL_OPS:
@@ -239,3 +246,7 @@ def parse_list(value: str | Iterable[str] | None, default: Sequence[str],
     return tuple(items)
 
 
+def bracket_key(c: Case) -> tuple:
+    """What a ``below`` control shares with the cases above its limit: everything but the
+    position (and the batch it sets)."""
+    return (c.op, c.dtype, c.layout, c.series, c.threshold, c.direction, c.seed, c.scale, c.axis)

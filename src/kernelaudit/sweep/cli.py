@@ -22,18 +22,19 @@ from .axes import AXIS_NAMES
 from .report.run import RunStoreError
 
 #: Presets. ``quick``: the matmul family plus one op per other family, fp32/fp16,
-#: around 2^31 and 2^32. ``full``: every op (the hand specs and every op derived from
+#: around 2^31 and 2^32, the cases below each limit run only as controls of the cases
+#: above it that were not ok (``--bracket``). ``full``: every op (the hand specs and every op derived from
 #: the OpInfo database), fp32 and fp16, just below and above 2^31 and 2^32, every
 #: layout, both directions and every size axis. ``deep``: the hand specs only, at every
 #: dtype, threshold (2*2^32 too) and position (the sweeps of record before ``full``
 #: took in the derived ops).
 PRESETS = {
     "quick": dict(ops=QUICK_OPS, dtypes=("float32", "float16"), thresholds=("2^31", "2^32"),
-                  positions=("below", "above"), axes=("elements",)),
+                  positions=("below", "above"), axes=("elements",), bracket=True),
     "full": dict(ops=("all",), dtypes=("float32", "float16"), thresholds=("2^31", "2^32"),
-                 positions=("below", "above"), axes=AXIS_NAMES),
+                 positions=("below", "above"), axes=AXIS_NAMES, bracket=False),
     "deep": dict(ops=tuple(ALL_OPS), dtypes=(*FLOAT_DTYPES, "int32", "int64"),
-                 thresholds=("2^31", "2^32", "2*2^32"), positions=POSITIONS, axes=AXIS_NAMES),
+                 thresholds=("2^31", "2^32", "2*2^32"), positions=POSITIONS, axes=AXIS_NAMES, bracket=False),
 }
 
 SWEEP_EXAMPLES = """
@@ -71,6 +72,9 @@ def _fail_usage(e: Exception) -> None:
 @click.option("--directions", default=None, help="fwd, bwd or fwd,bwd (default).")
 @click.option("--thresholds", default=None, help="Comma list of 2^31, 2^32, 2*2^32.")
 @click.option("--positions", default=None, help="Comma list of below, at, above.")
+@click.option("--bracket/--no-bracket", default=None,
+              help="Run each case below a limit only where the same case above it was not ok, after "
+                   "those (default: on with --quick, off with --full and --deep).")
 @click.option("--axes", default=None,
               help=f"Comma list of size axes: {', '.join(AXIS_NAMES)} or all (default: elements; "
                    "--preset full: all). dim: one dimension crossing 65535/65536/2^31; bytes: storage "
@@ -122,7 +126,7 @@ def _fail_usage(e: Exception) -> None:
                    "run nothing.")
 @click.option("--family", default=None, help="With --list-ops: only this family.")
 @click.option("--json", "as_json", is_flag=True, help="With --list-ops: JSON instead of tables.")
-def sweep(device, ops, dtypes, layouts, directions, thresholds, positions, axes, fault_model, scale, seed, out,
+def sweep(device, ops, dtypes, layouts, directions, thresholds, positions, bracket, axes, fault_model, scale, seed, out,
           resume, preset, mode, reference, case_timeout, memory_limit_gib, no_report, calibration_workers,
           case_workers, devices, executor, ray_address, expect_rules, list_ops, family, as_json):
     """Run ops around 2^31 / 2^32 / 2*2^32 elements and map where they go wrong."""
@@ -137,14 +141,18 @@ def sweep(device, ops, dtypes, layouts, directions, thresholds, positions, axes,
         from .ops.coverage import select
 
         dropped: dict[str, str] = {}
+        chosen = parse_list(positions, preset["positions"], POSITIONS)
+        if bracket is None:  # the preset's, where the positions leave something to bracket
+            bracket = preset["bracket"] and "below" in chosen and len(set(chosen)) > 1
         spec = GridSpec(
             ops=select(parse_list(ops, preset["ops"], ("all",)), device=_device_kind(device), dropped=dropped),
             dtypes=parse_list(dtypes, preset["dtypes"], tuple(DTYPES)),
             layouts=parse_list(layouts, LAYOUTS),
             directions=parse_list(directions, DIRECTIONS),
             thresholds=parse_list(thresholds, preset["thresholds"], ("2^31", "2^32", "2*2^32")),
-            positions=parse_list(positions, preset["positions"], POSITIONS),
+            positions=chosen,
             seed=seed, scale=scale, axes=parse_list(axes, preset["axes"], AXIS_NAMES),
+            bracket=bracket,
         ).validate()
         for name, why in dropped.items():
             click.echo(f"not run here: {name} ({why})", err=True)

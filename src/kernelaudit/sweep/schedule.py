@@ -120,6 +120,10 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
         raise InvalidArgument(f"Cannot have case_workers={case_workers} (--workers) with --devices or --executor ray: "
                               "each device runs one case at a time; allowed is 1")
     cases = grid(spec)
+    controls: list[Case] = []
+    if spec.bracket:  # the below cases wait for their probes (second pass, below)
+        controls = [c for c in cases if c.position == "below"]
+        cases = [c for c in cases if c.position != "below"]
     device, devices = _spread_devices(device, devices, executor) if spread else (resolve_device(device), None)
     th = Thresholds(spec.scale)
     manifest = {
@@ -136,7 +140,7 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
         "reference": reference,
         "started": now(),
         "argv": list(sys.argv),
-        "plan": {"cases": len(cases)},
+        "plan": {"cases": len(cases), **({"controls": len(controls)} if spec.bracket else {})},
     }
     store = RunStore.create(out, manifest, resume=resume)
     done = store.recorded_keys() if resume else set()
@@ -167,6 +171,18 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
     try:
         _run_cases(store, pool_args=(cfg, case_timeout_s), todo=todo, need_cal=need_cal, tolerances=tolerances,
                    tick=tick, segment=segment, calibration_workers=n_cal, case_workers=n_cases, spread=on)
+        if controls:
+            needed = _controls_needed(store, controls)
+            cases += needed
+            store.update_manifest(plan={"cases": len(cases), "controls": len(controls),
+                                        "controls_needed": len(needed)})
+            todo2 = sorted((c for c in needed if c.key not in done), key=_schedule_rank)
+            need_cal2 = sorted({c.tolerance_key for c in todo2} - set(tolerances))
+            tick(total=total + len(need_cal2) + len(todo2), description="controls below the limits")
+            _run_cases(store, pool_args=(cfg, case_timeout_s), todo=todo2, need_cal=need_cal2,
+                       tolerances=tolerances, tick=tick, segment=segment, calibration_workers=n_cal,
+                       case_workers=n_cases, spread=on)
+            todo += todo2
         segment["completed"] = True
     finally:
         segment.update(ended=now(), wall_s=round(time.perf_counter() - t0, 1))
@@ -183,6 +199,19 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
 
     write_rules(store)
     return SweepResult(store, counts, len(todo), len(cases) - len(todo))
+
+
+def _controls_needed(store: RunStore, controls: list[Case]) -> list[Case]:
+    """The ``below`` controls of a bracketed sweep whose probes (the same case at or
+    above the limit) were recorded and not all ok."""
+    from .cases import bracket_key
+
+    flagged = set()
+    for r in store.latest().values():
+        c = Case.from_json(r["case"])
+        if c.position != "below" and r["verdict"]["status"] != Status.OK.value:
+            flagged.add(bracket_key(c))
+    return [c for c in controls if bracket_key(c) in flagged]
 
 
 def _tensor_key(c: Case) -> tuple | None:
