@@ -69,7 +69,7 @@ def _sdpa_grads(dtype, seed=0):
 
 def test_on_the_gated_stack_the_faults_reproduce_and_the_shipped_rules_hook_them():
     rules = active(_sweep_rules(gated=True), RuntimeEnv.current())
-    if {r.op for r in rules} != {"arange", "sdpa"}:
+    if not {"arange", "sdpa"} <= {r.op for r in rules}:
         pytest.skip(f"the sweep rules are gated to torch 2.11 / CUDA 13.0 / driver 580; this is "
                     f"{torch.__version__} / {torch.version.cuda}")
     bare = torch.arange(N, device="cuda")

@@ -1,0 +1,97 @@
+"""The rules of the H200 quick sweep of OpInfo ops (``known_faults/quick_sweep_opinfo.json``)
+on a GPU: the guard splits ``torch.cdist`` past 2^32 outputs (silently wrong bare) and
+``F.adaptive_avg_pool1d`` past 2^31 elements (an illegal memory access bare) along dim 0,
+and the answers equal the same op run in small batches. The bare faults are not re-run
+here: an illegal memory access would end the process's CUDA context. The rules are taken
+without their version gate, so the tests run on any CUDA machine with about 60 GiB free.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from kernelaudit.guard import intercept
+from kernelaudit.guard.rules import known_faults
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+#: The sweep's sizes (benchmarks/results/2026-12-04-h200-quick-sweep-opinfo-families/README.md).
+CDIST_B = 143_165_580          # (B, 5, 2) x (B, 6, 2): 4,294,967,400 outputs, just past 2^32
+POOL_FWD_N = 536_870_880       # (N, 8) -> (N, 5): input just below 2^32, output past 2^31
+POOL_BWD_N = 268_435_496       # (N, 8) -> (N, 8): just past 2^31 elements
+CHUNK = 2**22
+
+
+def _rules(op: str):
+    rules = [dataclasses.replace(r, versions={}) for r in known_faults() if r.op == op]
+    assert rules, f"no shipped rule for {op}"
+    return rules
+
+
+def _free_gib() -> float:
+    return torch.cuda.mem_get_info()[0] / 2**30
+
+
+def _equal_in_chunks(got: torch.Tensor, ref_fn, n: int) -> None:
+    for i0 in range(0, n, CHUNK):
+        i1 = min(i0 + CHUNK, n)
+        want = ref_fn(i0, i1)
+        if not torch.equal(got[i0:i1], want):
+            bad = (got[i0:i1] != want).nonzero()[0]
+            pytest.fail(f"rows {i0}:{i1}: first bad index {(i0 + bad[0].item(), *bad[1:].tolist())}: "
+                        f"got {got[i0:i1][tuple(bad)].item()}, want {want[tuple(bad)].item()}")
+
+
+def test_cdist_past_2_32_outputs_under_the_guard_equals_cdist_in_small_batches():
+    if _free_gib() < 45:
+        pytest.skip(f"needs about 45 GiB free on the GPU, has {_free_gib():.0f}")
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x1 = torch.randn(CDIST_B, 5, 2, generator=g, device="cuda")
+    x2 = torch.randn(CDIST_B, 6, 2, generator=g, device="cuda")
+    try:
+        engine = intercept.install("fix", rules=_rules("cdist"), native=False)
+        got = torch.cdist(x1, x2)
+        st = engine.stats()
+        assert st.fixed == 1 and st.refused == 0, st.summary()
+    finally:
+        intercept.uninstall()
+    _equal_in_chunks(got, lambda i0, i1: torch.cdist(x1[i0:i1], x2[i0:i1]), CDIST_B)
+    del x1, x2, got
+    torch.cuda.empty_cache()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_adaptive_avg_pool1d_past_2_31_under_the_guard_equals_pooling_in_small_batches(dtype):
+    if _free_gib() < 40:
+        pytest.skip(f"needs about 40 GiB free on the GPU, has {_free_gib():.0f}")
+    g = torch.Generator(device="cuda").manual_seed(1)
+    x = torch.randn(POOL_FWD_N, 8, generator=g, device="cuda", dtype=dtype)
+    try:
+        engine = intercept.install("fix", rules=_rules("nn.functional.adaptive_avg_pool1d"), native=False)
+        got = F.adaptive_avg_pool1d(x, 5)
+        assert engine.stats().fixed == 1, engine.stats().summary()
+    finally:
+        intercept.uninstall()
+    _equal_in_chunks(got, lambda i0, i1: F.adaptive_avg_pool1d(x[i0:i1], 5), POOL_FWD_N)
+    del x, got
+    torch.cuda.empty_cache()
+    # the backward past 2^31 elements (output size 8: every input element gets one gradient)
+    x = torch.randn(POOL_BWD_N, 8, generator=g, device="cuda", dtype=dtype, requires_grad=True)
+    go = torch.randn(POOL_BWD_N, 8, generator=g, device="cuda", dtype=dtype)
+    try:
+        engine = intercept.install("fix", rules=_rules("nn.functional.adaptive_avg_pool1d"), native=False)
+        F.adaptive_avg_pool1d(x, 8).backward(go)
+        assert engine.stats().fixed >= 1, engine.stats().summary()
+    finally:
+        intercept.uninstall()
+
+    def ref(i0, i1):
+        xs = x.detach()[i0:i1].clone().requires_grad_()
+        F.adaptive_avg_pool1d(xs, 8).backward(go[i0:i1])
+        return xs.grad
+
+    _equal_in_chunks(x.grad, ref, POOL_BWD_N)
