@@ -55,7 +55,8 @@ for s in $steps; do
 import sys,json
 for l in sys.stdin:
     r=json.loads(l); print(r['case'], 'B=%d'%r['batch'], 'cold %.3f warm %.3f'%(r['cold_s'],r['warm_s']), r['warm'])" ;;
-  guard) log guard_gpu_tests; timeout ${GUARD_TIMEOUT_S:-100} python3 -m pytest -q -p no:cacheprovider tests/gpu/test_guard_gpu.py 2>&1 | tail -4
+  guard) log guard_gpu_tests; timeout ${GUARD_TESTS_TIMEOUT_S:-300} python3 -m pytest -q -p no:cacheprovider tests/gpu/test_guard_gpu.py \
+      tests/gpu/test_guard_known_faults_gpu.py tests/gpu/test_guard_opinfo_faults_gpu.py --durations=8 2>&1 | tail -14
     log guard_overhead; timeout ${GUARD_TIMEOUT_S:-100} python3 benchmarks/guard_overhead.py --device cuda --rounds 9 --out "$O/guard_overhead_h200.json" 2>&1 | tail -8
     log guard_fix; timeout ${GUARD_TIMEOUT_S:-100} python3 benchmarks/guard_fix_throughput.py --device cuda --out "$O/guard_fix_h200.json" 2>&1 | tail -8 ;;
   demo) log guard_demo; timeout 90 python3 examples/guard_demo.py --device cuda --scale 32 --dtype bfloat16 \
