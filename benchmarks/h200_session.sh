@@ -2,11 +2,6 @@
 # Time-boxed H200 steps: GPU tests and benchmarks of all three capabilities.
 # Every output lands in $OUT/h200 and is packed into $OUT/h200_results.tgz.
 # Usage (device tool): bash benchmarks/h200_session.sh STEP [STEP...]
-# Session 8 ran the whole --full sweep after the int64 fix (515 s, the known 16 verdicts),
-# flatab (bf16 check 0.935x the bmm) and gputests (401 passed, 8 xfailed). Next: the
-# `oomsweep` step with OOM_OPS=sort OOM_DTYPES=float32,float16,bfloat16 OOM_DIRECTIONS=fwd
-# OOM_POSITIONS=below,at,above to see the plan skip float32 sort at 2*2^32,
-# and `verify` to re-measure fp16/fp32 after session 7's changes.
 # A sweep resumes runs/h200 when it exists (carry it between calls).
 # Resumable long steps (carry runs/ back and forth with the device tool's `carry`):
 #   kernelbench (KernelBench L1-3 at their own shapes, KB_BUDGET_S/KB_LEVELS/KB_ONLY),
