@@ -106,8 +106,8 @@ def test_grouped_tile_order_moves_tiles_between_programs_not_bits(order, tiles):
     import dataclasses
 
     g = torch.Generator().manual_seed(5)
-    a = torch.randn(3, 50, 24, generator=g).bfloat16()
-    b = torch.randn(3, 24, 40, generator=g).bfloat16()
+    a = torch.randn(2, 40, 16, generator=g).bfloat16()
+    b = torch.randn(2, 16, 36, generator=g).bfloat16()
     plain = gemm.bmm(a, b, order=order, tiles=tiles)
-    for group in (2, 3, 8):
+    for group in (2, 8):
         assert _bits_equal(gemm.bmm(a, b, order=order, tiles=dataclasses.replace(tiles, group_m=group)), plain)

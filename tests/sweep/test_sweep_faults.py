@@ -423,7 +423,7 @@ def test_a_bracketed_sweep_runs_each_control_below_only_where_the_case_above_fai
     ones the whole grid gives."""
     from kernelaudit.guard.rules import load_rules
 
-    spec = dict(ops=("bmm", "add"), dtypes=("float32",), layouts=("contig", "aT"), directions=("fwd",),
+    spec = dict(ops=("bmm",), dtypes=("float32",), layouts=("contig", "aT"), directions=("fwd",),
                 thresholds=("2^32",), positions=("below", "above"), scale=12)
     full = run_sweep(GridSpec(**spec), tmp_path / "full", device="cpu", fault_model="mps")
     screened = run_sweep(GridSpec(**spec, bracket=True), tmp_path / "bracket", device="cpu", fault_model="mps")
