@@ -305,6 +305,9 @@ def _launch(a3, b3, bias3, out3, order: str, tiles: Tiles | None, alpha: float, 
                            TILE8=tiles.tile8, DOT=tiles.dot and not config.interpreter_requested(),
                            BM=tiles.bm, BN=tiles.bn, BK=tiles.bk, LANES=lanes.count, LB=lanes.block,
                            GROUP_M=tiles.group_m,
+                           # the dot path's k order is one fused multiply-add per product
+                           # (llvm.fmuladd): say so, as Triton 3.10 turns fusion off by default
+                           enable_fp_fusion=True,
                            num_warps=tiles.num_warps, num_stages=tiles.num_stages)
     else:
         same16 = a3.dtype == b3.dtype and a3.dtype != torch.float32
