@@ -68,3 +68,29 @@ def test_deterministic_tiny_lm_same_tokens_at_batch_1_and_64(order):
         with torch.inference_mode():
             assert torch.equal(model(prompts[37:38])[0], model(prompts)[37])
     assert torch.equal(one[0], many[37])
+
+
+@pytest.mark.parametrize("m, n, k", [(8192, 2048, 2048), (1000, 6144, 2048), (77, 520, 1000), (1, 8192, 8192)])
+def test_the_tma_mma_kernel_has_the_plain_mma_kernels_bits_and_is_batch_invariant(m, n, k):
+    """Compiled for the GPU the persistent TMA kernel and the plain ``mma`` kernel, at
+    several tiles, give the same bits (the tensor cores' k16 chain), and a row's bits do
+    not depend on the rows beside it."""
+    import dataclasses
+
+    from kernelaudit.repro import gemm, mma_tma
+    from kernelaudit.repro.tiles import Tiles
+
+    x, w, b = _draw((m, k), torch.bfloat16, 4).cuda(), _draw((n, k), torch.bfloat16, 5).cuda(), \
+        _draw((n,), torch.bfloat16, 6).cuda()
+    plain = gemm.linear(x, w, b, order="mma", tiles=Tiles(128, 128, 64, 8, 3))
+    for t in (Tiles(128, 256, 64, 8, 3, group_m=8, tma=True), Tiles(128, 128, 64, 8, 4, group_m=8, tma=True),
+              Tiles(64, 128, 32, 4, 4, tma=True)):
+        assert mma_tma.eligible(x[None, None], w.t()[None, None], b.expand(m, n)[None, None],
+                                plain[None, None])
+        got = gemm.linear(x, w, b, order="mma", tiles=t)
+        assert torch.equal(got.view(torch.int16), plain.view(torch.int16)), t
+        plain_t = gemm.linear(x, w, b, order="mma", tiles=dataclasses.replace(t, tma=False))
+        assert torch.equal(plain_t.view(torch.int16), plain.view(torch.int16)), t
+        for r in {0, m // 2, m - 1}:
+            alone = gemm.linear(x[r:r + 1], w, b, order="mma", tiles=t)
+            assert torch.equal(alone[0].view(torch.int16), got[r].view(torch.int16)), (t, r)

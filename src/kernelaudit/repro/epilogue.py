@@ -36,14 +36,21 @@ def epilogue(acc, bias_ptr, c_ptr, pid_b, rm, rn, mask_m, mask_n, s_xb, s_xm, s_
 
 
 @triton.jit
+def round_bf16(value):
+    """fp32 ``value`` rounded to bf16, nearest even, with integer ops: torch's and PTX
+    cvt.rn.bf16.f32 bits (the Triton interpreter truncates a bf16 cast); NaN stays a
+    quiet NaN."""
+    bits = value.to(tl.uint32, bitcast=True)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    bits = tl.where(value != value, 0x7FC0, bits)
+    return bits.to(tl.uint16).to(tl.bfloat16, bitcast=True)
+
+
+@triton.jit
 def store_rounded(ptrs, value, mask, OUT_BF16: tl.constexpr):
-    """Store fp32 ``value`` at ``ptrs``, rounded to nearest even: bf16 with integer ops
-    (torch's and PTX cvt.rn.bf16.f32 bits; the Triton interpreter truncates a bf16 cast;
-    NaN stays a quiet NaN), any other dtype by its cast."""
+    """Store fp32 ``value`` at ``ptrs``, rounded to nearest even (bf16: :func:`round_bf16`;
+    any other dtype by its cast)."""
     if OUT_BF16:
-        bits = value.to(tl.uint32, bitcast=True)
-        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-        bits = tl.where(value != value, 0x7FC0, bits)
-        tl.store(ptrs, bits.to(tl.uint16).to(tl.bfloat16, bitcast=True), mask=mask)
+        tl.store(ptrs, round_bf16(value), mask=mask)
     else:
         tl.store(ptrs, value.to(ptrs.dtype.element_ty), mask=mask)

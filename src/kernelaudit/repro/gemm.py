@@ -49,6 +49,7 @@ import triton.language as tl  # noqa: E402
 from ..errors import InvalidArgument, KernelAuditError, check_choice  # noqa: E402
 from .epilogue import epilogue as _epilogue  # noqa: E402
 from .epilogue import outer_batch  # noqa: E402
+from . import mma_tma  # noqa: E402
 from .ieee_kernels import grouped_tile, ieee_lanes_kernel, ieee_tiled_kernel  # noqa: E402
 from .tiles import INTERPRETER_IEEE, ORDERS, Lanes, Tiles, ieee_lanes, pick  # noqa: E402
 
@@ -284,6 +285,13 @@ def _launch(a3, b3, bias3, out3, order: str, tiles: Tiles | None, alpha: float, 
         tiles = pick(order, N, K, b3.dtype, m=M, lanes=lanes)
         if order == "ieee" and config.interpreter_requested():
             tiles = INTERPRETER_IEEE
+    if tiles.tma:
+        if order != "mma":
+            raise InvalidArgument(f"Cannot have tiles with tma=True with order={order!r}: allowed values are "
+                                  "tma=True with order='mma', else tma=False")
+        if mma_tma.eligible(a3, b3, bias3, out3):
+            mma_tma.launch(a3, b3, bias3, out3, tiles, alpha, beta)
+            return out3
     xb = bias3 if bias3 is not None else out3
     grid = (triton.cdiv(M, tiles.bm), triton.cdiv(N, tiles.bn), B)
     args = (a3, b3, xb, out3, M, N, K, *a3.stride()[1:], *b3.stride()[1:], *xb.stride()[1:], *out3.stride()[1:],

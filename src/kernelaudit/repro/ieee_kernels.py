@@ -39,16 +39,22 @@ from .epilogue import epilogue, outer_batch
 
 
 @triton.jit
-def grouped_tile(pid, M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constexpr):
-    """The rows and columns (int64) of program ``pid``'s ``BM x BN`` output tile in grouped
-    order: ``GROUP_M`` row blocks sweep the columns together, so ``b`` stays in L2."""
+def grouped_pid(pid, M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constexpr):
+    """(row block, column block) of program ``pid`` in grouped order: ``GROUP_M`` row
+    blocks sweep the columns together, so ``b`` stays in L2."""
     grid_m = tl.cdiv(M, BM)
     grid_n = tl.cdiv(N, BN)
     width = GROUP_M * grid_n
     first_m = (pid // width) * GROUP_M
     rows_in_group = tl.minimum(grid_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % width) % rows_in_group
-    pid_n = (pid % width) // rows_in_group
+    return first_m + (pid % width) % rows_in_group, (pid % width) // rows_in_group
+
+
+@triton.jit
+def grouped_tile(pid, M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constexpr):
+    """The rows and columns (int64) of program ``pid``'s ``BM x BN`` output tile in
+    grouped order (:func:`grouped_pid`)."""
+    pid_m, pid_n = grouped_pid(pid, M, N, BM, BN, GROUP_M)
     return pid_m.to(tl.int64) * BM + tl.arange(0, BM), pid_n.to(tl.int64) * BN + tl.arange(0, BN)
 
 

@@ -95,6 +95,9 @@ class Tiles:
     tiled: bool = False
     group_m: int = 1
     prefetch: bool = False
+    #: ``mma`` only: plain 2-d GEMMs that TMA can describe run the persistent, TMA-fed
+    #: kernel (:mod:`.mma_tma`; the same bits); every other launch the plain one.
+    tma: bool = False
 
     def __post_init__(self) -> None:
         for name in ("bm", "bn", "bk"):
@@ -110,6 +113,9 @@ class Tiles:
                                   "of tiled, dot, tile8 or none")
         if self.group_m < 1:
             raise InvalidArgument(f"Cannot have group_m={self.group_m}: allowed values are integers >= 1")
+        if self.tma and (self.tile8 or self.dot or self.tiled or self.prefetch):
+            raise InvalidArgument("Cannot have tma=True with tile8, dot, tiled or prefetch: allowed values "
+                                  "are tma=True alone (an mma tile) or tma=False")
         if self.prefetch and not self.tiled:
             raise InvalidArgument("Cannot have prefetch=True without tiled=True: allowed values are "
                                   "prefetch=False")
