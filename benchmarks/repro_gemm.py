@@ -731,7 +731,10 @@ def model(quick: bool):
 MODEL_MMA_CANDIDATES = [Tiles(128, 128, 64, 8, 3), Tiles(128, 128, 64, 8, 3, group_m=8),
                         Tiles(128, 256, 64, 8, 3, group_m=8), Tiles(256, 128, 64, 8, 3, group_m=8),
                         Tiles(128, 128, 64, 4, 4, group_m=8), Tiles(128, 256, 32, 8, 4, group_m=8),
-                        Tiles(128, 128, 128, 8, 2, group_m=8), Tiles(64, 256, 64, 4, 4, group_m=8)]
+                        Tiles(128, 128, 128, 8, 2, group_m=8), Tiles(64, 256, 64, 4, 4, group_m=8),
+                        # the persistent TMA-fed kernel (mma_tma.py): same bits, other data movement
+                        Tiles(128, 256, 64, 8, 3, group_m=8, tma=True), Tiles(128, 128, 64, 8, 4, group_m=8, tma=True),
+                        Tiles(128, 256, 32, 8, 4, group_m=8, tma=True), Tiles(128, 128, 64, 4, 4, group_m=8, tma=True)]
 
 
 @section("model_tiles")
@@ -754,6 +757,9 @@ def model_tiles(quick: bool):
         for i, t in enumerate(MODEL_MMA_CANDIDATES):
             try:
                 ms = bench(lambda: gemm.linear(x, w, bias, order="mma", tiles=t))
+                got = gemm.linear(x, w, bias, order="mma", tiles=t).view(torch.int16)
+                ref = got if ref is None else ref
+                row[f"cand{i}_same_bits_as_cand0"] = bool(torch.equal(got, ref))
             except Exception as e:  # noqa: BLE001 - a tile that does not compile is a result
                 ms = None
                 print(f"   {t}: {type(e).__name__}: {str(e)[:120]}", flush=True)
@@ -764,7 +770,7 @@ def model_tiles(quick: bool):
     weight = [layers if (n, k) != (c["vocab"], c["dim"]) else 1 for n, k in shapes]
     total = {"cublas": sum(w_ * r["cublas_ms"] for w_, r in zip(weight, rows))}
     for i in range(len(MODEL_MMA_CANDIDATES)):
-        if all(r[f"cand{i}"] is not None for r in rows):
+        if all(r[f"cand{i}"] is not None for r in rows):  # (the bits: cand<i>_same_bits_as_cand0)
             total[f"cand{i}"] = sum(w_ * r[f"cand{i}"] for w_, r in zip(weight, rows))
     best = min((k_ for k_ in total if k_ != "cublas"), key=total.get)
     out = {"rows": rows, "model_gemm_ms": {k_: round(v, 4) for k_, v in total.items()}, "best": best,
