@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from .cases import Case, GridSpec, calibration_batch, grid
+from .cases import Case, GridSpec, bracket_key, calibration_batch, grid
 from ..faults import FAULT_MODELS
 from ..errors import InvalidArgument, check_choice, resolve_device
 from ..executors import EXECUTORS, import_ray, open_executor, parse_devices
@@ -168,21 +168,21 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
         on = functools.partial(open_executor, executor, functools.partial(pool_on, cfg, case_timeout_s),
                                devices=devices, device_type=device, ray_address=ray_address)
         n_cal = n_cal if executor == "local" else 1
+
+    def bracket_controls() -> list[Case]:
+        """The controls the probes' verdicts call for, added to the plan."""
+        needed = _controls_needed(store, controls)
+        cases.extend(needed)
+        store.update_manifest(plan={"cases": len(cases), "controls": len(controls), "controls_needed": len(needed)})
+        more = sorted((c for c in needed if c.key not in done), key=_schedule_rank)
+        todo.extend(more)
+        tick(total=total + len(more), description="controls below the limits")
+        return more
+
     try:
         _run_cases(store, pool_args=(cfg, case_timeout_s), todo=todo, need_cal=need_cal, tolerances=tolerances,
-                   tick=tick, segment=segment, calibration_workers=n_cal, case_workers=n_cases, spread=on)
-        if controls:
-            needed = _controls_needed(store, controls)
-            cases += needed
-            store.update_manifest(plan={"cases": len(cases), "controls": len(controls),
-                                        "controls_needed": len(needed)})
-            todo2 = sorted((c for c in needed if c.key not in done), key=_schedule_rank)
-            need_cal2 = sorted({c.tolerance_key for c in todo2} - set(tolerances))
-            tick(total=total + len(need_cal2) + len(todo2), description="controls below the limits")
-            _run_cases(store, pool_args=(cfg, case_timeout_s), todo=todo2, need_cal=need_cal2,
-                       tolerances=tolerances, tick=tick, segment=segment, calibration_workers=n_cal,
-                       case_workers=n_cases, spread=on)
-            todo += todo2
+                   tick=tick, segment=segment, calibration_workers=n_cal, case_workers=n_cases, spread=on,
+                   then=bracket_controls if controls else None)
         segment["completed"] = True
     finally:
         segment.update(ended=now(), wall_s=round(time.perf_counter() - t0, 1))
@@ -204,8 +204,6 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
 def _controls_needed(store: RunStore, controls: list[Case]) -> list[Case]:
     """The ``below`` controls of a bracketed sweep whose probes (the same case at or
     above the limit) were recorded and not all ok."""
-    from .cases import bracket_key
-
     flagged = set()
     for r in store.latest().values():
         c = Case.from_json(r["case"])
@@ -274,9 +272,11 @@ def _spread_device_info(kind: str, devices, executor: str) -> dict:
 
 
 def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, tick, segment: dict,
-               calibration_workers: int = 1, case_workers: int = 1, spread: Callable | None = None) -> None:
+               calibration_workers: int = 1, case_workers: int = 1, spread: Callable | None = None,
+               then: Callable[[], list[Case]] | None = None) -> None:
     """Calibrate the missing tolerance keys, then run every case in ``todo``, appending
-    each verdict to ``store`` as it comes (``segment`` counts what this call did).
+    each verdict to ``store`` as it comes (``segment`` counts what this call did); then
+    the cases ``then()`` returns, chosen from those verdicts, in the same workers.
 
     With ``case_workers`` > 1, the cases that fit a 1/N share of the device run side by
     side first (:func:`_cases_side_by_side`); the rest, and any that failed there, then
@@ -343,21 +343,26 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
             segment["cases_run"] += 1
             tick(advance=1, description=c.id, status=v.status.value)
 
-        alone = todo
-        if ex is not None:
-            alone = _cases_on(ex, todo, tolerance=tolerance, record=record_case, segment=segment)
-        elif case_workers > 1:
-            alone = _cases_side_by_side(pool, todo, tolerance=tolerance, record=record_case, tick=tick,
-                                        segment=segment, workers=case_workers)
-        for c in alone:
-            tol = tolerance(c)
-            if tol is None:
-                record_case(c, Verdict.error("calibration failed below the thresholds: no tolerance to judge with"),
-                            0.0)
-                continue
-            res = pool.run({"case": c.to_json(), "tolerances": tol})
-            segment["workers_replaced"] += bool(res.get("worker_replaced"))
-            record_case(c, Verdict.from_json(res["verdict"]), res["elapsed_s"])
+        def run(cases: list[Case]) -> None:
+            alone = cases
+            if ex is not None:
+                alone = _cases_on(ex, cases, tolerance=tolerance, record=record_case, segment=segment)
+            elif case_workers > 1:
+                alone = _cases_side_by_side(pool, cases, tolerance=tolerance, record=record_case, tick=tick,
+                                            segment=segment, workers=case_workers)
+            for c in alone:
+                tol = tolerance(c)
+                if tol is None:
+                    record_case(c, Verdict.error("calibration failed below the thresholds: no tolerance to judge "
+                                                 "with"), 0.0)
+                    continue
+                res = pool.run({"case": c.to_json(), "tolerances": tol})
+                segment["workers_replaced"] += bool(res.get("worker_replaced"))
+                record_case(c, Verdict.from_json(res["verdict"]), res["elapsed_s"])
+
+        run(todo)
+        if then is not None:  # cases chosen from these verdicts (a bracket's controls), same workers;
+            run(then())       # each shares its probe's tolerance key, calibrated or not as the probe's
 
 
 #: Verdicts of a case run side by side that are not kept: the case runs again alone
