@@ -215,9 +215,18 @@ class ProblemCase:
                 # Two ways a correct problem fails at another dtype, each tried once: a forward
                 # that makes tensors at the default dtype (KernelBench L3 35: ``torch.randn(...)``
                 # as the LSTM's initial state), and a copy that shares modules with the original.
+
+                def with_fresh_models() -> list[torch.Tensor]:
+                    flags["_fresh_models"] = True  # kept for this problem's later copies if it works
+                    try:
+                        return run()
+                    except Exception:
+                        flags.pop("_fresh_models")
+                        raise
+
                 retries = [lambda: run(factories_at_dtype=True)] if dtype in DEFAULT_DTYPES else []
                 if not flags.get("_fresh_models"):
-                    retries.append(lambda: (flags.__setitem__("_fresh_models", True), run())[1])
+                    retries.append(with_fresh_models)
                 for retry in retries:
                     try:
                         self._cache[key] = retry()
@@ -225,7 +234,6 @@ class ProblemCase:
                     except Exception:  # noqa: BLE001 - not that: the first failure is the one to report
                         continue
                 else:
-                    flags.pop("_fresh_models", None)
                     raise reference_failure(self, f"Model.forward at {dtype}", exc) from exc
         return self._cache[key]
 
