@@ -12,6 +12,9 @@ It takes only what TMA can describe: 2-d, one 16-bit dtype for both operands, K 
 contiguous dim of both (``x`` and ``weight.t()``), a row-major output, a bias that is
 absent or one value per column, and 16-byte aligned rows and base pointers
 (:func:`eligible`); anything else runs :func:`.gemm._mma_kernel`.
+
+Device-side descriptors need scratch memory: the first launch on a GPU sets Triton's
+allocator (``triton.set_allocator``) to one that takes it from torch's caching allocator.
 """
 
 from __future__ import annotations
