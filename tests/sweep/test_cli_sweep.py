@@ -73,3 +73,13 @@ def test_bad_grid_argument_in_process_names_the_argument_and_the_allowed_values(
 
     with pytest.raises(InvalidArgument, match=f"{name}=.*allowed values"):
         grid(GridSpec(**kw))
+
+
+def test_quick_sweeps_every_family_and_under_a_fault_model_the_ops_it_corrupts():
+    from kernelaudit.sweep.cli import PRESETS, default_ops
+    from kernelaudit.sweep.ops.catalog import QUICK_OPS
+
+    quick = PRESETS["quick"]
+    assert default_ops(quick, "none") == ("family:each",)
+    assert default_ops(quick, "mps") == tuple(QUICK_OPS) == default_ops(quick, "wrap32")
+    assert default_ops(PRESETS["full"], "mps") == ("all",)  # a preset without fault-model ops keeps its own

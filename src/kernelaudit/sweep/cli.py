@@ -21,15 +21,17 @@ from .ops.spec import DIRECTIONS, DTYPES, FLOAT_DTYPES, LAYOUTS
 from .axes import AXIS_NAMES
 from .report.run import RunStoreError
 
-#: Presets. ``quick``: the matmul family plus one op per other family, fp32/fp16,
-#: around 2^31 and 2^32, the cases below each limit run only as controls of the cases
-#: above it that were not ok (``--bracket``). ``full``: every op (the hand specs and every op derived from
+#: Presets. ``quick``: the first covered op of every family (with a fault model: the
+#: ops fault models corrupt, the matmul family plus one hand-specified op per other
+#: family), fp32/fp16, around 2^31 and 2^32, the cases below each limit run only as
+#: controls of the cases above it that were not ok (``--bracket``). ``full``: every op (the hand specs and every op derived from
 #: the OpInfo database), fp32 and fp16, just below and above 2^31 and 2^32, every
 #: layout, both directions and every size axis. ``deep``: the hand specs only, at every
 #: dtype, threshold (2*2^32 too) and position (the sweeps of record before ``full``
 #: took in the derived ops).
 PRESETS = {
-    "quick": dict(ops=QUICK_OPS, dtypes=("float32", "float16"), thresholds=("2^31", "2^32"),
+    "quick": dict(ops=("family:each",), fault_model_ops=QUICK_OPS, dtypes=("float32", "float16"),
+                  thresholds=("2^31", "2^32"),
                   positions=("below", "above"), axes=("elements",), bracket=True),
     "full": dict(ops=("all",), dtypes=("float32", "float16"), thresholds=("2^31", "2^32"),
                  positions=("below", "above"), axes=AXIS_NAMES, bracket=False),
@@ -89,7 +91,9 @@ def _fail_usage(e: Exception) -> None:
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Run store directory (default: runs/<device>-<fault model>-s<scale>).")
 @click.option("--resume", is_flag=True, help="Continue the run in --out, skipping recorded cases.")
-@click.option("--quick", "preset", flag_value="quick", help="Small grid (default).")
+@click.option("--quick", "preset", flag_value="quick",
+              help="Small grid (default): one op per family (with --fault-model: the ops it corrupts), "
+                   "fp32/fp16, around 2^31 and 2^32, bracketed (see --bracket).")
 @click.option("--full", "preset", flag_value="full",
               help="Every op (hand specs and OpInfo-derived), fp32 and fp16, below and above 2^31 and 2^32, "
                    "every layout, direction and size axis.")
@@ -145,7 +149,8 @@ def sweep(device, ops, dtypes, layouts, directions, thresholds, positions, brack
         if bracket is None:  # the preset's, where the positions leave something to bracket
             bracket = preset["bracket"] and "below" in chosen and len(set(chosen)) > 1
         spec = GridSpec(
-            ops=select(parse_list(ops, preset["ops"], ("all",)), device=_device_kind(device), dropped=dropped),
+            ops=select(parse_list(ops, default_ops(preset, fault_model), ("all",)), device=_device_kind(device),
+                       dropped=dropped),
             dtypes=parse_list(dtypes, preset["dtypes"], tuple(DTYPES)),
             layouts=parse_list(layouts, LAYOUTS),
             directions=parse_list(directions, DIRECTIONS),
@@ -184,6 +189,12 @@ def sweep(device, ops, dtypes, layouts, directions, thresholds, positions, brack
         click.echo(f"{checked - len(bad)} of {checked} cases classified exactly as the {fault_model} rules predict")
         sys.exit(EXIT_FOUND if bad else EXIT_OK)
     sys.exit(EXIT_FOUND if res.failed else EXIT_OK)
+
+
+def default_ops(preset: dict, fault_model: str) -> tuple[str, ...]:
+    """The ops a preset sweeps when ``--ops`` is not given: under a fault model, the ops
+    it is written for where the preset says so (``fault_model_ops``)."""
+    return tuple(preset.get("fault_model_ops", preset["ops"]) if fault_model != "none" else preset["ops"])
 
 
 def _device_kind(device: str) -> str | None:
