@@ -268,6 +268,14 @@ class Worker:
         return rec
 
 
+def out_of_memory(rec: dict[str, Any]) -> bool:
+    """Whether a problem's record says it ran out of memory (the checker's or the device's),
+    or its worker died: worth judging again alone."""
+    text = json.dumps(rec).lower()
+    return ("out of memory" in text or "outofmemoryerror" in text or "checker-oom" in text
+            or "the worker died" in text)
+
+
 def problem_files(root: Path, levels: list[int]) -> list[Path]:
     def key(p: Path) -> tuple[int, int]:
         head = p.stem.split("_", 1)[0]
@@ -431,6 +439,22 @@ def main(argv: list[str] | None = None) -> int:
         t.start()
     for t in pool:
         t.join()
+    if args.jobs > 1:
+        # Side by side, a problem may have met the other workers' memory, not its own limit:
+        # each one that ran out (or whose worker died) is judged again alone; its last record counts.
+        latest = {r["problem"]: r for _, r in read_jsonl(results)[0]}
+        again = [f for f in todo if out_of_memory(latest.get(f"{f.parent.name}/{f.stem}", {}))]
+        if again:
+            print(f"{len(again)} problems ran out of memory side by side: judging them again alone", flush=True)
+            worker = Worker(args.device, small, args.threads, args.mid)
+            try:
+                for f in again:
+                    rec = {**worker.judge(f, args.timeout), "alone": True}
+                    append_jsonl(results, rec)
+                    print(f"[alone {time.perf_counter() - start:6.0f}s] {rec['problem']}: {rec['class']} "
+                          f"({rec.get('seconds', '?')} s) {(rec.get('reason') or '')[:150]}", flush=True)
+            finally:
+                worker.stop()
     wall = time.perf_counter() - start
     meta = {"command": "python benchmarks/kernelbench_false_rejections.py " + " ".join(argv or sys.argv[1:]),
             "device": args.device, "small": small, "mid_mib": args.mid or None, "jobs": args.jobs,
