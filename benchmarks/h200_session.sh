@@ -4,7 +4,8 @@
 # Usage (device tool): bash benchmarks/h200_session.sh STEP [STEP...]
 # A sweep resumes runs/h200 when it exists (carry it between calls).
 # Resumable long steps (carry runs/ back and forth with the device tool's `carry`):
-#   kernelbench (KernelBench L1-3 at their own shapes, KB_BUDGET_S/KB_LEVELS/KB_ONLY),
+#   kernelbench (KernelBench L1-3 at their own shapes, KB_BUDGET_S/KB_LEVELS/KB_ONLY/KB_JOBS: 4 workers,
+#   out-of-memory problems again alone),
 #   kboracle (strongest vs the official checker on L1), mutate (the 10k-mutant campaign,
 #   MUTATE_BUDGET_S), quicksweep (issue 16's 3-minute --quick CUDA sweep), heads (sdpa.heads and
 #   sdpa.flash on the attn_batch axis: the heads rule), gemm (issue 19: repro_gemm's decode,
@@ -93,7 +94,7 @@ PY
       ${ORACLE_PROBLEMS:+--problems $ORACLE_PROBLEMS} "$O/oracle_cost_h200.json" 2>&1 | tail -6 ;;
   kernelbench) log kernelbench_own_shapes; mkdir -p runs  # resumable: carry runs/kb-h200 between calls
     timeout -k 20 "${KB_BUDGET_S:-540}" python3 benchmarks/kernelbench_false_rejections.py --device cuda --full \
-      --levels "${KB_LEVELS:-1,2,3}" ${KB_ONLY:+--only $KB_ONLY} --jobs 1 --timeout "${KB_TIMEOUT_S:-240}" \
+      --levels "${KB_LEVELS:-1,2,3}" ${KB_ONLY:+--only $KB_ONLY} --jobs "${KB_JOBS:-4}" --timeout "${KB_TIMEOUT_S:-240}" \
       --kernelbench "${KB_ROOT:-.kb/KernelBench}" --out runs/kb-h200 > "$O/kernelbench.log" 2>&1; echo "kernelbench rc=$?"
     tail -5 "$O/kernelbench.log"; cp -r runs/kb-h200 "$O/" ;;
   kboracle) log oracle_cost_kernelbench; mkdir -p runs  # strongest vs the official checker, level 1 own shapes
