@@ -405,7 +405,10 @@ def main(argv: list[str] | None = None) -> int:
     # A run killed mid-write leaves a torn last line: set aside, so its problem runs again
     # and the next record starts on a line of its own.
     set_aside_torn(results, args.out / "results.torn.jsonl")
-    done = {r["problem"] for _, r in read_jsonl(results)[0]}
+    # done: the problems with a record, but for one that ran out of memory side by side and
+    # was not judged alone yet (a run stopped before its retries)
+    latest = {r["problem"]: r for _, r in read_jsonl(results)[0]}
+    done = {p for p, r in latest.items() if r.get("alone") or not out_of_memory(r)}
     todo = [f for f in files if f"{f.parent.name}/{f.stem}" not in done]
     print(f"{len(files)} problems, {len(files) - len(todo)} already in {results}, {len(todo)} to judge "
           f"with {args.jobs} jobs", flush=True)
