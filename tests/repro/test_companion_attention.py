@@ -21,10 +21,6 @@ def _qkv(dtype, seed=0):
     return qkv.view(B, L, 3, H, E).permute(2, 0, 3, 1, 4)
 
 
-def _bits_equal(x, y):
-    return x.shape == y.shape and torch.equal(x.float().view(torch.int32), y.float().view(torch.int32))
-
-
 MASKS = {"none": None, "bool": torch.rand(L, L, generator=torch.Generator().manual_seed(1)) > 0.3,
          "float": torch.randn(L, L, generator=torch.Generator().manual_seed(2))}
 
@@ -39,7 +35,7 @@ def _cases():
 
 
 @pytest.mark.parametrize("order, dtype, causal, mask", list(_cases()))
-def test_strided_4d_attention_has_the_bits_of_the_plain_composition(order, dtype, causal, mask):
+def test_strided_4d_attention_has_the_bits_of_the_plain_composition(order, dtype, causal, mask, bits_equal):
     q, k, v = _qkv(dtype)
     assert not q.is_contiguous()
     m = MASKS[mask]
@@ -47,7 +43,7 @@ def test_strided_4d_attention_has_the_bits_of_the_plain_composition(order, dtype
     got = companions.attention(q, k, v, m, is_causal=causal, order=order)
     flat = [t.reshape(B * H, L, E).contiguous() for t in (q, k, v)]  # the 3-d path
     want = companions.attention(*flat, m, is_causal=causal, order=order).reshape(B, H, L, E)
-    assert _bits_equal(got, want)
+    assert bits_equal(got, want)
     ref = F.scaled_dot_product_attention(*(t.double() for t in (q, k, v)), attn_mask=None if m is None else (
         m if m.dtype == torch.bool else m.double()), is_causal=causal)
     tol = 1e-5 if dtype == torch.float32 else 3e-2
@@ -61,9 +57,9 @@ def test_the_output_is_laid_out_so_merging_the_heads_is_a_view():
     assert out.shape == (B, H, L, E) and merged.data_ptr() == out.data_ptr() and merged._base is not None
 
 
-def test_a_sequence_gets_the_same_bits_alone_and_in_a_batch():
+def test_a_sequence_gets_the_same_bits_alone_and_in_a_batch(bits_equal):
     q, k, v = _qkv(torch.bfloat16, seed=3)
     full = companions.attention(q, k, v, is_causal=True, order="ieee")
     for b in range(B):
         alone = companions.attention(q[b:b + 1], k[b:b + 1], v[b:b + 1], is_causal=True, order="ieee")
-        assert _bits_equal(alone[0], full[b])
+        assert bits_equal(alone[0], full[b])

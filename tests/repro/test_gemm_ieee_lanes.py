@@ -19,16 +19,6 @@ from kernelaudit.repro.tiles import IEEE_LANES, SEQUENTIAL, Lanes, Tiles, ieee_l
 DTYPES = (torch.bfloat16, torch.float16)
 
 
-def _bits_equal(x: torch.Tensor, y: torch.Tensor) -> bool:
-    return x.dtype == y.dtype and x.shape == y.shape and torch.equal(
-        x.contiguous().view(torch.uint8), y.contiguous().view(torch.uint8))
-
-
-def _draw(shape, dtype, seed, scale=1.0):
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(*shape, generator=g) * scale).to(dtype)
-
-
 _LANES = st.builds(Lanes, st.sampled_from([2, 4, 8]), st.sampled_from([1, 2, 4, 8]))
 _LANE_TILES = st.builds(lambda bm, bn, bk, pre, grp: Tiles(bm, bn, bk, num_warps=1, tiled=True, prefetch=pre,
                                                            group_m=grp),
@@ -40,35 +30,36 @@ _LANE_TILES = st.builds(lambda bm, bn, bk, pre, grp: Tiles(bm, bn, bk, num_warps
 @given(m=st.integers(1, 9), n=st.integers(1, 20), k=st.integers(1, 80), lanes=_LANES, tiles=_LANE_TILES,
        wdt=st.sampled_from(DTYPES), adt=st.sampled_from(DTYPES + (torch.float32,)),
        bias=st.booleans(), seed=st.integers(0, 2**16), scale=st.sampled_from([1.0, 1e-3, 300.0]))
-def test_lanes_kernel_linear_equals_emulator_bit_for_bit(m, n, k, lanes, tiles, wdt, adt, bias, seed, scale):
+def test_lanes_kernel_linear_equals_emulator_bit_for_bit(m, n, k, lanes, tiles, wdt, adt, bias, seed, scale,
+                                                        bits_equal, draw):
     """The K-lanes kernel ([BM, BN, L] accumulator): any tile, K any (tails, K < L * B)."""
-    x = _draw((m, k), adt, seed, scale)
-    w = _draw((n, k), wdt, seed + 1)
-    b = _draw((n,), wdt, seed + 2) if bias else None
+    x = draw((m, k), adt, seed, scale)
+    w = draw((n, k), wdt, seed + 1)
+    b = draw((n,), wdt, seed + 2) if bias else None
     got = gemm.linear(x, w, b, tiles=tiles, lanes=lanes)
-    assert _bits_equal(got, emulate.linear_ieee(x, w, b, lanes=lanes))
+    assert bits_equal(got, emulate.linear_ieee(x, w, b, lanes=lanes))
 
 
 @settings(max_examples=6, deadline=None)
 @given(m=st.integers(1, 9), n=st.integers(1, 30), k=st.integers(1, 60), lanes=_LANES,
        tiles=st.sampled_from([None, Tiles(4, 8, 1), Tiles(8, 16, 8, tile8=True), Tiles(16, 16, 16, dot=True)]),
        dt=st.sampled_from(DTYPES), seed=st.integers(0, 2**16))
-def test_lane_after_lane_paths_equal_emulator_bit_for_bit(m, n, k, lanes, tiles, dt, seed):
+def test_lane_after_lane_paths_equal_emulator_bit_for_bit(m, n, k, lanes, tiles, dt, seed, bits_equal, draw):
     """The explicit loop (and the tile8 / dot requests, which run it here) lane by lane."""
-    a, b = _draw((m, k), torch.float32, seed, 10.0), _draw((k, n), dt, seed + 1)
-    x = _draw((n,), dt, seed + 2)
+    a, b = draw((m, k), torch.float32, seed, 10.0), draw((k, n), dt, seed + 1)
+    x = draw((n,), dt, seed + 2)
     got = gemm.addmm(x, a, b, beta=0.5, alpha=-2.0, tiles=tiles, lanes=lanes)
-    assert _bits_equal(got, emulate.addmm_ieee(x, a, b, beta=0.5, alpha=-2.0, lanes=lanes))
+    assert bits_equal(got, emulate.addmm_ieee(x, a, b, beta=0.5, alpha=-2.0, lanes=lanes))
 
 
 @pytest.mark.parametrize("k", [1, 3, 7, 8, 9, 33])
 @pytest.mark.parametrize("lanes", [Lanes(8, 1), Lanes(4, 4), Lanes(2, 16)])
-def test_k_below_a_round_and_below_l_leaves_empty_lanes_at_plus_zero(k, lanes):
+def test_k_below_a_round_and_below_l_leaves_empty_lanes_at_plus_zero(k, lanes, bits_equal, draw):
     """K < L * B (and K < L): the lanes past K hold +0.0, every path agrees."""
-    x, w = _draw((3, k), torch.float32, k), _draw((5, k), torch.bfloat16, k + 1)
+    x, w = draw((3, k), torch.float32, k), draw((5, k), torch.bfloat16, k + 1)
     want = emulate.linear_ieee(x, w, lanes=lanes)
     for t in (None, Tiles(4, 8, 2, num_warps=1, tiled=True), Tiles(1, 4, 1, num_warps=1, tiled=True, prefetch=True)):
-        assert _bits_equal(gemm.linear(x, w, tiles=t, lanes=lanes), want), t
+        assert bits_equal(gemm.linear(x, w, tiles=t, lanes=lanes), want), t
 
 
 def _lane_starts(k: int, lanes: Lanes) -> list[int]:
@@ -76,7 +67,7 @@ def _lane_starts(k: int, lanes: Lanes) -> list[int]:
 
 
 @pytest.mark.parametrize("k, lanes", [(19, Lanes(4, 2)), (37, Lanes(2, 8)), (70, Lanes(8, 4))])
-def test_negative_zero_survives_every_lane_the_tail_and_the_tree(k, lanes):
+def test_negative_zero_survives_every_lane_the_tail_and_the_tree(k, lanes, bits_equal):
     """Each lane starts with a product that underflows to -0.0 and adds only -0.0 after
     it, so every lane sum is -0.0 and so is the tree's; K is not a multiple of a round, so
     the kernels pad the tail (fma(+0, -1, acc) must keep -0.0)."""
@@ -89,10 +80,10 @@ def test_negative_zero_survives_every_lane_the_tail_and_the_tree(k, lanes):
     assert torch.equal(want.view(torch.int32), torch.full((1, 4), -2**31, dtype=torch.int32))   # -0.0 bits
     for t in (None, Tiles(1, 4, 2, num_warps=1, tiled=True), Tiles(1, 4, 2, num_warps=1, tiled=True, prefetch=True),
               Tiles(4, 4, 8, tile8=True)):
-        assert _bits_equal(gemm.linear(x, w, tiles=t, lanes=lanes), want), t
+        assert bits_equal(gemm.linear(x, w, tiles=t, lanes=lanes), want), t
 
 
-def test_an_empty_lane_turns_a_negative_zero_total_into_plus_zero():
+def test_an_empty_lane_turns_a_negative_zero_total_into_plus_zero(bits_equal):
     """The order, not an accident: with K = 3 < L * B, lane 1 is empty (+0.0) and
     -0.0 + +0.0 = +0.0, where the sequential order keeps -0.0."""
     lanes = Lanes(2, 4)
@@ -103,17 +94,17 @@ def test_an_empty_lane_turns_a_negative_zero_total_into_plus_zero():
     assert torch.equal(emulate.linear_ieee(x, w, lanes=SEQUENTIAL).view(torch.int32),
                        torch.full((1, 3), -2**31, dtype=torch.int32))
     for t in (None, Tiles(1, 4, 4, num_warps=1, tiled=True, prefetch=True)):
-        assert _bits_equal(gemm.linear(x, w, tiles=t, lanes=lanes), want)
+        assert bits_equal(gemm.linear(x, w, tiles=t, lanes=lanes), want)
 
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered")   # numpy, under the interpreter: inf - inf
-def test_inf_and_nan_in_lanes_and_the_tree():
+def test_inf_and_nan_in_lanes_and_the_tree(draw):
     """inf in one lane, -inf in another (NaN only at the tree's add), NaN inputs, fp16
     activations that overflow to inf: NaN positions and every other bit agree."""
     lanes = Lanes(4, 2)
     k = 21
-    x = _draw((6, k), torch.float32, 3)
-    w = _draw((7, k), torch.bfloat16, 4)
+    x = draw((6, k), torch.float32, 3)
+    w = draw((7, k), torch.bfloat16, 4)
     x[0, 0] = float("inf")                 # lane 0: inf (or NaN where w = 0)
     x[1, 0], x[1, 2] = float("inf"), float("-inf")   # lanes 0 and 1: inf + -inf = NaN in the tree
     x[2, 5] = float("nan")
@@ -131,7 +122,7 @@ def test_inf_and_nan_in_lanes_and_the_tree():
 
 @pytest.mark.parametrize("lanes, bk", [(Lanes(4, 4), 16), (Lanes(8, 8), 16), (Lanes(2, 16), 32), (Lanes(8, 2), 64),
                                        (Lanes(2, 32), 16)])
-def test_dot_path_gathers_each_lanes_k_in_order(lanes, bk):
+def test_dot_path_gathers_each_lanes_k_in_order(lanes, bk, bits_equal):
     """The compiled ``dot`` path's gather (QB blocks of one lane per tl.dot), run under the
     interpreter on integer data, where every order gives the exact sum: a wrong k, a lost
     block or padding that is not neutral would change it. (Its FMA order is checked on
@@ -146,23 +137,23 @@ def test_dot_path_gathers_each_lanes_k_in_order(lanes, bk):
         out = torch.empty(1, m, n)
         a3, b3 = a.unsqueeze(0), b.unsqueeze(0)
         gemm._ieee_kernel[(1, 1, 1)](a3, b3, out, out, m, n, k, *a3.stride(), *b3.stride(), *out.stride(),
-                                     *out.stride(), 1.0, 0.0, 0, 0, 0, 0, HAS_BIAS=False, OUT_BF16=False, TILE8=False, DOT=True,
-                                     BM=16, BN=16, BK=bk, LANES=lanes.count, LB=lanes.block)
-        assert _bits_equal(out[0], emulate.mm_ieee(a, b, lanes=lanes)), k
+                                     *out.stride(), 1.0, 0.0, 0, 0, 0, 0, HAS_BIAS=False, OUT_BF16=False, TILE8=False,
+                                     DOT=True, BM=16, BN=16, BK=bk, LANES=lanes.count, LB=lanes.block)
+        assert bits_equal(out[0], emulate.mm_ieee(a, b, lanes=lanes)), k
         assert torch.equal(out[0], a.double().mm(b.double()).float())
 
 
-def test_lanes_bmm_and_strided_operands_equal_emulator():
+def test_lanes_bmm_and_strided_operands_equal_emulator(bits_equal, draw):
     lanes = Lanes(4, 2)
-    a = _draw((21, 6), torch.float16, 4).t()          # a [6, 21], column-major view
-    b = _draw((21, 13), torch.float16, 5)             # b [21, 13], N contiguous (not K)
-    x = _draw((6, 13), torch.float16, 6)
+    a = draw((21, 6), torch.float16, 4).t()          # a [6, 21], column-major view
+    b = draw((21, 13), torch.float16, 5)             # b [21, 13], N contiguous (not K)
+    x = draw((6, 13), torch.float16, 6)
     for t in (None, Tiles(4, 8, 8, num_warps=1, tiled=True, prefetch=True)):
-        assert _bits_equal(gemm.addmm(x, a, b, beta=0.5, alpha=-3.0, tiles=t, lanes=lanes),
+        assert bits_equal(gemm.addmm(x, a, b, beta=0.5, alpha=-3.0, tiles=t, lanes=lanes),
                            emulate.addmm_ieee(x, a, b, beta=0.5, alpha=-3.0, lanes=lanes))
-    a3, b3 = _draw((2, 3, 19), torch.bfloat16, 7), _draw((2, 19, 5), torch.bfloat16, 8)
+    a3, b3 = draw((2, 3, 19), torch.bfloat16, 7), draw((2, 19, 5), torch.bfloat16, 8)
     for t in (None, Tiles(2, 4, 4, tiled=True, group_m=2)):
-        assert _bits_equal(gemm.bmm(a3, b3, tiles=t, lanes=lanes), emulate.bmm_ieee(a3, b3, lanes=lanes))
+        assert bits_equal(gemm.bmm(a3, b3, tiles=t, lanes=lanes), emulate.bmm_ieee(a3, b3, lanes=lanes))
 
 
 # -- the table: the order from (N, K, dtype) alone ------------------------------------------
@@ -187,22 +178,22 @@ def test_the_order_is_a_function_of_n_k_and_dtype_alone():
         ieee_lanes(64, 64, torch.int8)
 
 
-def test_a_lanes_shape_keeps_row_0_bits_through_every_m_bucket_of_the_table():
+def test_a_lanes_shape_keeps_row_0_bits_through_every_m_bucket_of_the_table(bits_equal, draw):
     """K = 1024 (the lanes class): row 0 of x[:M] @ W.T through each M's table tiles
     (the K-lanes kernel in every decode bucket, the prefill row's path above 16) equals
     the emulator's row 0 at M = 1 in the shape's order, which is not the sequential one."""
     k, n = 1024, 8
-    w = _draw((n, k), torch.bfloat16, 9)
-    x = _draw((17, k), torch.float32, 10)
+    w = draw((n, k), torch.bfloat16, 9)
+    x = draw((17, k), torch.float32, 10)
     lanes = ieee_lanes(n, k, w.dtype)
     assert not lanes.sequential
     want = emulate.linear_ieee(x[:1], w)
-    assert _bits_equal(want, emulate.linear_ieee(x[:1], w, lanes=lanes))
-    assert not _bits_equal(want, emulate.linear_ieee(x[:1], w, lanes=SEQUENTIAL))   # fp32 out: the order shows
+    assert bits_equal(want, emulate.linear_ieee(x[:1], w, lanes=lanes))
+    assert not bits_equal(want, emulate.linear_ieee(x[:1], w, lanes=SEQUENTIAL))   # fp32 out: the order shows
     for m in (1, 2, 3, 8, 16, 17):
         t = pick("ieee", n, k, w.dtype, m=m)
-        assert _bits_equal(gemm.linear(x[:m], w, tiles=t)[:1], want), (m, t)
-    assert _bits_equal(gemm.linear(x[:5], w)[:1], want)                      # tiles=None
+        assert bits_equal(gemm.linear(x[:m], w, tiles=t)[:1], want), (m, t)
+    assert bits_equal(gemm.linear(x[:5], w)[:1], want)                      # tiles=None
 
 
 @pytest.mark.parametrize("kwargs", [dict(count=3, block=2), dict(count=4, block=0), dict(count=128, block=1),

@@ -25,13 +25,9 @@ def tma_launches(monkeypatch):
     return seen
 
 
-def _bits_equal(x, y):
-    return x.shape == y.shape and torch.equal(x.contiguous().view(torch.int16), y.contiguous().view(torch.int16))
-
-
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("m, n, k", [(50, 24, 40), (16, 32, 16), (33, 8, 72)])  # partial tiles, K tails
-def test_eligible_linears_take_the_tma_kernel_with_the_plain_kernels_bits(tma_launches, dtype, m, n, k):
+def test_eligible_linears_take_the_tma_kernel_with_the_plain_kernels_bits(tma_launches, dtype, m, n, k, bits_equal):
     g = torch.Generator().manual_seed(m + n + k)
     x = torch.randn(m, k, generator=g).to(dtype)
     w = torch.randn(n, k, generator=g).to(dtype)
@@ -39,21 +35,21 @@ def test_eligible_linears_take_the_tma_kernel_with_the_plain_kernels_bits(tma_la
     for bias in (None, b):
         got = gemm.linear(x, w, bias, order="mma", tiles=TMA)
         assert tma_launches and tma_launches.pop() == 1
-        assert _bits_equal(got, gemm.linear(x, w, bias, order="mma", tiles=PLAIN))
+        assert bits_equal(got, gemm.linear(x, w, bias, order="mma", tiles=PLAIN))
         want = x.double() @ w.double().T + (0 if bias is None else bias.double())
         torch.testing.assert_close(got.double(), want, rtol=2e-2, atol=2e-2)
     got = gemm.addmm(b, x, w.t(), beta=0.5, alpha=2.0, order="mma", tiles=TMA)
     assert tma_launches.pop() == 1
-    assert _bits_equal(got, gemm.addmm(b, x, w.t(), beta=0.5, alpha=2.0, order="mma", tiles=PLAIN))
+    assert bits_equal(got, gemm.addmm(b, x, w.t(), beta=0.5, alpha=2.0, order="mma", tiles=PLAIN))
 
 
-def test_a_row_has_the_same_bits_alone_and_in_a_batch(tma_launches):
+def test_a_row_has_the_same_bits_alone_and_in_a_batch(tma_launches, bits_equal):
     g = torch.Generator().manual_seed(1)
     x = torch.randn(40, 32, generator=g).bfloat16()
     w = torch.randn(24, 32, generator=g).bfloat16()
     full = gemm.linear(x, w, order="mma", tiles=TMA)
     for r in (0, 5, 39):
-        assert _bits_equal(gemm.linear(x[r:r + 1], w, order="mma", tiles=TMA)[0], full[r])
+        assert bits_equal(gemm.linear(x[r:r + 1], w, order="mma", tiles=TMA)[0], full[r])
     assert len(tma_launches) == 4
 
 
