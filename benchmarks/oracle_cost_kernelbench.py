@@ -21,12 +21,19 @@ the file stay (cached on disk per file content). The results are written after e
 problem, so a run cut short keeps what it measured, and ``--resume`` skips problems
 already in ``--out``.
 
+On the H200 the official check of a large problem is minutes of drawing its inputs on the
+CPU (5 trials of up to 2^31 normal numbers, one core): ``--kb-jobs J`` times those
+(inputs of at least 10^8 elements) first, J processes side by side, one timed round each
+after a cheap warm-up (the check at the small shape, one forward at the own shape); every
+other check (``strongest`` everywhere, the official one on small inputs, where the ratio
+is tightest) then runs alone, as without the option.
+
 On a CPU the problems' own shapes mostly take minutes; ``--mid MIB`` runs each problem
 at the least shrunk shape within MIB MiB of inputs and outputs and ``MIB * 2^26`` FLOPs
 (the search of ``--small``, with a larger budget), large enough that the cost of the
 evaluations, not Python, dominates, as at the own shapes on a GPU.
 
-    python benchmarks/oracle_cost_kernelbench.py --out benchmarks/results/oracle_cost_kernelbench_h200.json
+    python benchmarks/oracle_cost_kernelbench.py --kb-jobs 6 --out benchmarks/results/oracle_cost_kernelbench_h200.json
     python benchmarks/oracle_cost_kernelbench.py --limit 20 --skip 40 --resume --out results.json
     python benchmarks/oracle_cost_kernelbench.py --device cpu --small --limit 3 --out /tmp/x.json  # smoke run
     python benchmarks/oracle_cost_kernelbench.py --device cpu --mid 64 --problems 19_ReLU --out /tmp/x.json
@@ -98,45 +105,156 @@ def mid_shapes(problem, mib: int) -> dict[str, int]:  # noqa: ANN001
     return dict(found.shapes)
 
 
-def measure(path: Path, device: str, repeats: int, small: bool = False, mid: int | None = None) -> dict:
-    """Median seconds of both oracles on one problem, their verdicts, or why it could not run."""
+def _warm_forward(problem, oracle, device: str, shapes: dict) -> None:  # noqa: ANN001
+    """What the first call of a process pays, paid before timing, cheaply: the oracle once at
+    the problem's small shape (the checker's own code paths), then one ``Model`` forward at the
+    timed shape with inputs drawn on the device (CUDA context, library handles, the kernels)."""
+    from kernelaudit.zoo.oracles import Subject
+    from kernelaudit.zoo.problems import ProblemCase
+
+    oracle.judge(ProblemCase.make(problem, device=device, small=True), Subject(_reference_as_candidate(problem)))
+    case = ProblemCase.make(problem, device=device, shapes=shapes)
+    with torch.device(device), torch.no_grad():
+        model = case.model(eval_mode=False)
+        model(*problem.get_inputs(case.shapes))
+    _sync(device)
+    del model, case
+
+
+def rounds(path: Path, device: str, key: str, repeats: int, small: bool = False, mid: int | None = None,
+           warmup: str = "check") -> dict:
+    """One oracle on one problem: an untimed warm-up, then ``repeats`` timed rounds, each from a
+    freshly loaded problem. ``warmup``: ``check`` (a whole untimed round of the same oracle) or
+    ``forward`` (the oracle at the small shape and one ``Model`` forward at the timed shape; used where the official check is timed in
+    parallel, its untimed round being minutes of CPU input generation on large problems)."""
     from kernelaudit.zoo.oracles import Subject, make_oracle
     from kernelaudit.zoo.problems import ProblemCase, load_problem
 
-    row: dict = {"problem": path.stem}
+    out: dict = {}
     try:
         problem = load_problem(path)
         shapes = mid_shapes(problem, mid) if mid else {}
     except Exception as exc:  # noqa: BLE001 - a problem file this loader cannot read: recorded, not fatal
-        return {**row, "error": f"load: {type(exc).__name__}: {exc}"}
-    oracles = {"kernelbench": make_oracle("kernelbench"), "strongest": make_oracle(STRONGEST)}
-    times: dict[str, list[float]] = {k: [] for k in oracles}
-    verdicts: dict[str, dict] = {}
+        return {"error": f"load: {type(exc).__name__}: {exc}"}
+    oracle = make_oracle(ORACLES[key])
+    times: list[float] = []
     try:
-        for rep in range(repeats + 1):  # the first round is the warm-up
-            for key, oracle in oracles.items():
-                # a fresh problem: no cache of an earlier round (or oracle) helps this one
-                problem = load_problem(path)
-                subject = Subject(_reference_as_candidate(problem))
-                case = ProblemCase.make(problem, device=device, small=small, shapes=shapes)
-                row["shapes"] = dict(case.shapes)
-                _sync(device)
-                t0 = time.perf_counter()
-                v = oracle.judge(case, subject)
-                _sync(device)
-                seconds = time.perf_counter() - t0
-                verdicts[key] = {"status": v.status.value, "message": v.message[:400]}
-                if rep:
-                    times[key].append(seconds)
-                del case, subject, problem
+        if warmup == "forward":
+            _warm_forward(problem, oracle, device, shapes)
+        for rep in range(repeats + (warmup == "check")):
+            # a fresh problem: no cache of an earlier round (or oracle) helps this one
+            problem = load_problem(path)
+            subject = Subject(_reference_as_candidate(problem))
+            case = ProblemCase.make(problem, device=device, small=small, shapes=shapes)
+            out["shapes"] = dict(case.shapes)
+            _sync(device)
+            t0 = time.perf_counter()
+            v = oracle.judge(case, subject)
+            _sync(device)
+            seconds = time.perf_counter() - t0
+            out["verdict"] = {"status": v.status.value, "message": v.message[:400]}
+            if rep or warmup != "check":
+                times.append(seconds)
+            del case, subject, problem
             if device.startswith("cuda"):
                 torch.cuda.empty_cache()
     except Exception as exc:  # noqa: BLE001 - out of memory, a reference that cannot run: recorded
-        return {**row, "error": f"{type(exc).__name__}: {str(exc)[:400]}", "verdicts": verdicts}
-    kb, st = statistics.median(times["kernelbench"]), statistics.median(times["strongest"])
+        return {**out, "error": f"{type(exc).__name__}: {str(exc)[:400]}"}
+    return {**out, "runs_s": times}
+
+
+#: The two oracles compared.
+ORACLES = {"kernelbench": "kernelbench", "strongest": STRONGEST}
+
+
+def combine(row: dict) -> dict:
+    """A problem's row once both oracles have run: the medians, the ratio, a false alarm or not."""
+    if "error" in row or not all(f"{k}_runs_s" in row for k in ORACLES):
+        return row
+    kb, st = statistics.median(row["kernelbench_runs_s"]), statistics.median(row["strongest_runs_s"])
     return {**row, "kernelbench_s": kb, "strongest_s": st, "ratio": st / kb if kb > 0 else float("inf"),
-            "kernelbench_runs_s": times["kernelbench"], "strongest_runs_s": times["strongest"],
-            "verdicts": verdicts, "false_alarm": verdicts["strongest"]["status"] in ("wrong", "error")}
+            "false_alarm": row["verdicts"]["strongest"]["status"] in ("wrong", "error")}
+
+
+def measure(path: Path, device: str, repeats: int, small: bool = False, mid: int | None = None,
+            row: dict | None = None) -> dict:
+    """Both oracles on one problem (those ``row`` lacks), one after the other, each warmed up
+    by an untimed round of its own."""
+    row = dict(row or {"problem": path.stem})
+    for key in ORACLES:
+        if f"{key}_runs_s" in row:
+            continue
+        r = rounds(path, device, key, repeats, small, mid)
+        row.setdefault("verdicts", {})
+        if "verdict" in r:
+            row["verdicts"][key] = r["verdict"]
+        if "shapes" in r:
+            row["shapes"] = r["shapes"]
+        if "error" in r:
+            return {**row, "error": r["error"]}
+        row[f"{key}_runs_s"] = r["runs_s"]
+    return combine(row)
+
+
+def _official_task(args: tuple) -> dict:
+    """A pool worker: the official check on one problem, in a process of its own."""
+    path, device, small, mid = args
+    # One timed round: the CPU's input generation that dominates it varies little run to run.
+    r = rounds(path, device, "kernelbench", 1, small, mid, warmup="forward")
+    row = {"problem": path.stem, "kernelbench_warmup": "forward"}
+    if "shapes" in r:
+        row["shapes"] = r["shapes"]
+    if "verdict" in r:
+        row["verdicts"] = {"kernelbench": r["verdict"]}
+    if "error" in r:
+        return {**row, "kernelbench_error": r["error"]}
+    return {**row, "kernelbench_runs_s": r["runs_s"]}
+
+
+#: ``--kb-jobs``: only problems with at least this many input elements have their official
+#: check timed beside others. Drawing 10^8 normal numbers on one CPU core takes about 0.5 s a
+#: trial, so there the GPU work that processes side by side could slow is a small part; the
+#: rest (convolutions on small inputs, where the ratio is tightest) are timed alone.
+PARALLEL_MIN_ELEMENTS = 10**8
+
+
+def input_elements(path: Path, shapes: dict | None = None) -> int:
+    """The elements of the problem's inputs at ``shapes`` (default its own), counted on the
+    meta device (nothing allocated); -1 where they cannot be counted."""
+    from kernelaudit.zoo.problems import load_problem
+
+    try:
+        with torch.device("meta"):
+            inputs = load_problem(path).get_inputs(shapes or {})
+        return sum(t.numel() for t in inputs if isinstance(t, torch.Tensor))
+    except Exception:  # noqa: BLE001 - such a problem is timed alone, where its error is recorded
+        return -1
+
+
+def official_in_parallel(paths: list[Path], device: str, small: bool, mid: int | None,
+                         jobs: int, done) -> None:  # noqa: ANN001
+    """The official checks of ``paths``, ``jobs`` processes side by side (a fresh process per
+    problem); ``done(row)`` is called as each finishes. The official check's cost on large
+    problems is drawing every trial's inputs on the CPU, one core per process, so processes
+    side by side barely slow each other; a problem that ran out of memory beside others
+    runs again alone."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    again = []
+    with ctx.Pool(jobs, maxtasksperchild=1) as pool:
+        for row in pool.imap_unordered(_official_task, [(p, device, small, mid) for p in paths]):
+            if "out of memory" in row.get("kernelbench_error", "").lower():
+                again.append(row["problem"])
+                print(f"{row['problem'][:40]:40s} official check out of memory beside others: again alone",
+                      flush=True)
+                continue
+            done(row)
+    if again:
+        with ctx.Pool(1, maxtasksperchild=1) as pool:
+            for row in pool.imap_unordered(_official_task, [(p, device, small, mid) for p in paths
+                                                            if p.stem in again]):
+                done({**row, "kernelbench_alone": True})
 
 
 def summarise(rows: list[dict]) -> dict:
@@ -153,7 +271,8 @@ def summarise(rows: list[dict]) -> dict:
         "kernelbench_rejects_reference": sorted(r["problem"] for r in done
                                                 if r["verdicts"]["kernelbench"]["status"] in ("wrong", "error")),
         "unjudged_by_strongest": sorted(r["problem"] for r in done if r["verdicts"]["strongest"]["status"] == "skipped"),
-        "could_not_run": {r["problem"]: r["error"] for r in rows if "error" in r},
+        "could_not_run": {r["problem"]: r.get("error", r.get("kernelbench_error")) for r in rows
+                          if "error" in r or "kernelbench_error" in r},
     }
 
 
@@ -178,11 +297,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mid", type=int, default=None, metavar="MIB",
                     help="shapes within MIB MiB of inputs and outputs and MIB * 2^26 FLOPs (a CPU stand-in for "
                          "the own shapes)")
+    ap.add_argument("--kb-jobs", type=int, default=1, metavar="J",
+                    help="time the official checks of problems with large inputs first, J processes side by "
+                         "side (a fresh process per problem, one timed round; their cost is drawing inputs on the "
+                         "CPU, one core each), then every other check one at a time")
     ap.add_argument("--resume", action="store_true", help="keep the rows already in --out and skip their problems")
     args = ap.parse_args(argv)
-    if args.repeats < 1 or args.skip < 0 or (args.limit is not None and args.limit < 1):
-        ap.error(f"Cannot have --repeats={args.repeats}, --skip={args.skip}, --limit={args.limit}: "
-                 "allowed are --repeats >= 1, --skip >= 0, --limit >= 1")
+    if args.repeats < 1 or args.skip < 0 or (args.limit is not None and args.limit < 1) or args.kb_jobs < 1:
+        ap.error(f"Cannot have --repeats={args.repeats}, --skip={args.skip}, --limit={args.limit}, "
+                 f"--kb-jobs={args.kb_jobs}: allowed are --repeats >= 1, --skip >= 0, --limit >= 1, --kb-jobs >= 1")
     if args.mid is not None and (args.mid < 1 or args.small):
         ap.error(f"Cannot have --mid={args.mid}{' with --small' if args.small else ''}: allowed is --mid >= 1, "
                  "without --small")
@@ -205,7 +328,6 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict] = []
     if args.resume and args.out.exists():
         rows = json.loads(args.out.read_text()).get("rows", [])
-    seen = {r["problem"] for r in rows}
     if device == "cpu" and not args.small and not args.mid:
         print("note: on the CPU at the problems' own shapes some problems take minutes; the goal is measured on "
               "the H200", file=sys.stderr)
@@ -218,23 +340,55 @@ def main(argv: list[str] | None = None) -> int:
         "level1": str(level1), "repeats": args.repeats, "small_shapes": args.small, "mid_mib": args.mid,
         "problem_caches": "cold: the problem is loaded again for every round and oracle", "strongest": STRONGEST, "max_ratio_target": MAX_RATIO,
         "candidate": "each problem's own Model (honest: a strongest rejection is a false alarm)",
+        "kb_jobs": args.kb_jobs,
     }
-    for path in paths:
-        if path.stem in seen:
-            continue
-        row = measure(path, device, args.repeats, args.small, args.mid)
-        rows.append(row)
+    by_name = {r["problem"]: r for r in rows}
+
+    def write() -> None:
+        result = {**head, "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                  "summary": summarise(list(by_name.values())), "rows": list(by_name.values())}
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = args.out.with_suffix(".tmp")
+        tmp.write_text(json.dumps(result, indent=1))
+        tmp.replace(args.out)  # a kill mid-write leaves the last whole file
+
+    def report(row: dict) -> None:
         if "ratio" in row:
             flag = "  > 3x" if row["ratio"] > MAX_RATIO else ""
             alarm = "  FALSE ALARM" if row["false_alarm"] else ""
             print(f"{row['problem'][:40]:40s} kernelbench {row['kernelbench_s'] * 1e3:9.1f} ms  strongest "
                   f"{row['strongest_s'] * 1e3:9.1f} ms  ratio {row['ratio']:6.2f}{flag}{alarm}", flush=True)
+        elif "error" in row or "kernelbench_error" in row:
+            print(f"{row['problem'][:40]:40s} could not run: {row.get('error', row.get('kernelbench_error'))[:120]}",
+                  flush=True)
         else:
-            print(f"{row['problem'][:40]:40s} could not run: {row['error'][:120]}", flush=True)
-        result = {**head, "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                  "summary": summarise(rows), "rows": rows}
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=1))
+            print(f"{row['problem'][:40]:40s} kernelbench {statistics.median(row['kernelbench_runs_s']):9.2f} s",
+                  flush=True)
+
+    def finished(r: dict) -> bool:
+        return "ratio" in r or "error" in r or "kernelbench_error" in r
+
+    if args.kb_jobs > 1:  # phase 1: every official check, side by side
+        todo = [p for p in paths if "kernelbench_runs_s" not in by_name.get(p.stem, {})
+                and not finished(by_name.get(p.stem, {})) and input_elements(p) >= PARALLEL_MIN_ELEMENTS]
+        print(f"{len(todo)} official checks (inputs of at least {PARALLEL_MIN_ELEMENTS:.0e} elements) "
+              f"{args.kb_jobs} at a time; the other problems one at a time after", flush=True)
+
+        def official_done(row: dict) -> None:
+            by_name[row["problem"]] = {**by_name.get(row["problem"], {}), **row}
+            report(row)
+            write()
+
+        official_in_parallel(todo, device, args.small, args.mid, args.kb_jobs, official_done)
+    for path in paths:  # then each problem's strongest (and, without --kb-jobs, its official check) alone
+        row = by_name.get(path.stem, {"problem": path.stem})
+        if finished(row):
+            continue
+        row = measure(path, device, args.repeats, args.small, args.mid, row)
+        by_name[path.stem] = row
+        report(row)
+        write()
+    rows = list(by_name.values())
     s = summarise(rows)
     print(json.dumps(s, indent=1))
     return 0
