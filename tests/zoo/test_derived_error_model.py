@@ -125,6 +125,20 @@ def test_centering_is_affine_but_its_absolute_evaluation_is_no_magnitude(tmp_pat
     assert not derive(case).multilinear
 
 
+def test_outputs_that_barely_depend_on_the_inputs_get_no_term_count_and_a_wrong_one_is_caught(tmp_path):
+    # A deep network whose activations die out (KernelBench's MobileNetV1 in eval mode) is
+    # about constant: its Rademacher variance is ~0, so n = |model|(1)^2 / var passed 10^50
+    # and sqrt(n) allowed any value, 2 * out + 1 included.
+    problem = load_problem(_problem_file(tmp_path, "x.sum(dim=-1, keepdim=True) * 1e-30 + 0.5"))
+    case = ProblemCase.make(problem)
+    dm = derive(case)
+    assert not dm.multilinear
+    right = case.reference()[0].float()
+    assert BoundOracle().judge(ProblemCase.make(problem), right).ok
+    v = BoundOracle().judge(ProblemCase.make(problem), right * 2 + 1)
+    assert v.status is Status.WRONG and "not multilinear" in v.message
+
+
 def test_exact_only_where_no_rounding_happens():
     for name in ("max_dim", "argmax_dim", "maxpool2d", "relu"):
         dm = derive(ProblemCase.make(stripped(name), small=True))

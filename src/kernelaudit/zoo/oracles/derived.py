@@ -97,6 +97,9 @@ TF32_UNIT_ROUNDOFF = 2.0**-11
 TF32_ALTERNATIVE = "TF32 operands"
 #: Rademacher samples behind the term count ``n`` and the magnitude's sign test.
 SIGN_SAMPLES = 4
+#: The most terms a value may accumulate: past 2^53 a sum's terms are below float64's
+#: resolution of it, so a larger ``n`` says the outputs do not depend on the inputs.
+MAX_TERMS = float(2**53)
 #: Elements below which torch runs a CPU op on one thread (``at::internal::GRAIN_SIZE``).
 GRAIN_SIZE = 32768
 #: Elements of a case's largest tensor from which the float64 tests of the derivation run
@@ -617,10 +620,15 @@ def _multilinear_shown(case: ProblemCase, inputs64: list[Any], positions: list[i
 
 
 def _remember(known: dict, key: tuple, mag: list[torch.Tensor], total_mag: float,
-              total_var: float) -> Multilinear:
+              total_var: float) -> Multilinear | None:
     """The term count ``n = total_mag / total_var`` (at least 1) kept for cases of ``key``'s
-    structure (the oldest dropped past :data:`CACHE_SIZE`), and the case's ``Multilinear``."""
-    length = int(max(1, round(total_mag / total_var)) if total_var > 0 else 1)
+    structure (the oldest dropped past :data:`CACHE_SIZE`), and the case's ``Multilinear``;
+    ``None`` where ``n`` passes :data:`MAX_TERMS`: the outputs do not measurably depend on the
+    inputs (a deep network whose activations die out in eval mode is a constant), so there is
+    no accumulation to bound and ``sqrt(n)`` would allow any value."""
+    if not total_var > 0 or total_mag / total_var > MAX_TERMS:
+        return None
+    length = int(max(1, round(total_mag / total_var)))
     if len(known) >= CACHE_SIZE:
         known.pop(next(iter(known)))
     known[key] = length
