@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import types
+from pathlib import Path
 
 import pytest
+import torch
 
 from kernelaudit.errors import InvalidArgument
 from kernelaudit.zoo.mutate.campaign import parse_columns, run_campaign
@@ -246,3 +249,21 @@ def test_local_gpus_reads_cuda_visible_devices(monkeypatch):
     assert local_gpus() == ["2", "5"]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
     assert local_gpus() == []  # one GPU: nothing to spread
+
+
+def test_the_forced_failure_is_wrong_where_an_output_is_clamped_at_minus_one():
+    # 2 * t + 1 has a fixed point at -1: a subject whose outputs clamp there (KernelBench
+    # level 2 58, ...Subtract_Clamp) kept its "forced failure" right, so the official
+    # checker was wrongly declared unable to judge it.
+    from kernelaudit.zoo.mutate.worker import _forced_failure
+    from kernelaudit.zoo.problems.loader import Candidate
+
+    class Clamped(torch.nn.Module):
+        def forward(self, x):
+            return x.clamp(min=-1.0, max=-1.0), x.to(torch.int32)
+
+    clean = Candidate(name="clamped", path=Path("clamped.py"), module=types.SimpleNamespace(ModelNew=Clamped))
+    x = torch.tensor([-3.0, 0.0, 2.5])
+    right, ints = Clamped()(x)
+    forced, forced_ints = _forced_failure(clean).module.ModelNew()(x)
+    assert ((forced - right).abs() >= 1).all() and ((forced_ints - ints) == 1).all()

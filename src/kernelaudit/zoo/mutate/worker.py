@@ -10,7 +10,7 @@ Per subject, once: the problem and the clean candidate load; the *equivalence in
 (the small case at three seeds, every value kind, two boundary shapes) run through the
 clean candidate, recording its outputs, its inputs afterwards and (kernels interpreted
 on the CPU, or PyTorch code) the lines it executed. With ``check_clean``: every oracle
-judges the clean candidate (it must pass) and a forced failure (its outputs doubled plus one:
+judges the clean candidate (it must pass) and a forced failure (every output value ``t`` made ``t + |t| + 1``:
 it must be caught).
 
 Per mutant, under a deadline: a mutant whose lines (from the subject's site table, one
@@ -415,8 +415,9 @@ def guard_interpreter_memory() -> bool:
 # ---------------------------------------------------------------------------
 
 def _forced_failure(clean):  # noqa: ANN001, ANN202
-    """The clean candidate with every output doubled plus one (integers: plus one), wrong at any scale:
-    a value-comparing oracle that passes it cannot judge this subject."""
+    """The clean candidate with every output value ``t`` made ``t + |t| + 1`` (integers: plus one),
+    off by at least 1 and at least ``|t|`` everywhere (``2t + 1`` is right where an output is
+    clamped at -1): a value-comparing oracle that passes it cannot judge this subject."""
     import torch
 
     from ..problems.loader import Candidate
@@ -429,7 +430,7 @@ def _forced_failure(clean):  # noqa: ANN001, ANN202
             def bump(t):  # noqa: ANN001, ANN202
                 if not isinstance(t, torch.Tensor):
                     return t
-                return t * 2 + 1 if t.is_floating_point() or t.is_complex() else t + 1
+                return t + t.abs() + 1 if t.is_floating_point() or t.is_complex() else t + 1
 
             return type(out)(bump(t) for t in out) if isinstance(out, (tuple, list)) else bump(out)
 
