@@ -10,6 +10,8 @@
 #   MUTATE_BUDGET_S), quicksweep (issue 16's 3-minute --quick CUDA sweep), heads (sdpa.heads and
 #   sdpa.flash on the attn_batch axis: the heads rule), gemm (issue 19: repro_gemm's decode,
 #   prefill, bits and invariance sections, then the repro GPU tests).
+#   profile: sweep cases' phase times; PROFILE_CASES (op/dtype/direction list) and PROFILE_OPS (the
+#   torch.profiler tables) override benchmarks/sweep_profile.py's defaults.
 #   steps: gputests (all of tests/gpu) oomsweep (float32 backward at 2*2^32: OOM retries) flatab (flat orders and tiles, interleaved rounds) flatncu kernels verify ncu profile guard sweep workers_ab repro corpus oracle_cost demo
 #   (default: all but sweep, workers_ab, repro)
 # workers_ab: the same sub-grid swept once per AB_CONFIGS entry (workers:calibration
@@ -46,7 +48,8 @@ for s in $steps; do
       -k 'regex:_hash_kernel|_gen_project_kernel|_lhs_kernel|_split_kernel|_freivalds_body' \
       python3 benchmarks/experimental/verify_cost.py --ncu --dtypes ${NCU_DTYPES:-bfloat16} --out /tmp/ncu.json > "$O/ncu.txt" 2>&1
     grep -E '^  _[a-z_]+|Duration|DRAM Throughput|Compute \(SM\) Throughput|Registers Per Thread|Achieved Occupancy|inst_executed|pipe_' "$O/ncu.txt" | tail -150 ;;
-  profile) log profile; timeout 200 python3 benchmarks/sweep_profile.py --out "$O/sweep_profile_h200.json" > "$O/sweep_profile.log" 2>&1
+  profile) log profile; timeout ${PROFILE_TIMEOUT_S:-200} python3 benchmarks/sweep_profile.py --out "$O/sweep_profile_h200.json" \
+      ${PROFILE_CASES:+--cases $PROFILE_CASES} ${PROFILE_OPS:+--profile $PROFILE_OPS} > "$O/sweep_profile.log" 2>&1
     grep '^{' "$O/sweep_profile.log" | python3 -c "
 import sys,json
 for l in sys.stdin:
