@@ -190,3 +190,23 @@ def test_models_are_built_on_the_cases_device_and_on_the_cpu_when_their_construc
     seen.clear()
     a, b = new_model(Plain, [], "cpu"), new_model(Plain, [], "cpu")
     assert seen == ["cpu", "cpu"] and torch.equal(a.lin.weight, b.lin.weight)  # seeded alike
+
+
+def test_out_of_memory_in_the_candidate_on_a_shared_device_is_could_not_judge(tmp_path, monkeypatch):
+    # On the H200 with 4 checks side by side, candidates' own allocations ran out of memory
+    # that other processes held: tamper reported the reference itself as an error.
+    from kernelaudit.zoo.oracles import base
+
+    problem_path, cand_path = _files(tmp_path, OOM_IN_FORWARD)
+    problem = load_problem(problem_path)
+    case = ProblemCase.make(problem)
+    try:
+        Subject(load_candidate(cand_path))(case)
+    except torch.OutOfMemoryError as exc:
+        raised = exc
+    monkeypatch.setattr(base, "memory_of_others_gib", lambda device: 90.0)
+    v = base.candidate_error(case, raised)
+    assert v.status is Status.SKIPPED and exit_code(v) == 3
+    assert "other processes held 90.0 GiB" in v.message and "device to itself" in v.message
+    monkeypatch.setattr(base, "memory_of_others_gib", lambda device: 0.6)  # its own CUDA context only
+    assert base.candidate_error(case, raised).status is Status.ERROR

@@ -84,13 +84,39 @@ class CandidateFailed(Exception):
         self.verdict = verdict
 
 
+#: Device memory other processes may hold before a candidate's out-of-memory counts as the
+#: device being shared rather than the candidate's own appetite (a CUDA context is ~0.5 GiB).
+SHARED_DEVICE_GIB = 2.0
+
+
+def memory_of_others_gib(device: str | torch.device) -> float | None:
+    """GiB of ``device`` held outside this process's PyTorch allocator (other processes, and
+    this process's CUDA context); ``None`` off CUDA."""
+    if not str(device).startswith("cuda") or not torch.cuda.is_available():
+        return None
+    dev = torch.device(device)
+    free, total = torch.cuda.mem_get_info(dev)
+    return max(0.0, (total - free - torch.cuda.memory_reserved(dev)) / 2**30)
+
+
 def candidate_error(case: ProblemCase, exc: BaseException) -> Verdict:
-    """An ``error`` verdict for an exception raised by the candidate on ``case``."""
+    """An ``error`` verdict for an exception raised by the candidate on ``case``.
+
+    An out-of-memory in the candidate's own forward stays its error, with how much the
+    checker held then, so a reader can tell whose memory it was; but where other processes
+    held device memory (a GPU shared by several checks), the candidate was not given the
+    device it would have alone: the case is not judged (``skipped``), never blamed on it."""
     tb = traceback.extract_tb(exc.__traceback__)
     where = f" at {tb[-1].filename}:{tb[-1].lineno}" if tb else ""
-    # An out-of-memory in the candidate's own forward stays its error, but the verdict
-    # says how much the checker held then, so a reader can tell whose memory it was.
-    held = f" (the checker held {memory_held(case.device)})" if is_out_of_memory(exc) else ""
+    held = ""
+    if is_out_of_memory(exc):
+        held = f" (the checker held {memory_held(case.device)})"
+        others = memory_of_others_gib(case.device)
+        if others is not None and others > SHARED_DEVICE_GIB:
+            return Verdict.skipped(
+                f"{case.describe()}: could not judge: the candidate ran out of device memory{where} while other "
+                f"processes held {others:.1f} GiB of {case.device}{held}: {str(exc).splitlines()[0][:160]}; "
+                "check it again with the device to itself", exception=type(exc).__name__, shared_device_gib=others)
     return Verdict.error(
         f"{case.describe()}: candidate raised {type(exc).__name__}{where}: {exc}{held}",
         exception=type(exc).__name__,
