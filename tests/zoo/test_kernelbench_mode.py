@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import textwrap
+
+import torch
 
 from kernelaudit.verdict import Status
 from kernelaudit.zoo.check import run_check
@@ -81,3 +84,16 @@ def test_kernelbench_rejects_a_batchnorm_that_uses_running_statistics_like_the_o
 def test_kernelbench_accepts_a_batchnorm_that_uses_batch_statistics(tmp_path):
     res = run_check(*_files(tmp_path, BATCH_STATS), "kernelbench", device="cpu")
     assert res.verdict.status is Status.OK, res.verdict.explain()
+
+
+def test_the_official_checks_diff_is_measured_a_chunk_at_a_time_without_changing_it(monkeypatch):
+    from kernelaudit.zoo.oracles import kernelbench
+
+    ref = torch.randn(1000, dtype=torch.float32)
+    got = ref + torch.randn(1000) * 1e-3
+    whole = (ref.double() - got.double()).abs()
+    monkeypatch.setattr(kernelbench, "chunk_elements", lambda device: 7)
+    worst, mean = kernelbench._diff_stats(ref, got, "cpu")
+    assert worst == float(whole.max()) and abs(mean - float(whole.mean())) < 1e-15
+    got[500] = float("nan")
+    assert math.isnan(kernelbench._diff_stats(ref, got, "cpu")[0])
