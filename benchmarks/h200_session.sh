@@ -103,7 +103,7 @@ PY
   kboracle) log oracle_cost_kernelbench; mkdir -p runs  # strongest vs the official checker, level 1 own shapes
     timeout -k 20 "${KBO_BUDGET_S:-540}" python3 benchmarks/oracle_cost_kernelbench.py --device cuda --resume \
       --root "${KB_ROOT:-.kb/KernelBench}" --out runs/oracle_cost_kb_h200.json ${KBO_PROBLEMS:+--problems $KBO_PROBLEMS} \
-      --kb-jobs "${KBO_KB_JOBS:-6}" --repeats "${KBO_REPEATS:-3}" \
+      --kb-jobs "${KBO_KB_JOBS:-8}" --repeats "${KBO_REPEATS:-3}" \
       > "$O/oracle_cost_kb.log" 2>&1; echo "kboracle rc=$?"; tail -8 "$O/oracle_cost_kb.log"; cp runs/oracle_cost_kb_h200.json "$O/" ;;
   mutate) log mutate_campaign; mkdir -p runs  # resumable: carry runs/$MUTATE_OUT between calls
     M="${MUTATE_OUT:-mutate-h200-l123}"

@@ -23,7 +23,8 @@ already in ``--out``.
 
 On the H200 the official check of a large problem is minutes of drawing its inputs on the
 CPU (5 trials of up to 2^31 normal numbers, one core): ``--kb-jobs J`` times those
-(inputs of at least 10^8 elements) first, J processes side by side, one timed round each
+(inputs of at least 10^8 elements) first, up to J processes side by side, largest first
+while their planned memory fits the device (5 bytes per input byte), one timed round each
 after a cheap warm-up (the check at the small shape, one forward at the own shape); every
 other check (``strongest`` everywhere, the official one on small inputs, where the ratio
 is tightest) then runs alone, as without the option.
@@ -155,6 +156,8 @@ def rounds(path: Path, device: str, key: str, repeats: int, small: bool = False,
             out["verdict"] = {"status": v.status.value, "message": v.message[:400]}
             if rep or warmup != "check":
                 times.append(seconds)
+                if sum(times) > TIMED_BUDGET_S:
+                    break  # a long check varies little round to round: its median needs no more
             del case, subject, problem
             if device.startswith("cuda"):
                 torch.cuda.empty_cache()
@@ -162,6 +165,10 @@ def rounds(path: Path, device: str, key: str, repeats: int, small: bool = False,
         return {**out, "error": f"{type(exc).__name__}: {str(exc)[:400]}"}
     return {**out, "runs_s": times}
 
+
+#: Timed rounds of one oracle on one problem stop once they took this long in all (at
+#: least one runs): the minutes-long official checks of large problems need no three.
+TIMED_BUDGET_S = 20.0
 
 #: The two oracles compared.
 ORACLES = {"kernelbench": "kernelbench", "strongest": STRONGEST}
@@ -231,30 +238,60 @@ def input_elements(path: Path, shapes: dict | None = None) -> int:
         return -1
 
 
-def official_in_parallel(paths: list[Path], device: str, small: bool, mid: int | None,
-                         jobs: int, done) -> None:  # noqa: ANN001
-    """The official checks of ``paths``, ``jobs`` processes side by side (a fresh process per
-    problem); ``done(row)`` is called as each finishes. The official check's cost on large
-    problems is drawing every trial's inputs on the CPU, one core per process, so processes
-    side by side barely slow each other; a problem that ran out of memory beside others
-    runs again alone."""
-    import multiprocessing as mp
+#: ``--kb-jobs``: device memory an official check is planned to hold, per byte of its
+#: inputs (the inputs, the two outputs, ``allclose``'s temporaries); problems run side by
+#: side only while their plans fit in :data:`PARALLEL_MEMORY_FRACTION` of the device.
+PLAN_BYTES_PER_INPUT_BYTE = 5
+PARALLEL_MEMORY_FRACTION = 0.8
 
-    ctx = mp.get_context("spawn")
-    again = []
-    with ctx.Pool(jobs, maxtasksperchild=1) as pool:
-        for row in pool.imap_unordered(_official_task, [(p, device, small, mid) for p in paths]):
-            if "out of memory" in row.get("kernelbench_error", "").lower():
-                again.append(row["problem"])
-                print(f"{row['problem'][:40]:40s} official check out of memory beside others: again alone",
-                      flush=True)
-                continue
-            done(row)
-    if again:
-        with ctx.Pool(1, maxtasksperchild=1) as pool:
-            for row in pool.imap_unordered(_official_task, [(p, device, small, mid) for p in paths
-                                                            if p.stem in again]):
-                done({**row, "kernelbench_alone": True})
+
+def _device_bytes(device: str) -> int:
+    if device.startswith("cuda") and torch.cuda.is_available():
+        return torch.cuda.get_device_properties(torch.device(device)).total_memory
+    import os
+
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def official_in_parallel(paths: list[Path], device: str, small: bool, mid: int | None,
+                         jobs: int, done, sizes: dict[str, int] | None = None) -> None:  # noqa: ANN001
+    """The official checks of ``paths``, up to ``jobs`` processes side by side (a fresh
+    process per problem), admitted largest first while their planned memory (inputs' bytes
+    times :data:`PLAN_BYTES_PER_INPUT_BYTE`) fits the device; ``done(row)`` is called as each
+    finishes. The official check's cost on large problems is drawing every trial's inputs
+    on the CPU, one core per process, so processes side by side barely slow each other; a
+    problem that ran out of memory beside others runs again alone."""
+    import multiprocessing as mp
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    sizes = sizes or {}
+    plan = {p.stem: max(1, sizes.get(p.stem, 0)) * 4 * PLAN_BYTES_PER_INPUT_BYTE for p in paths}
+    budget = _device_bytes(device) * PARALLEL_MEMORY_FRACTION
+    queue = sorted(paths, key=lambda p: -plan[p.stem])
+    again: list[Path] = []
+    with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn"), max_tasks_per_child=1) as pool:
+        running: dict = {}
+        while queue or running:
+            held = sum(plan[p.stem] for p in running.values())
+            for p in list(queue):  # the largest that fits; anything when nothing runs
+                if len(running) >= jobs:
+                    break
+                if not running or held + plan[p.stem] <= budget:
+                    running[pool.submit(_official_task, (p, device, small, mid))] = p
+                    held += plan[p.stem]
+                    queue.remove(p)
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                p = running.pop(fut)
+                row = fut.result()
+                if "out of memory" in row.get("kernelbench_error", "").lower() and len(running) + len(finished) > 1:
+                    again.append(p)
+                    print(f"{p.stem[:40]:40s} official check out of memory beside others: again alone", flush=True)
+                    continue
+                done(row)
+    for p in again:
+        with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as pool:
+            done({**pool.submit(_official_task, (p, device, small, mid)).result(), "kernelbench_alone": True})
 
 
 def summarise(rows: list[dict]) -> dict:
@@ -369,8 +406,9 @@ def main(argv: list[str] | None = None) -> int:
         return "ratio" in r or "error" in r or "kernelbench_error" in r
 
     if args.kb_jobs > 1:  # phase 1: every official check, side by side
+        sizes = {p.stem: input_elements(p) for p in paths}
         todo = [p for p in paths if "kernelbench_runs_s" not in by_name.get(p.stem, {})
-                and not finished(by_name.get(p.stem, {})) and input_elements(p) >= PARALLEL_MIN_ELEMENTS]
+                and not finished(by_name.get(p.stem, {})) and sizes[p.stem] >= PARALLEL_MIN_ELEMENTS]
         print(f"{len(todo)} official checks (inputs of at least {PARALLEL_MIN_ELEMENTS:.0e} elements) "
               f"{args.kb_jobs} at a time; the other problems one at a time after", flush=True)
 
@@ -379,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
             report(row)
             write()
 
-        official_in_parallel(todo, device, args.small, args.mid, args.kb_jobs, official_done)
+        official_in_parallel(todo, device, args.small, args.mid, args.kb_jobs, official_done, sizes)
     for path in paths:  # then each problem's strongest (and, without --kb-jobs, its official check) alone
         row = by_name.get(path.stem, {"problem": path.stem})
         if finished(row):
