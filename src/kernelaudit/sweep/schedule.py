@@ -203,13 +203,51 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
 
 def _controls_needed(store: RunStore, controls: list[Case]) -> list[Case]:
     """The ``below`` controls of a bracketed sweep whose probes (the same case at or
-    above the limit) were recorded and not all ok."""
+    above the limit) were recorded and not all ok. A probe that timed out (or was not run
+    after a smaller case of its op timed out) says nothing about the limit and calls for
+    no control: its control would only time out too."""
+    from .rules_out import unjudged
+
     flagged = set()
     for r in store.latest().values():
         c = Case.from_json(r["case"])
-        if c.position != "below" and r["verdict"]["status"] != Status.OK.value:
+        v = r["verdict"]
+        if (c.position != "below" and v["status"] != Status.OK.value and not unjudged(v)
+                and not (v.get("details") or {}).get("after_timeout")):
             flagged.add(bracket_key(c))
     return [c for c in controls if bracket_key(c) in flagged]
+
+
+def _slow_key(c: Case) -> tuple:
+    """Cases of one key grow with ``batch`` alone (the same op, inputs and size axis)."""
+    return (c.op, c.series, c.direction, c.axis)
+
+
+class TimedOut:
+    """The smallest case of each :func:`_slow_key` that timed out: a case of that key at
+    least as large would time out too, so it is recorded as not run (``skipped``) instead
+    of costing another ``--case-timeout`` and a worker replacement. Seeded from the store,
+    so a resumed sweep keeps what an earlier call learnt."""
+
+    def __init__(self, store: RunStore) -> None:
+        self.smallest: dict[tuple, Case] = {}
+        for r in store.latest().values():
+            if (r["verdict"].get("details") or {}).get("timed_out"):
+                self.note(Case.from_json(r["case"]))
+
+    def note(self, c: Case) -> None:
+        k = _slow_key(c)
+        if k not in self.smallest or c.batch < self.smallest[k].batch:
+            self.smallest[k] = c
+
+    def verdict(self, c: Case) -> Verdict | None:
+        """A ``skipped`` verdict for ``c`` if a case of its key no larger timed out."""
+        slow = self.smallest.get(_slow_key(c))
+        if slow is None or c.batch < slow.batch:
+            return None
+        return Verdict.skipped(f"not run: {slow.id} (batch {slow.batch}) timed out, and this case is as large "
+                               f"or larger (batch {c.batch}); --case-timeout or --ops to run it",
+                               after_timeout=slow.id)
 
 
 def _tensor_key(c: Case) -> tuple | None:
@@ -343,6 +381,8 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
             segment["cases_run"] += 1
             tick(advance=1, description=c.id, status=v.status.value)
 
+        timed_out = TimedOut(store)
+
         def run(cases: list[Case]) -> None:
             alone = cases
             if ex is not None:
@@ -356,9 +396,16 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
                     record_case(c, Verdict.error("calibration failed below the thresholds: no tolerance to judge "
                                                  "with"), 0.0)
                     continue
+                skipped = timed_out.verdict(c)
+                if skipped is not None:
+                    record_case(c, skipped, 0.0)
+                    continue
                 res = pool.run({"case": c.to_json(), "tolerances": tol})
                 segment["workers_replaced"] += bool(res.get("worker_replaced"))
-                record_case(c, Verdict.from_json(res["verdict"]), res["elapsed_s"])
+                v = Verdict.from_json(res["verdict"])
+                if v.details.get("timed_out"):
+                    timed_out.note(c)
+                record_case(c, v, res["elapsed_s"])
 
         run(todo)
         if then is not None:  # cases chosen from these verdicts (a bracket's controls), same workers;

@@ -1,0 +1,55 @@
+"""A case that times out costs its timeout once: larger cases of its op are not run, and
+a bracketed sweep runs no control below it."""
+
+from __future__ import annotations
+
+import torch
+
+from kernelaudit.sweep.cases import GridSpec, grid
+from kernelaudit.sweep.schedule import TimedOut, _controls_needed
+from kernelaudit.sweep.store import RunStore
+from kernelaudit.verdict import Status, Verdict
+
+SCALE = 16
+
+
+def _cases(op: str, direction: str = "fwd"):
+    spec = GridSpec(ops=(op,), dtypes=("float32", "float16"), layouts=("contig",), directions=(direction,),
+                    thresholds=("2^31", "2^32"), positions=("below", "above"), scale=SCALE)
+    return grid(spec)
+
+
+def _store(tmp_path) -> RunStore:
+    manifest = {"device": {"type": "cpu", "name": "test cpu"}, "fault_model": "none",
+                "torch": torch.__version__, "started": "2026-12-05T00:00:00+00:00"}
+    return RunStore.create(tmp_path / "store", manifest, resume=False)
+
+
+def test_cases_as_large_as_one_that_timed_out_are_skipped_and_smaller_ones_run(tmp_path):
+    store = _store(tmp_path)
+    cases = _cases("add")
+    slow = next(c for c in cases if c.threshold == "2^31" and c.position == "above" and c.dtype == "float32")
+    store.append(slow, Verdict.error("timed out after 20 s (worker killed)", timed_out=True), 20.0)
+    timed_out = TimedOut(store)  # seeded from the store: a resumed sweep remembers it
+    larger = [c for c in cases if c.batch >= slow.batch and c is not slow]
+    smaller = [c for c in cases if c.batch < slow.batch]
+    assert larger and smaller
+    for c in larger:  # float16 at the same size included: the same op, inputs and axis
+        v = timed_out.verdict(c)
+        assert v.status is Status.SKIPPED and slow.id in v.message and v.details["after_timeout"] == slow.id
+    assert all(timed_out.verdict(c) is None for c in smaller)
+    other = next(c for c in _cases("add", "bwd") if c.batch >= slow.batch)
+    assert timed_out.verdict(other) is None  # the backward is another key
+
+
+def test_a_bracket_runs_no_control_below_a_probe_that_timed_out(tmp_path):
+    store = _store(tmp_path)
+    cases = [c for c in _cases("add") if c.dtype == "float32"]
+    above = {c.threshold: c for c in cases if c.position == "above"}
+    controls = [c for c in cases if c.position == "below"]
+    store.append(above["2^31"], Verdict.error("timed out after 20 s (worker killed)", timed_out=True), 20.0)
+    store.append(above["2^32"], Verdict(Status.WRONG, "rel", 1.0, 1e-5, message="planted"), 0.1)
+    needed = _controls_needed(store, controls)
+    assert [c.threshold for c in needed] == ["2^32"]
+    store.append(above["2^32"], TimedOut(store).verdict(above["2^32"]), 0.0)  # later: skipped after the timeout
+    assert _controls_needed(store, controls) == []
