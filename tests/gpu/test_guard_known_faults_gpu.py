@@ -114,7 +114,10 @@ def test_sdpa_backward_past_2_32_scores_under_the_guard_is_correct(dtype):
         engine = intercept.install("fix", rules=_sweep_rules(gated=False), native=False)
         (q, k, v, go), got = _sdpa_grads(dtype)
         st = engine.stats()
-        assert st.fixed == 1 and st.refused == 0, st.summary()
+        # The batch (65536) also crosses the attention-batch rules of the full grid, so the
+        # forward may be split first (then no backward piece reaches 2^32 scores): one
+        # fix or two, never a refusal; the gradients below are the proof.
+        assert st.fixed >= 1 and st.refused == 0, st.summary()
     finally:
         intercept.uninstall()
     # half-precision grads: a few ulps of max |grad| (bf16 has 8 bits of mantissa, fp16 11)
