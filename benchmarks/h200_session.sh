@@ -121,7 +121,7 @@ PY
       tests/gpu/test_repro_gpu.py > "$O/repro_gpu_tests.log" 2>&1; tail -5 "$O/repro_gpu_tests.log" ;;
   quicksweep) log quick_sweep; rm -rf runs/quick-h200  # issue 16: every family within 3 minutes
     /usr/bin/time -f "quick sweep wall %e s" timeout 300 python3 -m kernelaudit sweep --device cuda --quick ${QUICK_SWEEP_OPS:+--ops "$QUICK_SWEEP_OPS"} \
-      --out runs/quick-h200 --case-timeout ${QUICK_CASE_TIMEOUT_S:-20} > "$O/quick_sweep.log" 2>&1; tail -8 "$O/quick_sweep.log"
+      --out runs/quick-h200 ${QUICK_CASE_TIMEOUT_S:+--case-timeout $QUICK_CASE_TIMEOUT_S} > "$O/quick_sweep.log" 2>&1; tail -8 "$O/quick_sweep.log"
     cp -r runs/quick-h200 "$O/" ;;
   *) echo "unknown step $s" ;;
   esac

@@ -53,3 +53,32 @@ def test_a_bracket_runs_no_control_below_a_probe_that_timed_out(tmp_path):
     assert [c.threshold for c in needed] == ["2^32"]
     store.append(above["2^32"], TimedOut(store).verdict(above["2^32"]), 0.0)  # later: skipped after the timeout
     assert _controls_needed(store, controls) == []
+
+
+def _timeout_of(monkeypatch, args, kind):
+    """The case timeout ``kernelaudit sweep ARGS`` passes on, on a device of ``kind``."""
+    from click.testing import CliRunner
+
+    from kernelaudit.sweep import cli, schedule
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_run_sweep(spec, out, **kw):
+        seen.update(kw)
+        raise Stop
+
+    monkeypatch.setattr(schedule, "run_sweep", fake_run_sweep)
+    monkeypatch.setattr(cli, "_device_kind", lambda device: kind)
+    out = CliRunner().invoke(cli.sweep, ["--device", "cpu", *args])
+    assert isinstance(out.exception, Stop), out.output
+    return seen["case_timeout_s"]
+
+
+def test_presets_bound_a_case_on_cuda_and_an_explicit_timeout_wins(monkeypatch):
+    assert _timeout_of(monkeypatch, ["--quick"], "cuda") == 10.0
+    assert _timeout_of(monkeypatch, ["--full", "--ops", "add"], "cuda") == 120.0
+    assert _timeout_of(monkeypatch, ["--quick"], "cpu") == 600.0
+    assert _timeout_of(monkeypatch, ["--quick", "--case-timeout", "33"], "cuda") == 33.0

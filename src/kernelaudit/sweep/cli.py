@@ -28,13 +28,17 @@ from .report.run import RunStoreError
 #: the OpInfo database), fp32 and fp16, just below and above 2^31 and 2^32, every
 #: layout, both directions and every size axis. ``deep``: the hand specs only, at every
 #: dtype, threshold (2*2^32 too) and position (the sweeps of record before ``full``
-#: took in the derived ops).
+#: took in the derived ops). ``case_timeout_s``: the preset's seconds per case by device
+#: type (else :data:`~kernelaudit.sweep.worker.DEFAULT_CASE_TIMEOUT_S`): on the H200 every
+#: quick case but interpolate's ran in under 7 s, and no full-grid case of record took 120.
 PRESETS = {
     "quick": dict(ops=("family:each",), fault_model_ops=QUICK_OPS, dtypes=("float32", "float16"),
                   thresholds=("2^31", "2^32"),
-                  positions=("below", "above"), axes=("elements",), bracket=True),
+                  positions=("below", "above"), axes=("elements",), bracket=True,
+                  case_timeout_s={"cuda": 10.0}),
     "full": dict(ops=("all",), dtypes=("float32", "float16"), thresholds=("2^31", "2^32"),
-                 positions=("below", "above"), axes=AXIS_NAMES, bracket=False),
+                 positions=("below", "above"), axes=AXIS_NAMES, bracket=False,
+                 case_timeout_s={"cuda": 120.0}),
     "deep": dict(ops=tuple(ALL_OPS), dtypes=(*FLOAT_DTYPES, "int32", "int64"),
                  thresholds=("2^31", "2^32", "2*2^32"), positions=POSITIONS, axes=AXIS_NAMES, bracket=False),
 }
@@ -104,7 +108,9 @@ def _fail_usage(e: Exception) -> None:
 @click.option("--reference", "reference", default="device", show_default=True,
               help="Where the float64 reference runs: device (the one under test, in chunks far below "
                    "2^31 elements) or cpu (fully independent of the device's kernels, slower).")
-@click.option("--case-timeout", type=float, default=600.0, show_default=True, help="Seconds per case.")
+@click.option("--case-timeout", type=float, default=None,
+              help="Seconds per case (default: the preset's on CUDA: quick 10, full 120; else 600). A case "
+                   "that times out is paid once: larger cases of its op and direction are not run.")
 @click.option("--memory-limit-gib", type=float, default=None, help="Cap on device memory a case may plan for.")
 @click.option("--no-report", is_flag=True, help="Do not write the PNG/HTML reports at the end.")
 @click.option("--calibration-workers", type=int, default=None,
@@ -162,6 +168,12 @@ def sweep(device, ops, dtypes, layouts, directions, thresholds, positions, brack
         for name, why in dropped.items():
             click.echo(f"not run here: {name} ({why})", err=True)
         out = out or Path("runs") / f"{device}-{fault_model}-s{scale}"
+        if case_timeout is None:
+            from .worker import DEFAULT_CASE_TIMEOUT_S
+
+            case_timeout = preset.get("case_timeout_s", {}).get(_device_kind(device), DEFAULT_CASE_TIMEOUT_S)
+        elif not case_timeout > 0:
+            raise InvalidArgument(f"Cannot have --case-timeout={case_timeout}: allowed are seconds > 0")
         limit = int(memory_limit_gib * 2**30) if memory_limit_gib else None
         executor = executor or EXECUTOR.get()
         with _Progress() as prog:
