@@ -32,6 +32,22 @@ def test_row_max_matches_torch_with_nans_scales_and_ragged_rows():
         assert torch.equal(mag[[0, 1, 2, 3]], r.abs().amax(1)[[0, 1, 2, 3]])
 
 
+@pytest.mark.parametrize("shape", [(37, 400), (5, 7), (1, 1), (130, 33)])
+def test_row_max_packs_short_rows_several_to_a_program_and_misses_none(shape):
+    # Rows shorter than the tile share a program; a row count that is no multiple of the
+    # rows per program leaves the last program part empty, which must not be written.
+    pytest.importorskip("triton")
+    from kernelaudit.sweep.kernels.compare import row_max
+
+    r = torch.randn(*shape, dtype=torch.float64)
+    g = (r + torch.randn(*shape, dtype=torch.float64) * 1e-3).float()
+    g[-1, -1] = float("nan")
+    err, mag = row_max(g, r, None, 1e-300)
+    e = (g.double() - r).abs()
+    e = torch.where(torch.isnan(g.double()), torch.full_like(e, math.inf), e)
+    assert torch.equal(err, e.amax(1)) and torch.equal(mag, r.abs().amax(1))
+
+
 # One op per comparison path (elementwise, row-wise, reduction, copy, matmul); gelu ran the
 # add path again and cat's bfloat16 cases cost a minute under the interpreter.
 @pytest.mark.parametrize("op,fault", [("add", "wrap32"), ("softmax", "wrap32"), ("sum", "wrap32"),
