@@ -62,7 +62,7 @@ for l in sys.stdin:
       --out "$O/guard_demo_h200.json" --figure "$O/guard_demo_h200.png" 2>&1 | tail -6 ;;
   sweep) log sweep; mkdir -p runs
     timeout -k 20 --signal=INT "${SWEEP_BUDGET_S:-540}" python3 -m kernelaudit sweep --device cuda ${SWEEP_PRESET:---full} --resume \
-      --out runs/h200 --case-timeout 120 --no-report > "$O/sweep.log" 2>&1; echo "sweep rc=$?"; tail -5 "$O/sweep.log"
+      --out runs/h200 ${SWEEP_CASE_TIMEOUT_S:+--case-timeout $SWEEP_CASE_TIMEOUT_S} --no-report > "$O/sweep.log" 2>&1; echo "sweep rc=$?"; tail -5 "$O/sweep.log"
     timeout 30 python3 benchmarks/sweep_phases.py runs/h200 --json "$O/sweep_phases.json"
     # compiled Triton kernels, per kernel name (each distinct specialisation is one compile)
     find "${TRITON_CACHE_DIR:-$HOME/.triton/cache}" -name '*.json' ! -name '__grp__*' 2>/dev/null \

@@ -79,6 +79,6 @@ def _timeout_of(monkeypatch, args, kind):
 
 def test_presets_bound_a_case_on_cuda_and_an_explicit_timeout_wins(monkeypatch):
     assert _timeout_of(monkeypatch, ["--quick"], "cuda") == 10.0
-    assert _timeout_of(monkeypatch, ["--full", "--ops", "add"], "cuda") == 120.0
+    assert _timeout_of(monkeypatch, ["--full", "--ops", "add"], "cuda") == 30.0
     assert _timeout_of(monkeypatch, ["--quick"], "cpu") == 600.0
     assert _timeout_of(monkeypatch, ["--quick", "--case-timeout", "33"], "cuda") == 33.0
