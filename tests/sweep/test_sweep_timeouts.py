@@ -40,6 +40,11 @@ def test_cases_as_large_as_one_that_timed_out_are_skipped_and_smaller_ones_run(t
     assert all(timed_out.verdict(c) is None for c in smaller)
     other = next(c for c in _cases("add", "bwd") if c.batch >= slow.batch)
     assert timed_out.verdict(other) is None  # the backward is another key
+    axes = grid(GridSpec(ops=("add",), dtypes=("float32",), layouts=("contig",), directions=("fwd",),
+                         thresholds=("2^31",), positions=("below",), axes=("bytes", "dim"), scale=SCALE))
+    assert all(timed_out.verdict(c) is None for c in axes if c.axis == "dim")  # tiny shapes: another key
+    bytes_cases = [c for c in axes if c.axis == "bytes"]  # the same per-batch shape: batch compares
+    assert all((timed_out.verdict(c) is not None) == (c.batch >= slow.batch) for c in bytes_cases)
 
 
 def test_a_bracket_runs_no_control_below_a_probe_that_timed_out(tmp_path):

@@ -219,8 +219,11 @@ def _controls_needed(store: RunStore, controls: list[Case]) -> list[Case]:
 
 
 def _slow_key(c: Case) -> tuple:
-    """Cases of one key grow with ``batch`` alone (the same op, inputs and size axis)."""
-    return (c.op, c.series, c.direction, c.axis)
+    """Cases of one key grow with ``batch`` alone: the same op, inputs and per-batch shape
+    (the ``elements`` and ``bytes`` axes share theirs; the tiny-shape axes have their own)."""
+    from .axes import AXES
+
+    return (c.op, c.series, c.direction, AXES[c.axis].tiny_shapes)
 
 
 class TimedOut:
