@@ -194,8 +194,9 @@ def _judge(case, placed, outs, out_rows, ref_device, tolerances, mode, ref_chunk
            projections=None) -> list[Judgement]:
     spec = case.spec
     exact_spec = spec.exact if case.direction == "fwd" or spec.exact_bwd is None else spec.exact_bwd
-    ctx = RefContext(case, placed, ref_device, ref_chunk, exact=exact_spec)
     g = spec.extra.get("global")
+    ctx = RefContext(case, placed, ref_device, ref_chunk, exact=exact_spec,
+                     float64=spec.bilinear is not None or bool(g))
     if g:
         from .global_refs import judge_global
         return judge_global(g, case, ctx, outs, tolerances)

@@ -34,7 +34,7 @@ def project_at_generation(case: Case, device, ref_device, mode: str) -> bool:
         return False
     from ..kernels.freivalds import flat_eligible
 
-    ctx = RefContext(case, placed_operands(case), device)
+    ctx = RefContext(case, placed_operands(case), device, float64=True)
     Am, Bmm, Mm, _, _ = _matmul_operands(case, ctx, 0, case.batch, case.batch, meta=True)
     dM = _desc(ctx, Mm) if Mm is not None else None
     return not flat_eligible(Am.shape[-2], Bmm.shape[-1], _desc(ctx, Am), _desc(ctx, Bmm), dM, Am.shape[-1])
@@ -52,7 +52,7 @@ def inputs_with_projections(case: Case, placed: list[Placed], device):
     operand can be projected neither way (the check then regenerates every operand)."""
     from ..kernels.freivalds import generate_and_project
 
-    ctx = RefContext(case, placed, device)
+    ctx = RefContext(case, placed, device, float64=True)
     B = case.batch
     Am, Bmm, Mm, _, _ = _matmul_operands(case, ctx, 0, B, B, meta=True)
     x = _projection_vector(case.seed, "x", Bmm.shape[-1], torch.device(device))
@@ -489,7 +489,7 @@ def check_matmul_output(case, placed, c: torch.Tensor, device, *, projections: d
     ``flat_tile`` / ``flat_interleave`` tune the ``flat`` kernel."""
     tolerances = tolerances or {}
     B, per = case.batch, c[0].numel()
-    ctx = RefContext(case, placed, device)
+    ctx = RefContext(case, placed, device, float64=True)
     jf = Judgement("out0", "freivalds", tolerances.get("out0:freivalds", 1.0), per)
     js = Judgement("out0", "spot", tolerances.get("out0:spot", 1.0), per)
     step = B if _fused_freivalds_enabled(ctx.device) else max(1, ctx.chunk // per)

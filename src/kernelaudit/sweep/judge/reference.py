@@ -1,4 +1,5 @@
-"""The float64 reference: operands regenerated chunk by chunk (:class:`RefContext`),
+"""The reference (float64; float32 for 16-bit cases, :data:`REFERENCE_DTYPE`): operands
+regenerated chunk by chunk (:class:`RefContext`),
 never more than :data:`REF_CHUNK_ELEMENTS` elements at once.
 """
 
@@ -16,6 +17,21 @@ from .operands import _as_tuple
 REF_CHUNK_ELEMENTS = {"cuda": 2**27, "mps": 2**24, "cpu": 2**22}
 
 
+#: The reference's dtype for a floating case dtype: float64, but float32 for the 16-bit
+#: floats. float32 carries 13 (fp16) or 16 (bf16) more significant bits than the case, so
+#: its own rounding is at most 2^-13 of the case's tolerance scale, and it moves half the
+#: bytes of float64 and runs transcendental ops at float32 speed: on the H200 the judge was
+#: 81% of a 2^32-element case (median of 18 OpInfo ops), its float64 passes most of it.
+REFERENCE_DTYPE = {torch.float16: torch.float32, torch.bfloat16: torch.float32}
+
+
+def reference_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype a case of ``dtype`` is judged against (integers: int64)."""
+    if not dtype.is_floating_point:
+        return torch.int64
+    return REFERENCE_DTYPE.get(dtype, torch.float64)
+
+
 def default_ref_chunk(device) -> int:
     return REF_CHUNK_ELEMENTS.get(torch.device(device).type, 2**22)
 
@@ -24,7 +40,7 @@ class RefContext:
     """Regenerates any rows of any operand, in the reference precision, on ``device``."""
 
     def __init__(self, case: Case, placed: list[Placed], device, chunk: int | None = None, *,
-                 exact: bool = False) -> None:
+                 exact: bool = False, float64: bool = False) -> None:
         self.chunk = chunk or default_ref_chunk(device)
         self.case = case
         self.placed = placed
@@ -33,7 +49,9 @@ class RefContext:
         # Exact ops (copies, selections, sorts) only move values: their reference in the
         # case's own dtype is the float64 one bit for bit, at half the memory traffic
         # (and a 32-bit sort key instead of a 64-bit one).
-        self.ref_dtype = dt if exact else (torch.float64 if dt.is_floating_point else torch.int64)
+        # ``float64``: judges that need it whatever the case's dtype (matmul's exact spot
+        # dot products and Freivalds projections, whole-tensor references).
+        self.ref_dtype = dt if exact else (torch.float64 if float64 and dt.is_floating_point else reference_dtype(dt))
 
     def rows(self, j: int) -> int:
         return self.case.spec.out_rows(self.case.series, self.case.thresholds)[j]
