@@ -260,3 +260,29 @@ def test_the_shipped_opinfo_rules_are_what_the_quick_sweep_gives_for_ops_the_ful
         ((dt,), d, (entry,), action, split) for dt in ("float32", "float16")
         for d, entry, action, split in (("fwd", "upsample_nearest1d", "fix", 0),
                                         ("bwd", "upsample_nearest1d_backward", "raise", None))}
+
+
+BRACKETED = ROOT / "benchmarks/results/2026-12-04-h200-quick-sweep-bracketed-and-case-profile"
+
+
+@pytest.mark.skipif(not BRACKETED.is_dir(), reason="the H200 bracketed quick sweep is not in this checkout")
+def test_the_shipped_float32_heads_rules_are_what_the_bracketed_quick_sweep_gives(tmp_path):
+    """float32 SDPA with 65537 heads raised in its forward on the H200 (the same count on
+    the batch dim ran): the finding ships as a scores rule split along the heads."""
+    import gzip
+    import shutil
+
+    from kernelaudit.sweep.rules_out import rules_from_store
+
+    store = tmp_path / "quick-h200"
+    store.mkdir()
+    for name in ("verdicts.jsonl", "manifest.json"):
+        with gzip.open(BRACKETED / f"{name}.gz", "rb") as f, open(store / name, "wb") as g:
+            shutil.copyfileobj(f, g)
+    rules, _ = rules_from_store(RunStore.open(store))
+    shipped = load_rules(ROOT / "src/kernelaudit/guard/known_faults/sdpa_heads_float32.json")
+    assert [r for r in rules if r.op == "sdpa.heads" and r.dtypes == ("float32",)] == shipped
+    assert {(r.effect, r.action, r.split_dim, r.when["kind"], r.name.split("-")[-2]) for r in shipped} == {
+        ("error", "fix", 1, "attention-scores", "fwd")}
+    # the batch-dim SDPA in float32 ran at the same scores: no rule for it from this store
+    assert not [r for r in rules if r.op == "sdpa" and r.dtypes == ("float32",)]
