@@ -53,6 +53,8 @@ import subprocess
 import sys
 import time
 import types
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import torch
@@ -262,15 +264,32 @@ def official_in_parallel(paths: list[Path], device: str, small: bool, mid: int |
     on the CPU, one core per process, so processes side by side barely slow each other; a
     problem that ran out of memory beside others runs again alone."""
     import multiprocessing as mp
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     sizes = sizes or {}
     plan = {p.stem: max(1, sizes.get(p.stem, 0)) * 4 * PLAN_BYTES_PER_INPUT_BYTE for p in paths}
     budget = _device_bytes(device) * PARALLEL_MEMORY_FRACTION
     queue = sorted(paths, key=lambda p: -plan[p.stem])
     again: list[Path] = []
+    while queue:  # a pool whose worker died (a crash in a problem's code) is replaced
+        queue = _official_pool(queue, plan, budget, jobs, device, small, mid, done, again)
+    for p in again:
+        with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as pool:
+            try:
+                row = pool.submit(_official_task, (p, device, small, mid)).result()
+            except BrokenProcessPool as exc:
+                row = {"problem": p.stem, "kernelbench_error": f"the checking process died: {exc}"}
+            done({**row, "kernelbench_alone": True})
+
+
+def _official_pool(queue: list[Path], plan: dict, budget: float, jobs: int, device: str, small: bool,
+                   mid: int | None, done, again: list[Path]) -> list[Path]:  # noqa: ANN001
+    """Run ``queue`` in one pool (see :func:`official_in_parallel`); returns the problems
+    still to run when a worker died: the one it ran is recorded as an error, those beside
+    it go back to the queue."""
+    import multiprocessing as mp
+
+    running: dict = {}
     with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn"), max_tasks_per_child=1) as pool:
-        running: dict = {}
         while queue or running:
             held = sum(plan[p.stem] for p in running.values())
             for p in list(queue):  # the largest that fits; anything when nothing runs
@@ -283,15 +302,23 @@ def official_in_parallel(paths: list[Path], device: str, small: bool, mid: int |
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
             for fut in finished:
                 p = running.pop(fut)
-                row = fut.result()
+                try:
+                    row = fut.result()
+                except BrokenProcessPool as exc:
+                    done({"problem": p.stem, "kernelbench_error": f"the checking process died: {exc}"})
+                    rest = []
+                    for f, q in running.items():  # those beside it: a result kept, the others again
+                        if f.done() and f.exception() is None:
+                            done(f.result())
+                        else:
+                            rest.append(q)
+                    return queue + rest
                 if "out of memory" in row.get("kernelbench_error", "").lower() and len(running) + len(finished) > 1:
                     again.append(p)
                     print(f"{p.stem[:40]:40s} official check out of memory beside others: again alone", flush=True)
                     continue
                 done(row)
-    for p in again:
-        with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as pool:
-            done({**pool.submit(_official_task, (p, device, small, mid)).result(), "kernelbench_alone": True})
+    return queue
 
 
 def summarise(rows: list[dict]) -> dict:
