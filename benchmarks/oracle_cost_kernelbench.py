@@ -284,8 +284,7 @@ def official_in_parallel(paths: list[Path], device: str, small: bool, mid: int |
 def _official_pool(queue: list[Path], plan: dict, budget: float, jobs: int, device: str, small: bool,
                    mid: int | None, done, again: list[Path]) -> list[Path]:  # noqa: ANN001
     """Run ``queue`` in one pool (see :func:`official_in_parallel`); returns the problems
-    still to run when a worker died: the one it ran is recorded as an error, those beside
-    it go back to the queue."""
+    not yet started when a worker died (those in flight go to ``again``, to run alone)."""
     import multiprocessing as mp
 
     running: dict = {}
@@ -304,15 +303,17 @@ def _official_pool(queue: list[Path], plan: dict, budget: float, jobs: int, devi
                 p = running.pop(fut)
                 try:
                     row = fut.result()
-                except BrokenProcessPool as exc:
-                    done({"problem": p.stem, "kernelbench_error": f"the checking process died: {exc}"})
-                    rest = []
-                    for f, q in running.items():  # those beside it: a result kept, the others again
+                except BrokenProcessPool:
+                    # which process died is unknown: every problem in flight runs again alone
+                    # (where a death is its own), results that came back are kept
+                    again.append(p)
+                    for f, q in running.items():
                         if f.done() and f.exception() is None:
                             done(f.result())
                         else:
-                            rest.append(q)
-                    return queue + rest
+                            again.append(q)
+                    print(f"a checking process died: {len(again)} problem(s) to run alone", flush=True)
+                    return queue
                 if "out of memory" in row.get("kernelbench_error", "").lower() and len(running) + len(finished) > 1:
                     again.append(p)
                     print(f"{p.stem[:40]:40s} official check out of memory beside others: again alone", flush=True)
