@@ -31,7 +31,8 @@ from .report.run import RunStoreError
 #: took in the derived ops). ``case_timeout_s``: the preset's seconds per case by device
 #: type (else :data:`~kernelaudit.sweep.worker.DEFAULT_CASE_TIMEOUT_S`): on the H200 every
 #: quick case but interpolate's ran in under 7 s, and no case of the 13,434 of the deep grid of
-#: record took more than 7 s (a case 4x slower than that is a performance cliff, not a sweep).
+#: record took more than 7 s, nor any quick case but interpolate's (a case 3x slower than that is a
+#: performance cliff, and costs one timeout per op: see :class:`~kernelaudit.sweep.schedule.TimedOut`).
 PRESETS = {
     "quick": dict(ops=("family:each",), fault_model_ops=QUICK_OPS, dtypes=("float32", "float16"),
                   thresholds=("2^31", "2^32"),
@@ -39,7 +40,7 @@ PRESETS = {
                   case_timeout_s={"cuda": 10.0}),
     "full": dict(ops=("all",), dtypes=("float32", "float16"), thresholds=("2^31", "2^32"),
                  positions=("below", "above"), axes=AXIS_NAMES, bracket=False,
-                 case_timeout_s={"cuda": 30.0}),
+                 case_timeout_s={"cuda": 20.0}),
     "deep": dict(ops=tuple(ALL_OPS), dtypes=(*FLOAT_DTYPES, "int32", "int64"),
                  thresholds=("2^31", "2^32", "2*2^32"), positions=POSITIONS, axes=AXIS_NAMES, bracket=False),
 }
@@ -110,8 +111,8 @@ def _fail_usage(e: Exception) -> None:
               help="Where the float64 reference runs: device (the one under test, in chunks far below "
                    "2^31 elements) or cpu (fully independent of the device's kernels, slower).")
 @click.option("--case-timeout", type=float, default=None,
-              help="Seconds per case (default: the preset's on CUDA: quick 10, full 30; else 600). A case "
-                   "that times out is paid once: larger cases of its op and direction are not run.")
+              help="Seconds per case (default: the preset's on CUDA: quick 10, full 20; else 600). A case "
+                   "that times out is paid once: the other cases of its op are not run.")
 @click.option("--memory-limit-gib", type=float, default=None, help="Cap on device memory a case may plan for.")
 @click.option("--no-report", is_flag=True, help="Do not write the PNG/HTML reports at the end.")
 @click.option("--calibration-workers", type=int, default=None,

@@ -218,38 +218,31 @@ def _controls_needed(store: RunStore, controls: list[Case]) -> list[Case]:
     return [c for c in controls if bracket_key(c) in flagged]
 
 
-def _slow_key(c: Case) -> tuple:
-    """Cases of one key grow with ``batch`` alone: the same op, inputs and per-batch shape
-    (the ``elements`` and ``bytes`` axes share theirs; the tiny-shape axes have their own)."""
-    from .axes import AXES
-
-    return (c.op, c.series, c.direction, AXES[c.axis].tiny_shapes)
-
-
 class TimedOut:
-    """The smallest case of each :func:`_slow_key` that timed out: a case of that key at
-    least as large would time out too, so it is recorded as not run (``skipped``) instead
-    of costing another ``--case-timeout`` and a worker replacement. Seeded from the store,
-    so a resumed sweep keeps what an earlier call learnt."""
+    """The ops that timed out: a later case of such an op is recorded as not run
+    (``skipped``, naming the case that timed out) instead of costing another
+    ``--case-timeout`` and a worker replacement. One timeout per op and sweep: on the
+    H200, ``interpolate`` timed out at every size from 2^31 elements (its CUDA kernels
+    loop over batch x channels in each thread), and a full grid holds 16 such ops, each
+    at up to eight sizes and directions. Seeded from the store, so a resumed sweep keeps
+    what an earlier call learnt; ``--ops OP --case-timeout N`` runs the rest."""
 
     def __init__(self, store: RunStore) -> None:
-        self.smallest: dict[tuple, Case] = {}
+        self.first: dict[str, Case] = {}
         for r in store.latest().values():
             if (r["verdict"].get("details") or {}).get("timed_out"):
                 self.note(Case.from_json(r["case"]))
 
     def note(self, c: Case) -> None:
-        k = _slow_key(c)
-        if k not in self.smallest or c.batch < self.smallest[k].batch:
-            self.smallest[k] = c
+        self.first.setdefault(c.op, c)
 
     def verdict(self, c: Case) -> Verdict | None:
-        """A ``skipped`` verdict for ``c`` if a case of its key no larger timed out."""
-        slow = self.smallest.get(_slow_key(c))
-        if slow is None or c.batch < slow.batch:
+        """A ``skipped`` verdict for ``c`` if a case of its op timed out."""
+        slow = self.first.get(c.op)
+        if slow is None:
             return None
-        return Verdict.skipped(f"not run: {slow.id} (batch {slow.batch}) timed out, and this case is as large "
-                               f"or larger (batch {c.batch}); --case-timeout or --ops to run it",
+        return Verdict.skipped(f"not run: {slow.id} (batch {slow.batch}) timed out; the op's other cases are "
+                               f"not run in this sweep (--ops {c.op} --case-timeout SECONDS runs them)",
                                after_timeout=slow.id)
 
 
