@@ -70,3 +70,23 @@ def test_fused_comparison_gives_the_same_verdicts_as_torch(op, fault, monkeypatc
             assert a["metric"] == b["metric"] and a["value"] == pytest.approx(b["value"], rel=1e-12, abs=0)
         statuses.add(ref.status.value)
     assert "wrong" in statuses  # the planted faults are there to be found
+
+
+def test_the_same_infinity_or_nan_on_both_sides_is_no_error_in_either_comparison():
+    # fp16 atanh at 2^32 elements meets its poles: got and ref are both -inf there.
+    pytest.importorskip("triton")
+    from kernelaudit.sweep.judge import metrics
+    from kernelaudit.sweep.kernels.compare import row_max
+
+    r = torch.randn(3, 64, dtype=torch.float64)
+    g = (r + 1e-4).float()
+    r[0, 5], g[0, 5] = -math.inf, -math.inf        # matched: no error, not the row's scale
+    r[1, 7], g[1, 7] = math.inf, 3.0               # infinity against a finite value: infinite error
+    r[2, 9], g[2, 9] = math.inf, -math.inf         # opposite infinities: infinite error
+    r[0, 11], g[0, 11] = math.nan, math.nan         # NaN on both sides (the op's own domain): none
+    err, mag = row_max(g, r, None, 1e-300)
+    e = metrics._elementwise_error(g.double(), r)
+    assert torch.equal(err, e.amax(1)) and err[0] < 1e-3 and math.isinf(err[1]) and math.isinf(err[2])
+    assert torch.equal(mag, metrics._finite_abs(r).amax(1)) and math.isfinite(mag[0])
+    g[0, 11] = 1.0  # NaN on one side only: infinite
+    assert math.isinf(row_max(g, r, None, 1e-300)[0][0])

@@ -5,7 +5,8 @@ divided elementwise by a scale) and the largest ``|ref|``. In torch that is half
 dozen float64 passes over every chunk (cast, subtract, abs, NaN test, select, max);
 this kernel reads ``got`` and ``ref`` in their own dtypes (float64, or the case's
 dtype for exact ops) and ``scale`` once, and works in float64.
-A NaN on either side counts as an infinite error, as in the torch version.
+A NaN on one side counts as an infinite error, the same infinity or NaN on both sides as
+none, and a row's magnitude is its largest finite ``|ref|``, as in the torch version.
 """
 
 from __future__ import annotations
@@ -38,13 +39,16 @@ def _rowmax_kernel(g_ptr, r_ptr, s_ptr, out_ptr, nrows, row_len,
         at = base[:, None] + idx[None, :]
         g = tl.load(g_ptr + at, mask=m, other=0.0).to(tl.float64)
         r = tl.load(r_ptr + at, mask=m, other=0.0).to(tl.float64)
-        e = tl.abs(g - r)
+        nan_g = g != g
+        nan_r = r != r
+        # the same infinity, or NaN, on both sides is right; NaN on one side is not
+        e = tl.where((g == r) | (nan_g & nan_r), 0.0, tl.abs(g - r))
         if HAS_S:
             s = tl.load(s_ptr + at, mask=m, other=1.0).to(tl.float64)
             e = e / s  # clamped on the host: a float scalar argument would be float32
-        e = tl.where((g != g) | (r != r), float("inf"), e)
+        e = tl.where(nan_g ^ nan_r, float("inf"), e)
         err = tl.maximum(err, e)
-        mag = tl.maximum(mag, tl.abs(r))
+        mag = tl.maximum(mag, tl.where(tl.abs(r) < float("inf"), tl.abs(r), 0.0))  # finite ones (NaN < inf: false)
     tl.store(out_ptr + (rows * nparts + part) * 2, tl.max(err, axis=1), mask=rmask)
     tl.store(out_ptr + (rows * nparts + part) * 2 + 1, tl.max(mag, axis=1), mask=rmask)
 
