@@ -81,3 +81,16 @@ def test_presets_bound_a_case_on_cuda_and_an_explicit_timeout_wins(monkeypatch):
     assert _timeout_of(monkeypatch, ["--full", "--ops", "add"], "cuda") == 20.0
     assert _timeout_of(monkeypatch, ["--quick"], "cpu") == 600.0
     assert _timeout_of(monkeypatch, ["--quick", "--case-timeout", "33"], "cuda") == 33.0
+
+
+def test_an_op_that_refuses_a_dtype_below_the_thresholds_too_is_skipped_not_an_error(tmp_path):
+    # On the CPU, special.i1's backward has no Half kernel: the calibration raises
+    # NotImplementedError at a small size, so the big cases say so, as no finding.
+    from kernelaudit.sweep.schedule import run_sweep
+
+    spec = GridSpec(ops=("special.i1",), dtypes=("float16",), layouts=("contig",), directions=("bwd",),
+                    thresholds=("2^32",), positions=("above",), scale=10)
+    res = run_sweep(spec, tmp_path / "s", device="cpu")
+    latest = list(res.store.latest().values())
+    assert latest and all(r["verdict"]["status"] == "skipped" for r in latest)
+    assert "NotImplementedError" in latest[0]["verdict"]["message"] and not res.failed

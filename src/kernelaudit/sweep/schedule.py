@@ -218,6 +218,18 @@ def _controls_needed(store: RunStore, controls: list[Case]) -> list[Case]:
     return [c for c in controls if bracket_key(c) in flagged]
 
 
+def _uncalibrated(why: str) -> Verdict:
+    """The verdict of a case whose tolerance could not be calibrated below the thresholds:
+    ``skipped`` where the op refuses the case's dtype or direction at any size (torch's
+    ``NotImplementedError``, e.g. a CPU backward without a Half kernel: no finding),
+    else ``error`` with the calibration's message."""
+    if why.startswith("NotImplementedError"):
+        return Verdict.skipped(f"not run: the op refuses this dtype or direction at a small size too ({why[:200]})",
+                               unsupported=True)
+    return Verdict.error("calibration failed below the thresholds: no tolerance to judge with"
+                         + (f" ({why[:300]})" if why else ""))
+
+
 class TimedOut:
     """The ops that timed out: a later case of such an op is recorded as not run
     (``skipped``, naming the case that timed out) instead of costing another
@@ -338,12 +350,15 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
         def record(key: str, res: dict) -> None:
             status = res["verdict"]["status"]
             cal_skipped[key] = status == Status.SKIPPED.value
+            if status != Status.OK.value:
+                cal_failed[key] = res["verdict"].get("message") or status
             tolerances[key] = calibrated(res["worst"], by_key[key].dtype) if status == Status.OK.value else None
             store.update_manifest(tolerances={key: tolerances[key]})
             segment["calibrated"] += 1
             tick(advance=1, description=f"calibrated {key}")
 
         cal_skipped: dict[str, bool] = {}
+        cal_failed: dict[str, str] = {}  # why, for the keys whose calibration was not ok
         retry = list(jobs)
         if calibration_workers > 1 and len(jobs) > 1:
             # Side by side: Triton compiles (CPU-bound) and small GPU cases overlap.
@@ -389,8 +404,7 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
             for c in alone:
                 tol = tolerance(c)
                 if tol is None:
-                    record_case(c, Verdict.error("calibration failed below the thresholds: no tolerance to judge "
-                                                 "with"), 0.0)
+                    record_case(c, _uncalibrated(cal_failed.get(c.tolerance_key, "")), 0.0)
                     continue
                 skipped = timed_out.verdict(c)
                 if skipped is not None:
