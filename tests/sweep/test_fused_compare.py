@@ -90,3 +90,22 @@ def test_the_same_infinity_or_nan_on_both_sides_is_no_error_in_either_comparison
     assert torch.equal(mag, metrics._finite_abs(r).amax(1)) and math.isfinite(mag[0])
     g[0, 11] = 1.0  # NaN on one side only: infinite
     assert math.isinf(row_max(g, r, None, 1e-300)[0][0])
+
+
+def test_a_reference_past_the_dtypes_range_expects_its_infinity():
+    # float16 1/x's gradient -1/x^2 passes 65504 for |x| < 0.004: torch's fp16 answer is
+    # -inf, right to the last bit; the float32 reference holds -70000.
+    pytest.importorskip("triton")
+    from kernelaudit.sweep.judge import metrics
+    from kernelaudit.sweep.kernels.compare import row_max
+
+    assert metrics.overflow_threshold(torch.float16) == 65520.0
+    assert torch.tensor(65520.0).half().isinf() and not torch.tensor(65519.0).half().isinf()
+    r = torch.full((2, 8), 3.0, dtype=torch.float32)
+    g = r.half()
+    r[0, 1], g[0, 1] = -70000.0, -math.inf      # rounds to -inf in fp16: right
+    r[1, 2], g[1, 2] = 65000.0, math.inf        # rounds to 64992 in fp16: inf is wrong
+    err, mag = row_max(g, r, None, 1e-300)
+    assert err[0] == 0 and math.isinf(err[1])
+    rr = metrics._overflowed(r.double(), torch.float16)
+    assert torch.equal(err, metrics._elementwise_error(g.double(), rr).amax(1))

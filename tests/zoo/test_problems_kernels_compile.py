@@ -198,7 +198,8 @@ def _own_kernel_cases():
     yield ("spots", "freivalds", "_spot_kernel", sig, {"HAS_M": True, "DT": 1, "BS": 32, "BK": 64})
     for has_s in (False, True):
         yield (f"row_max scale={has_s}", "compare", "_rowmax_kernel",
-               {"g_ptr": "*bf16", "r_ptr": "*fp64", "s_ptr": "*fp64", "out_ptr": "*fp64", "nrows": i64,
+               {"g_ptr": "*bf16", "r_ptr": "*fp64", "s_ptr": "*fp64", "out_ptr": "*fp64", "ovf_ptr": "*fp64",
+                "nrows": i64,
                 "row_len": i64, "HAS_S": c, "ROWS": c, "BLOCK": c}, {"HAS_S": has_s, "ROWS": 4, "BLOCK": 512})
     for kind in (0, 1, 2):
         for source in (0, 1, 2):

@@ -107,6 +107,25 @@ def _elementwise_error(got: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
     return torch.where(nan_g ^ nan_r, torch.full((), math.inf, dtype=got.dtype, device=got.device), err)
 
 
+def overflow_threshold(dtype: torch.dtype) -> float:
+    """The smallest ``|x|`` that rounds to infinity in floating ``dtype``: its largest
+    finite value plus half an ulp there, ``2^(emax+1) - 2^(emax-m-1)`` with ``m``
+    mantissa bits (round to nearest even goes up at the tie: the largest value's last bit
+    is 1); ``inf`` for integers and float64."""
+    if not dtype.is_floating_point or dtype == torch.float64:
+        return math.inf
+    m = {torch.float16: 10, torch.bfloat16: 7, torch.float32: 23}[dtype]
+    e = math.frexp(float(torch.finfo(dtype).max))[1]  # emax + 1
+    return 2.0 ** e - 2.0 ** (e - m - 2)
+
+
+def _overflowed(ref: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``ref`` with the values that round to infinity in the case's ``dtype`` made that
+    infinity: a float16 ``1/x`` gradient past 65504 is ``inf`` when right."""
+    ovf = overflow_threshold(dtype)
+    return ref if math.isinf(ovf) else torch.where(ref.abs() >= ovf, torch.copysign(torch.full_like(ref, math.inf), ref), ref)
+
+
 def _finite_abs(ref: torch.Tensor) -> torch.Tensor:
     """``|ref|`` with infinities and NaNs as 0: a batch's scale is its largest finite
     magnitude, so one infinite reference value does not make every other error in the
@@ -132,7 +151,7 @@ def compare_rows(j: Judgement, b0: int, got: torch.Tensor, ref: torch.Tensor, ex
 
         err_max, ref_max = row_max(g, r, sc, _TINY)
     else:
-        g64, r = g.to(torch.float64), r.to(torch.float64)
+        g64, r = g.to(torch.float64), _overflowed(r.to(torch.float64), got.dtype)
         err = _elementwise_error(g64, r)
         if sc is not None:
             err = err / sc.clamp_min(_TINY)
@@ -142,7 +161,7 @@ def compare_rows(j: Judgement, b0: int, got: torch.Tensor, ref: torch.Tensor, ex
 
     def local(bi: int) -> int:
         """First element of batch ``bi`` over the tolerance (one row, in torch)."""
-        gi, ri = g[bi].to(torch.float64), r[bi].to(torch.float64)
+        gi, ri = g[bi].to(torch.float64), _overflowed(r[bi].to(torch.float64), got.dtype)
         e = _elementwise_error(gi, ri)
         tol = j.tol if j.tol is not None else 0.0
         if exact:

@@ -15,6 +15,8 @@ import torch
 import triton
 import triton.language as tl
 
+from ..judge.metrics import overflow_threshold
+
 #: Elements a program holds per step: ``ROWS x BLOCK``, ``BLOCK`` the row length rounded
 #: up to a power of two (at least :data:`_MIN_BLOCK`, at most this). One row per 2048-wide
 #: program left 80% of its lanes masked on a sweep's 400-element rows: the kernel ran
@@ -24,13 +26,14 @@ _MIN_BLOCK = 32
 
 
 @triton.jit
-def _rowmax_kernel(g_ptr, r_ptr, s_ptr, out_ptr, nrows, row_len,
+def _rowmax_kernel(g_ptr, r_ptr, s_ptr, out_ptr, ovf_ptr, nrows, row_len,
                    HAS_S: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr):
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS).to(tl.int64)
     part = tl.program_id(1).to(tl.int64)
     nparts = tl.num_programs(1).to(tl.int64)
     rmask = rows < nrows
     base = rows * row_len
+    ovf = tl.load(ovf_ptr)  # |ref| from which got's dtype rounds to infinity (float64)
     err = tl.zeros([ROWS, BLOCK], dtype=tl.float64)
     mag = tl.zeros([ROWS, BLOCK], dtype=tl.float64)
     for off in range(part * BLOCK, row_len, nparts * BLOCK):
@@ -39,6 +42,8 @@ def _rowmax_kernel(g_ptr, r_ptr, s_ptr, out_ptr, nrows, row_len,
         at = base[:, None] + idx[None, :]
         g = tl.load(g_ptr + at, mask=m, other=0.0).to(tl.float64)
         r = tl.load(r_ptr + at, mask=m, other=0.0).to(tl.float64)
+        # rounded to got's dtype, it overflows: expect that infinity
+        r = tl.where(tl.abs(r) >= ovf, tl.where(r > 0, float("inf"), float("-inf")), r)
         nan_g = g != g
         nan_r = r != r
         # the same infinity, or NaN, on both sides is right; NaN on one side is not
@@ -67,8 +72,9 @@ def row_max(got: torch.Tensor, ref: torch.Tensor, scale: torch.Tensor | None, ti
     # Enough programs to fill the GPU when there are few long rows.
     parts = max(1, min(64, triton.cdiv(row_len, block), triton.cdiv(4096, max(nb, 1))))
     out = torch.empty((nb, parts, 2), dtype=torch.float64, device=ref.device)
+    ovf = torch.tensor([overflow_threshold(got.dtype)], dtype=torch.float64, device=ref.device)
     if nb and row_len:
-        _rowmax_kernel[(triton.cdiv(nb, rows), parts)](g, r, s, out, nb, row_len, HAS_S=scale is not None,
+        _rowmax_kernel[(triton.cdiv(nb, rows), parts)](g, r, s, out, ovf, nb, row_len, HAS_S=scale is not None,
                                                         ROWS=rows, BLOCK=block)
     else:
         out.zero_()
