@@ -139,18 +139,25 @@ def test_kernelaudit_run_with_the_sweep_rules_gives_correct_answers(swept, tmp_p
     assert (st.fixed, st.refused) == (3, 0), st.summary()  # one bmm, two aranges
 
 
-@pytest.mark.skipif(not RECORD.is_dir(), reason="the H200 sweep of record is not in this checkout")
-def test_the_shipped_sweep_rules_are_what_the_sweep_of_record_gives(tmp_path):
+def _unpacked(tmp_path: Path, record: Path, name: str) -> Path:
+    """A committed run store (``verdicts.jsonl.gz``, ``manifest.json.gz``) unpacked under
+    the name it ran with (rules record it in their provenance)."""
     import gzip
     import shutil
 
+    store = tmp_path / name
+    store.mkdir()
+    for part in ("verdicts.jsonl", "manifest.json"):
+        with gzip.open(record / f"{part}.gz", "rb") as f, open(store / part, "wb") as g:
+            shutil.copyfileobj(f, g)
+    return store
+
+
+@pytest.mark.skipif(not RECORD.is_dir(), reason="the H200 sweep of record is not in this checkout")
+def test_the_shipped_sweep_rules_are_what_the_sweep_of_record_gives(tmp_path):
     from kernelaudit.sweep.rules_out import rules_from_store
 
-    store = tmp_path / "h200"  # the store's name, as the sweep ran it (runs/h200)
-    store.mkdir()
-    for name in ("verdicts.jsonl", "manifest.json"):
-        with gzip.open(RECORD / f"{name}.gz", "rb") as f, open(store / name, "wb") as g:
-            shutil.copyfileobj(f, g)
+    store = _unpacked(tmp_path, RECORD, "h200")  # the store's name, as the sweep ran it (runs/h200)
     shipped = [r for r in load_rules(ROOT / "src/kernelaudit/guard/known_faults/sweeps_of_record.json")]
     rules, notes = rules_from_store(RunStore.open(store))
     assert rules == shipped and notes == []
@@ -205,16 +212,9 @@ HEADS = ROOT / "benchmarks/results/2026-12-04-h200-sdpa-heads-attn-batch"
 def test_the_shipped_heads_rules_are_what_the_attention_batch_sweep_gives(tmp_path):
     """On the H200 SDPA raises from 65536 on, whether the count sits on the batch or the
     heads: the heads findings ship as dim-1 rules that split along the heads."""
-    import gzip
-    import shutil
-
     from kernelaudit.sweep.rules_out import rules_from_store
 
-    store = tmp_path / "heads-h200"
-    store.mkdir()
-    for name in ("verdicts.jsonl", "manifest.json"):
-        with gzip.open(HEADS / f"{name}.gz", "rb") as f, open(store / name, "wb") as g:
-            shutil.copyfileobj(f, g)
+    store = _unpacked(tmp_path, HEADS, "heads-h200")
     rules, notes = rules_from_store(RunStore.open(store))
     shipped = load_rules(ROOT / "src/kernelaudit/guard/known_faults/sdpa_heads.json")
     assert [r for r in rules if r.op == "sdpa.heads"] == shipped and notes == []
@@ -232,16 +232,9 @@ QUICK = ROOT / "benchmarks/results/2026-12-04-h200-quick-sweep-opinfo-families"
 
 @pytest.mark.skipif(not QUICK.is_dir(), reason="the H200 quick sweep is not in this checkout")
 def test_the_shipped_opinfo_rules_are_what_the_quick_sweep_gives_for_ops_the_full_grid_lacks(tmp_path):
-    import gzip
-    import shutil
-
     from kernelaudit.sweep.rules_out import rules_from_store
 
-    store = tmp_path / "quick-h200"
-    store.mkdir()
-    for name in ("verdicts.jsonl", "manifest.json"):
-        with gzip.open(QUICK / f"{name}.gz", "rb") as f, open(store / name, "wb") as g:
-            shutil.copyfileobj(f, g)
+    store = _unpacked(tmp_path, QUICK, "quick-h200")
     full_ops = {r.op for r in load_rules(ROOT / "src/kernelaudit/guard/known_faults/sweeps_of_record.json")}
     shipped = load_rules(ROOT / "src/kernelaudit/guard/known_faults/quick_sweep_opinfo.json")
     rules, notes = rules_from_store(RunStore.open(store))
@@ -269,16 +262,9 @@ BRACKETED = ROOT / "benchmarks/results/2026-12-04-h200-quick-sweep-bracketed-and
 def test_the_shipped_float32_heads_rules_are_what_the_bracketed_quick_sweep_gives(tmp_path):
     """float32 SDPA with 65537 heads raised in its forward on the H200 (the same count on
     the batch dim ran): the finding ships as a scores rule split along the heads."""
-    import gzip
-    import shutil
-
     from kernelaudit.sweep.rules_out import rules_from_store
 
-    store = tmp_path / "quick-h200"
-    store.mkdir()
-    for name in ("verdicts.jsonl", "manifest.json"):
-        with gzip.open(BRACKETED / f"{name}.gz", "rb") as f, open(store / name, "wb") as g:
-            shutil.copyfileobj(f, g)
+    store = _unpacked(tmp_path, BRACKETED, "quick-h200")
     rules, _ = rules_from_store(RunStore.open(store))
     shipped = load_rules(ROOT / "src/kernelaudit/guard/known_faults/sdpa_heads_float32.json")
     assert [r for r in rules if r.op == "sdpa.heads" and r.dtypes == ("float32",)] == shipped
