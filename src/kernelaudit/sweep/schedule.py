@@ -204,8 +204,8 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
 def _controls_needed(store: RunStore, controls: list[Case]) -> list[Case]:
     """The ``below`` controls of a bracketed sweep whose probes (the same case at or
     above the limit) were recorded and not all ok. A probe that timed out (or was not run
-    after a smaller case of its op timed out) says nothing about the limit and calls for
-    no control: its control would only time out too."""
+    because a case of its op timed out) says nothing about the limit and calls for no
+    control: its control would only time out too."""
     from .rules_out import unjudged
 
     flagged = set()

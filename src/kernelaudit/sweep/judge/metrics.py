@@ -123,7 +123,9 @@ def _overflowed(ref: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """``ref`` with the values that round to infinity in the case's ``dtype`` made that
     infinity: a float16 ``1/x`` gradient past 65504 is ``inf`` when right."""
     ovf = overflow_threshold(dtype)
-    return ref if math.isinf(ovf) else torch.where(ref.abs() >= ovf, torch.copysign(torch.full_like(ref, math.inf), ref), ref)
+    if math.isinf(ovf):
+        return ref
+    return torch.where(ref.abs() >= ovf, torch.copysign(torch.full_like(ref, math.inf), ref), ref)
 
 
 def _finite_abs(ref: torch.Tensor) -> torch.Tensor:
