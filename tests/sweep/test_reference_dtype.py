@@ -30,3 +30,4 @@ def test_a_float32_reference_measures_a_16_bit_case_as_float64_does(op, monkeypa
         assert fast.keys() == slow.keys() and fast
         for k in fast:  # the metrics agree to 1% (bf16's own errors are 2^-8 relative)
             assert abs(fast[k] - slow[k]) <= 0.01 * max(slow[k], 2.0**-20), (c.id, k, fast[k], slow[k])
+
