@@ -258,7 +258,8 @@ def _operand_objects(recipe: dict, B: int, k: int = 1) -> list[Operand]:
     ops = []
     for od in recipe["operands"]:
         shape = list(od["shape"])
-        shape[-1] *= k
+        if k != 1:  # widenable recipes only: one batch-scaled operand of 3+ dims
+            shape[-1] *= k
         kw = dict(kind="index", high=od["high"], grad=False) if od["kind"] == "index" else dict(grad=od["grad"])
         if od["dim"] is None:
             ops.append(Operand(tuple(shape), rows_per_batch=None, **kw))
