@@ -32,3 +32,23 @@ def test_a_size_fault_is_not_excused_by_the_batch_alone():
     v = execute(case, tolerances=tol, fault_model="wrap32").verdict
     assert v.status is Status.WRONG
     assert not any(o["details"].get("same_alone") for o in v.details["outputs"])
+
+
+def test_the_cpu_allocator_failing_is_out_of_memory_not_an_error(monkeypatch):
+    # torch's CPU allocator raises a RuntimeError, not an OutOfMemoryError
+    from kernelaudit.sweep.judge import execution
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate "
+                           "memory: you tried to allocate 175921524900 bytes. Error code 12")
+
+    case, tol = _case("add", 12)
+    monkeypatch.setattr(execution, "run_op", refuse)
+    v = execution.execute(case, tolerances=tol).verdict
+    assert v.status is Status.SKIPPED and "175921524900 bytes" in v.message and v.details["out_of_memory"]
+
+    def other(*args, **kwargs):
+        raise RuntimeError("shape mismatch")
+
+    monkeypatch.setattr(execution, "run_op", other)
+    assert execution.execute(case, tolerances=tol).verdict.status is Status.ERROR
