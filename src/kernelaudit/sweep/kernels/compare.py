@@ -3,13 +3,15 @@
 :func:`kernelaudit.sweep.judge.metrics.compare_rows` needs, per batch, the largest error (optionally
 divided elementwise by a scale) and the largest ``|ref|``. In torch that is half a
 dozen float64 passes over every chunk (cast, subtract, abs, NaN test, select, max);
-this kernel reads ``got`` and ``ref`` in their own dtypes (float64, or the case's
-dtype for exact ops) and ``scale`` once, and works in float64.
+this kernel reads ``got`` and ``ref`` in their own dtypes (float64; float32 for 16-bit
+cases; the case's dtype for exact ops) and ``scale`` once, and works in float64.
 A NaN on one side counts as an infinite error, the same infinity or NaN on both sides as
 none, and a row's magnitude is its largest finite ``|ref|``, as in the torch version.
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 import triton
@@ -58,6 +60,14 @@ def _rowmax_kernel(g_ptr, r_ptr, s_ptr, out_ptr, ovf_ptr, nrows, row_len,
     tl.store(out_ptr + (rows * nparts + part) * 2 + 1, tl.max(mag, axis=1), mask=rmask)
 
 
+@functools.lru_cache(maxsize=None)
+def _overflow_tensor(dtype: torch.dtype, device: str) -> torch.Tensor:
+    """:func:`overflow_threshold` as a one-element float64 tensor on ``device``, made once
+    (a float scalar argument would reach the kernel as float32; a new tensor per chunk is
+    a host-to-device copy per chunk)."""
+    return torch.tensor([overflow_threshold(dtype)], dtype=torch.float64, device=device)
+
+
 def row_max(got: torch.Tensor, ref: torch.Tensor, scale: torch.Tensor | None, tiny: float) -> tuple[torch.Tensor, torch.Tensor]:
     """(max error, max |ref|) per row of 2-D ``got`` and ``ref`` (same shape, any
     dtypes), each a
@@ -72,7 +82,7 @@ def row_max(got: torch.Tensor, ref: torch.Tensor, scale: torch.Tensor | None, ti
     # Enough programs to fill the GPU when there are few long rows.
     parts = max(1, min(64, triton.cdiv(row_len, block), triton.cdiv(4096, max(nb, 1))))
     out = torch.empty((nb, parts, 2), dtype=torch.float64, device=ref.device)
-    ovf = torch.tensor([overflow_threshold(got.dtype)], dtype=torch.float64, device=ref.device)
+    ovf = _overflow_tensor(got.dtype, str(ref.device))
     if nb and row_len:
         _rowmax_kernel[(triton.cdiv(nb, rows), parts)](g, r, s, out, ovf, nb, row_len, HAS_S=scale is not None,
                                                         ROWS=rows, BLOCK=block)
