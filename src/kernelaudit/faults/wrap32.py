@@ -33,7 +33,7 @@ WRAP32_OPS = frozenset({
     aten.min, aten.amin, aten.argmin, aten.prod, aten.var, aten.std, aten.var_mean, aten.std_mean,
     aten.linalg_vector_norm, aten.norm, aten.logsumexp, aten.cumprod, aten.cummax, aten.cummin,
     # index ops
-    aten.take, aten.searchsorted, aten.masked_select, aten.argsort, aten.trace, aten.native_dropout_backward,
+    aten.take, aten.searchsorted, aten.masked_select, aten.unique_consecutive, aten.argsort, aten.trace, aten.native_dropout_backward,
     # random generators (in place into a buffer, or functional)
     aten.rand, aten.rand_like, aten.randn, aten.randn_like, aten.randint, aten.randint_like, aten.normal,
     aten.normal_, aten.uniform_, aten.bernoulli, aten.bernoulli_, aten.exponential_, aten.cauchy_,

@@ -120,4 +120,44 @@ def _argmax_all(case, ctx, outs, tolerances):
     return [j]
 
 
-_KINDS = {"index_select": _index_select, "nonzero": _nonzero, "sum_all": _sum_all, "argmax_all": _argmax_all}
+def _unique_consecutive(case, ctx, outs, tolerances):
+    """A flat tensor with each run of equal neighbours kept once. The output's length
+    depends on the values, so it is not batch-local: a chunk's kept elements (those
+    unlike the element before them, the previous chunk's last one included) sit at the
+    running count of kept elements before the chunk (int64). A batch is bad where one of
+    its kept elements differs or is missing; elements past the true count are bad too."""
+    B = case.batch
+    R = ctx.placed[0].operand.rows_per_batch
+    (got,) = outs
+    got = got.reshape(-1)
+    j = Judgement("out0", "exact", _tol(tolerances, "out0", "exact"), R)
+    pos, prev = 0, None
+    for b0 in range(0, B, _step(ctx, R)):
+        b1 = min(B, b0 + _step(ctx, R))
+        x, _ = ctx.operand(0, b0, b1)
+        x = x.reshape(-1)
+        before = torch.cat([x[:1] if prev is None else prev, x[:-1]])
+        keep = x != before
+        if prev is None:
+            keep[0] = True
+        prev = x[-1:]
+        at = torch.nonzero(keep).flatten()
+        ref = x[at]
+        g = got[pos: pos + ref.numel()].to(ctx.device, torch.float64)
+        pos += ref.numel()
+        if g.numel() < ref.numel():  # missing elements: pad with a value no input holds
+            g = torch.cat([g, torch.full((ref.numel() - g.numel(),), math.nan, dtype=g.dtype, device=g.device)])
+        diff = (g - ref).abs().nan_to_num(math.inf)
+        row = at // R
+        per = torch.zeros(b1 - b0, dtype=torch.float64, device=ref.device).scatter_reduce(0, row, diff, "amax")
+        first = {}
+        for k in torch.nonzero(diff > 0).flatten()[:1].tolist():
+            first[int(row[k])] = int(at[k]) - int(row[k]) * R
+        j.add(b0, per, lambda bi: first.get(bi, 0))
+    if got.numel() != pos and j.tol is not None:  # extra elements past the true count
+        j.add(B - 1, torch.tensor([math.inf]), lambda bi: R - 1)
+    return [j]
+
+
+_KINDS = {"index_select": _index_select, "nonzero": _nonzero, "sum_all": _sum_all, "argmax_all": _argmax_all,
+          "unique_consecutive": _unique_consecutive}

@@ -245,6 +245,10 @@ GLOBAL = [
            dtypes=("float32", "bfloat16"), extra={"global": "sum_all", "dilutes": True}),
     OpSpec("argmax_all", "reduction", lambda x: x.argmax(), _flat_rows, _row_series("in"), exact=True,
            directions=("fwd",), extra={"global": "argmax_all"}),
+    # Its output length depends on the values: the OpInfo-derived recipe cannot cut it into batches.
+    OpSpec("unique_consecutive", "sort", torch.unique_consecutive, _flat_rows, _row_series("in"), exact=True,
+           directions=("fwd",), dtypes=("float32", "float16", "bfloat16", *INT_DTYPES),
+           extra={"global": "unique_consecutive"}),
 ]
 
 ALL_OPS: dict[str, OpSpec] = {s.name: s for s in (*MATMUL, *ROW_OPS, *FACTORY, *GLOBAL)}
