@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -38,6 +38,7 @@ class Judgement:
     first_bad_index: int | None = None
     worst_batch: int | None = None
     located: bool = False  # the first bad element of a Freivalds-localised batch was found
+    details: dict = field(default_factory=dict)  # what the judge set aside, and why
 
     def add(self, b0: int, per_batch: torch.Tensor, first_bad_local=None) -> None:
         """Record metrics of batches b0.. (``first_bad_local(b) -> flat index within batch``)."""
@@ -62,8 +63,9 @@ class Judgement:
     def verdict(self) -> Verdict:
         if self.bad_count:
             return Verdict(Status.WRONG, f"{self.name}:{self.metric}", self.worst, self.tol,
-                           BadBatches(self.bad_first, self.bad_last, self.bad_count), self.first_bad_index)
-        return Verdict(Status.OK, f"{self.name}:{self.metric}", self.worst, self.tol)
+                           BadBatches(self.bad_first, self.bad_last, self.bad_count), self.first_bad_index,
+                           details=dict(self.details))
+        return Verdict(Status.OK, f"{self.name}:{self.metric}", self.worst, self.tol, details=dict(self.details))
 
 
 def summarize(per_batch: torch.Tensor, tols: list[float | None]) -> torch.Tensor:
