@@ -20,18 +20,31 @@ def _case(op: str, scale: int, threshold: str = "2^32", position: str = "below")
 def test_an_ill_conditioned_batch_the_op_reproduces_alone_is_ok_and_says_why():
     # 52,000 random 5x5 systems at scale 20 on the CPU: one is ill-conditioned enough that
     # float32 lands 20x its calibrated tolerance from float64, in the big call and alone
+    # (mode "full": every chunk against the float64 reference, no bit-equality pre-check)
     case, tol = _case("linalg.solve", 20)
-    v = execute(case, tolerances=tol).verdict
+    v = execute(case, tolerances=tol, mode="full").verdict
     assert v.status is Status.OK, v.explain()
     notes = [o["details"].get("same_alone") for o in v.details["outputs"]]
     assert any(n and "gives the same bits" in n and "not its size" in n for n in notes)
 
 
+def test_chunks_with_the_bits_of_the_op_alone_need_no_float64_reference():
+    # the default mode compares each chunk with the op called on it alone first: the same
+    # solve case is ok without a reference pass, and says how many chunks matched
+    case, tol = _case("linalg.solve", 20)
+    v = execute(case, tolerances=tol).verdict
+    assert v.status is Status.OK, v.explain()
+    (note,) = [o["details"]["bit_equal_chunks"] for o in v.details["outputs"] if "bit_equal_chunks" in o["details"]]
+    n, _, total = note.partition(" of ")
+    assert n == total and int(total) >= 1
+
+
 def test_a_size_fault_is_not_excused_by_the_batch_alone():
     case, tol = _case("add", 12, position="above")
-    v = execute(case, tolerances=tol, fault_model="wrap32").verdict
-    assert v.status is Status.WRONG
-    assert not any(o["details"].get("same_alone") for o in v.details["outputs"])
+    for mode in ("auto", "full"):
+        v = execute(case, tolerances=tol, fault_model="wrap32", mode=mode).verdict
+        assert v.status is Status.WRONG, mode
+        assert not any(o["details"].get("same_alone") for o in v.details["outputs"])
 
 
 def test_the_cpu_allocator_failing_is_out_of_memory_not_an_error(monkeypatch):
