@@ -53,6 +53,20 @@ def test_a_row_has_the_same_bits_alone_and_in_a_batch(tma_launches, bits_equal):
     assert len(tma_launches) == 4
 
 
+def test_a_one_row_linear_with_a_bias_takes_the_tma_kernel(tma_launches, bits_equal):
+    # a bias expanded to one row keeps a row stride (torch does not zero it for a size-1
+    # dim); the kernel reads the bias per column, so that row is fine
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(1, 32, generator=g).bfloat16()
+    w = torch.randn(24, 32, generator=g).bfloat16()
+    b = torch.randn(24, generator=g).bfloat16()
+    assert mma_tma.eligible(x[None, None], w.t()[None, None], b.expand(1, 24)[None, None],
+                            torch.empty(1, 24, dtype=torch.bfloat16)[None, None])
+    got = gemm.linear(x, w, b, order="mma", tiles=TMA)
+    assert tma_launches == [1]
+    assert bits_equal(got, gemm.linear(x, w, b, order="mma", tiles=PLAIN))
+
+
 def test_launches_tma_cannot_describe_run_the_plain_kernel(tma_launches):
     g = torch.Generator().manual_seed(2)
     x = torch.randn(20, 32, generator=g).bfloat16()

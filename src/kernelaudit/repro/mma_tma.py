@@ -81,8 +81,8 @@ def eligible(a3: torch.Tensor, b3: torch.Tensor, bias3: torch.Tensor | None, out
     if a.stride(1) != 1 or b.stride(0) != 1 or c.stride(1) != 1:
         return False
     if bias3 is not None:
-        x = bias3[0, 0]
-        if x.stride(0) != 0 or x.stride(1) != 1:
+        x = bias3[0, 0]  # read per column (bias_ptr + rn): any row stride where there is one row
+        if (x.shape[0] != 1 and x.stride(0) != 0) or x.stride(1) != 1:
             return False
     e, ec = a.element_size(), c.element_size()
     return _aligned(a.data_ptr(), b.data_ptr(), c.data_ptr(), a.stride(0) * e, b.stride(1) * e, c.stride(0) * ec,
