@@ -126,15 +126,18 @@ class Tiles:
 
 #: (order, size class of N, size class of K) -> tiles; a size class is "small" under 1024.
 #: ``mma`` keys never mention M or the device (see the module docstring). The large/large
-#: row is the fastest of eight on the repro model's linear shapes on the H200 (M = 8192;
-#: N, K = 6144/2048/8192 x 2048/8192; ``benchmarks/repro_gemm.py --sections model_tiles``,
-#: 2026-12-04): 4.92 ms for the model's GEMMs against 5.50 with 128 x 128 x 64 and 3.70
-#: with cuBLAS (0.75x).
+#: row is the fastest of twelve (eight plain, four TMA-fed) on the repro model's linear
+#: shapes on the H200 (M = 8192; N, K = 6144/2048/8192 x 2048/8192;
+#: ``benchmarks/repro_gemm.py --sections model_tiles``, 2026-12-04,
+#: benchmarks/results/2026-12-04-h200-repro-tma-tiles): the persistent TMA kernel
+#: (:mod:`.mma_tma`) at 128 x 256 x 64, 3 stages, 3.99 ms for the model's GEMMs against
+#: 5.21 for the best plain tile and 3.83 with cuBLAS (0.96x), every tile with the same
+#: bits. Launches TMA cannot describe run the plain kernel at the same tile.
 TABLE: dict[tuple[str, str, str], Tiles] = {
     ("mma", "small", "small"): Tiles(64, 64, 32, num_warps=4, num_stages=3),
     ("mma", "small", "large"): Tiles(64, 64, 64, num_warps=4, num_stages=4),
     ("mma", "large", "small"): Tiles(128, 128, 32, num_warps=8, num_stages=3),
-    ("mma", "large", "large"): Tiles(128, 256, 32, num_warps=8, num_stages=4, group_m=8),
+    ("mma", "large", "large"): Tiles(128, 256, 64, num_warps=8, num_stages=3, group_m=8, tma=True),
 }
 
 #: ``ieee``: (rows class, size class of N) -> tiles. Here, and only here, the tile may
