@@ -1,8 +1,9 @@
 """The rules of the H200 quick sweep of OpInfo ops (``known_faults/quick_sweep_opinfo.json``)
 on a GPU: the guard splits ``torch.cdist`` past 2^32 outputs (silently wrong bare) and
-``F.adaptive_avg_pool1d`` past 2^31 elements (an illegal memory access bare) along dim 0,
-and the answers equal the same op run in small batches. The bare faults are not re-run
-here: an illegal memory access would end the process's CUDA context. The rules are taken
+``F.adaptive_avg_pool1d`` past 2^31 elements (an illegal memory access bare) and nearest
+``F.interpolate`` past 2^31 input elements (silently wrong bare) along dim 0, and the
+answers equal the same op run in small batches. Of the bare faults only interpolate's
+wrong rows are re-run: an illegal memory access would end the process's CUDA context. The rules are taken
 without their version gate, so the tests run on any CUDA machine with about 60 GiB free.
 """
 
@@ -123,3 +124,41 @@ def test_float32_attention_with_65537_heads_under_the_guard_equals_attention_by_
         # backend picks another tile for another head count
         torch.testing.assert_close(got[:, h0:h0 + step], want, rtol=1e-5, atol=1e-6,
                                    msg=lambda m: f"heads {h0}:{h0 + step}: {m}")
+
+
+#: The quick sweep's interpolate(nearest) case at 2^31+ (benchmarks/results/
+#: 2026-12-04-h200-quick-sweep-146s-interpolate-past-2p31): (N, 3, 4096) -> (N, 3, 3072),
+#: 2,147,696,640 input elements, the output below 2^31.
+INTERP_N = 174_780
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_nearest_interpolation_past_2_31_inputs_under_the_guard_equals_it_in_small_batches(dtype):
+    # Bare, the rows past 2^31 input elements came out wrong on the H200 (torch 2.11,
+    # the last batch of the sweep's case); the shipped rule splits along dim 0.
+    if _free_gib() < 30:
+        pytest.skip(f"needs about 30 GiB free on the GPU, has {_free_gib():.0f}")
+    g = torch.Generator(device="cuda").manual_seed(2)
+    x = torch.randn(INTERP_N, 3, 4096, generator=g, device="cuda", dtype=dtype)
+    rows = 4096
+
+    def ref(i0, i1):
+        return F.interpolate(x[i0:i1], size=3072, mode="nearest")
+
+    bare = F.interpolate(x, size=3072, mode="nearest")
+    bare_ok = all(torch.equal(bare[i:i + rows], ref(i, i + rows)) for i in range(0, INTERP_N, rows))
+    del bare
+    rules = [r for r in _rules("nn.functional.interpolate.nearest") if r.action == "fix"
+             and r.dtypes == (str(dtype).split(".")[-1],)]
+    try:
+        engine = intercept.install("fix", rules=rules, native=False)
+        got = F.interpolate(x, size=3072, mode="nearest")
+        st = engine.stats()
+        assert st.fixed == 1 and st.refused == 0, st.summary()
+    finally:
+        intercept.uninstall()
+    _equal_in_chunks(got, ref, INTERP_N)
+    if torch.__version__.startswith("2.11"):  # the version the sweep found it on
+        assert not bare_ok, "the bare call was right: the fault did not reproduce"
+    del x, got
+    torch.cuda.empty_cache()
