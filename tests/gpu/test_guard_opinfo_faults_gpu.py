@@ -23,7 +23,10 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUD
 #: The sweep's sizes (benchmarks/results/2026-12-04-h200-quick-sweep-opinfo-families/README.md).
 CDIST_B = 143_165_580          # (B, 5, 2) x (B, 6, 2): 4,294,967,400 outputs, just past 2^32
 POOL_FWD_N = 536_870_880       # (N, 8) -> (N, 5): input just below 2^32, output past 2^31
-POOL_BWD_N = 268_435_496       # (N, 8) -> (N, 8): just past 2^31 elements
+# (N, 8) -> (N, 8): past 2^31 elements, and at or past the forward rule's 2,147,483,969 so
+# that the forward is split too: bare, its output past 2^31 faults (at 268,435,496 rows,
+# 321 elements below that rule, the H200 raised an illegal memory access in this test)
+POOL_BWD_N = 268_435_497
 CHUNK = 2**22
 
 
