@@ -376,3 +376,73 @@ def test_a_forward_that_makes_tensors_at_the_default_dtype_has_a_float64_referen
         want = (case.inputs[0].double() @ w.T + b) * (torch.full((4, 16), 0.25, dtype=torch.float64) @ w.T + b)
     assert torch.allclose(ref, want, rtol=0, atol=1e-12)
     assert not problem.__dict__.get("_fresh_models")
+
+
+def _blocked_cumprod(x: torch.Tensor, block: int = 32) -> torch.Tensor:
+    """cumprod along the last dim in another association, as a GPU scan does: a scan
+    within blocks, then each block times the running product of the blocks before it."""
+    b, n = x.shape
+    pad = (-n) % block
+    xp = torch.cat([x, torch.ones(b, pad, dtype=x.dtype)], 1) if pad else x
+    local = torch.cumprod(xp.view(b, -1, block), 2)
+    carry = torch.cumprod(local[:, :, -1], 1)
+    carry = torch.cat([torch.ones(b, 1, dtype=x.dtype), carry[:, :-1]], 1)
+    return (local * carry.unsqueeze(2)).reshape(b, -1)[:, :n]
+
+
+def _mixed(shape, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    k = torch.randint(-16, 17, shape, generator=g).to(torch.float32)
+    return torch.randn(shape, generator=g) * torch.exp2(k)
+
+
+def _scan_candidate(tmp_path, body: str) -> Path:
+    p = tmp_path / "cand.py"
+    p.write_text(textwrap.dedent(f"""
+        import torch
+        import torch.nn as nn
+        from {__name__} import _blocked_cumprod
+
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                return {body}
+    """))
+    return p
+
+
+def test_a_product_scan_whose_intermediates_leave_the_range_accepts_another_association(tmp_path):
+    # KernelBench 90_cumprod on `values mixed` (normal x 2^k, k in [-16, 16]): the running
+    # product of 512 factors leaves float32's range and comes back, so another correct
+    # association overflows an intermediate where the float64 reference is finite (the
+    # H200's scan did in 7 elements, this blocked scan in thousands). The values oracle
+    # judges it with the multilinear model (shown by its `small` kind) widened by the
+    # intermediates' reach.
+    from kernelaudit.zoo.oracles.values import ValuesOracle
+    from kernelaudit.zoo.problems import load_candidate
+
+    problem = load_problem(_problem_file(tmp_path, "torch.cumprod(x, dim=1)", "[torch.rand(64, 512)]"))
+    mixed = ProblemCase.make(problem).with_inputs([_mixed((64, 512), 1)], "mixed")
+    assert not torch.isfinite(_blocked_cumprod(mixed.inputs[0])).all()  # the association overflows
+    blocked = Subject(load_candidate(_scan_candidate(tmp_path, "_blocked_cumprod(x)")))
+    v = ValuesOracle().judge(ProblemCase.make(problem), blocked)
+    assert v.ok, v.explain()
+    # still caught: a product scan rounded to bfloat16, and a sum scan
+    for body in ("_blocked_cumprod(x).bfloat16().float()", "torch.cumsum(x, dim=1)"):
+        wrong = Subject(load_candidate(_scan_candidate(tmp_path, body)))
+        assert ValuesOracle().judge(ProblemCase.make(problem), wrong).status is Status.WRONG, body
+
+
+def test_the_intermediate_reach_leaves_a_matmul_bound_as_it_was(tmp_path):
+    # H = the module on max(|x|, 1): for a matmul on mixed values it stays far inside
+    # float32's range, and its subnormal term (64 x 2^-149 x H) is far below rounding
+    from kernelaudit.zoo.oracles.derived import intermediate_reach
+
+    problem = load_problem(_problem_file(tmp_path, "x @ x.t()", "[torch.rand(BATCH, DIM)]"))
+    case = ProblemCase.make(problem).with_inputs([_mixed((6, 40), 2)], "mixed")
+    (h,) = intermediate_reach(case)
+    assert float(h.max()) < 2.0**80
+    (allowed,) = derive(case).allowed
+    ref = case.reference()[0]
+    assert torch.isfinite(allowed).all()
+    assert float((SAFETY * 2.0**-149 * h / allowed).max()) < 1e-20
+    assert BoundOracle().judge(case, ref.float()).ok

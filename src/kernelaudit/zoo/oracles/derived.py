@@ -151,9 +151,12 @@ def unit_roundoff(case: ProblemCase) -> float:
 # -- evaluations -------------------------------------------------------------------
 
 
-def _model_at(case: ProblemCase, dtype: torch.dtype, *, absolute: bool = False) -> torch.nn.Module:
-    """The case's model with floating parameters and buffers at ``dtype`` (``|.|`` if asked), cached."""
-    key = ("derived-model", dtype, absolute)
+def _model_at(case: ProblemCase, dtype: torch.dtype, *, absolute: bool = False,
+              at_least_one: bool = False) -> torch.nn.Module:
+    """The case's model with floating parameters and buffers at ``dtype`` (``|.|`` if asked,
+    ``max(|.|, 1)`` with ``at_least_one``), cached."""
+    absolute = absolute or at_least_one
+    key = ("derived-model", dtype, absolute, at_least_one)
     if key not in case._cache:
         base = case.model()
         floats = [p for p in list(base.parameters()) + list(base.buffers()) if p.is_floating_point()]
@@ -166,6 +169,8 @@ def _model_at(case: ProblemCase, dtype: torch.dtype, *, absolute: bool = False) 
                     for p in list(m.parameters()) + list(m.buffers()):
                         if p.is_floating_point():
                             p.abs_()
+                            if at_least_one:
+                                p.clamp_(min=1.0)
         case._cache[key] = m
     return case._cache[key]
 
@@ -666,6 +671,34 @@ def _magnitude(case: ProblemCase, inputs64: list[Any], positions: list[int],
     return mag, slack_rms
 
 
+def intermediate_reach(case: ProblemCase) -> list[torch.Tensor] | None:
+    """``H``: the multilinear module on ``max(|inputs|, 1)`` and ``max(|parameters|, 1)``
+    (float64), per output; ``None`` where it cannot be evaluated.
+
+    Every product of a subset of a term's factors, and every partial sum of terms, is at
+    most ``H`` in magnitude, so ``H`` bounds every intermediate of every association of a
+    multilinear module: the range another correct order may pass through. ``S`` (on
+    ``|inputs|``) bounds only the final values; for a product of many factors of mixed
+    magnitudes (a cumulative product of 512 values scaled by 2^-16..2^16) the running
+    product leaves float32's range and comes back, so ``S`` and the reference are modest
+    where another association overflows an intermediate (``H`` past the dtype's range) or
+    loses an underflowed one's bits (absolute error of the smallest subnormal, amplified by
+    at most ``H``)."""
+    inputs64 = cast_floating(case.inputs, torch.float64)
+    positions = _float_positions(inputs64)
+    reach = [x.abs().clamp_min_(1.0) if i in positions else x for i, x in enumerate(inputs64)]
+    try:
+        out = [t.abs_() for t in _run(_model_at(case, torch.float64, at_least_one=True), reach)]
+    except Exception as exc:  # noqa: BLE001 - no reach: the bound stays as it was
+        if is_out_of_memory(exc):
+            raise
+        return None
+    refs = case.reference()
+    if len(out) != len(refs) or any(h.shape != r.shape for h, r in zip(out, refs)):
+        return None
+    return out
+
+
 def _affine(plus: list[torch.Tensor], minus: list[torch.Tensor], ref: list[torch.Tensor]) -> bool:
     """``(plus + minus) / 2`` equals ``ref`` up to the float64 test tolerance of ``|plus| + |minus|``."""
     if len(plus) != len(ref) or len(minus) != len(ref):
@@ -803,6 +836,7 @@ def _derive(case: ProblemCase) -> DerivedModel:
     largest = max([x.numel() for x in case.inputs if isinstance(x, torch.Tensor)] + [r.numel() for r in refs])
     with _threads(1) if cpu and largest < THREADED_TESTS_NUMEL else contextlib.nullcontext():
         ml = multilinear(case)
+        reach = intermediate_reach(case) if ml is not None and case.dtype.is_floating_point else None
     u = unit_roundoff(case)
     tiny = torch.finfo(case.dtype).tiny if case.dtype.is_floating_point else 0.0
     u_native = UNIT_ROUNDOFF.get(case.dtype, 2.0**-24)
@@ -848,11 +882,28 @@ def _derive(case: ProblemCase) -> DerivedModel:
         if ml is not None:
             bound.add_(mag, alpha=u * LAMBDA * math.sqrt(n))
         bound.add_(n * tiny)
+        if reach is not None:
+            _add_reach(bound, reach[k], case.dtype)
+            reach[k] = None
         allowed.append(bound)
         scales.append(scale)
         natives.append(scale if native is None else native)
     return DerivedModel(allowed, scales, names, ml is not None, ml.length if ml is not None else None, notes,
                         natives)
+
+
+def _add_reach(bound: torch.Tensor, reach: torch.Tensor, dtype: torch.dtype) -> None:
+    """Widen ``bound`` for intermediates' range (:func:`intermediate_reach`): ``SAFETY``
+    subnormal spacings amplified by ``H``, and no bound at all (inf: any value, finite or
+    not) where ``H`` passes the dtype's largest finite number, so that some association
+    can overflow. Negligible wherever the inputs keep every intermediate in range."""
+    top = torch.finfo(dtype).max
+    step = torch.finfo(dtype).smallest_normal * torch.finfo(dtype).eps  # the smallest subnormal
+    bf, hf = bound.reshape(-1), reach.reshape(-1)
+    for lo, hi in _spans(bf.numel()):
+        h = hf[lo:hi]
+        bf[lo:hi].add_(h, alpha=SAFETY * step)
+        bf[lo:hi].masked_fill_(~(h < top), math.inf)  # NaN H (inf * 0 in float64) too
 
 
 class _Fold:
