@@ -39,6 +39,11 @@ Then, per element, with ``u`` the unit roundoff of the dtype (TF32's where allow
 
     scale[i]   = max(sigma[i], c * M[i], u * |ref[i]|)
     allowed[i] = SAFETY * scale[i] + [multilinear] u * LAMBDA * sqrt(n) * S[i] + n * tiny
+                 + [multilinear] SAFETY * smallest_subnormal * H[i]   (inf where H[i] >= max)
+
+``H`` (:func:`intermediate_reach`: the module on ``max(|inputs|, 1)``) bounds every
+intermediate of every association; its term is negligible unless the inputs make some
+intermediate leave the dtype's range (a long product of mixed magnitudes).
 
 The multilinear term is the probabilistic ``sqrt(n)`` growth bound (Higham and Mary)
 that :mod:`.bound` applies to a declared ``multilinear`` model: it covers a correct
