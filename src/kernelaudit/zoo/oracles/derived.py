@@ -43,7 +43,9 @@ Then, per element, with ``u`` the unit roundoff of the dtype (TF32's where allow
 
 ``H`` (:func:`intermediate_reach`: the module on ``max(|inputs|, 1)``) bounds every
 intermediate of every association; its term is negligible unless the inputs make some
-intermediate leave the dtype's range (a long product of mixed magnitudes).
+intermediate leave the dtype's range (a long product of mixed magnitudes). It costs one
+more float64 evaluation at the case's shape, so it is computed only before a rejection
+(:func:`widened_for_reach`): an output within the bound without it is within it with it.
 
 The multilinear term is the probabilistic ``sqrt(n)`` growth bound (Higham and Mary)
 that :mod:`.bound` applies to a declared ``multilinear`` model: it covers a correct
@@ -841,7 +843,6 @@ def _derive(case: ProblemCase) -> DerivedModel:
     largest = max([x.numel() for x in case.inputs if isinstance(x, torch.Tensor)] + [r.numel() for r in refs])
     with _threads(1) if cpu and largest < THREADED_TESTS_NUMEL else contextlib.nullcontext():
         ml = multilinear(case)
-        reach = intermediate_reach(case) if ml is not None and case.dtype.is_floating_point else None
     u = unit_roundoff(case)
     tiny = torch.finfo(case.dtype).tiny if case.dtype.is_floating_point else 0.0
     u_native = UNIT_ROUNDOFF.get(case.dtype, 2.0**-24)
@@ -887,14 +888,38 @@ def _derive(case: ProblemCase) -> DerivedModel:
         if ml is not None:
             bound.add_(mag, alpha=u * LAMBDA * math.sqrt(n))
         bound.add_(n * tiny)
-        if reach is not None:
-            _add_reach(bound, reach[k], case.dtype)
-            reach[k] = None
         allowed.append(bound)
         scales.append(scale)
         natives.append(scale if native is None else native)
     return DerivedModel(allowed, scales, names, ml is not None, ml.length if ml is not None else None, notes,
                         natives)
+
+
+def widened_for_reach(case: ProblemCase, dm: DerivedModel) -> list[torch.Tensor | None] | None:
+    """``dm.allowed`` widened for the range of the intermediates (:func:`intermediate_reach`,
+    :func:`_add_reach`), in new tensors; ``None`` where ``dm`` is not multilinear or ``H``
+    cannot be evaluated. One more float64 evaluation of the module at the case's shape, so
+    the oracles ask for it only before rejecting (a correct kernel rarely needs it)."""
+    if not dm.multilinear or not case.dtype.is_floating_point:
+        return None
+    token = _DEVICE.set(str(case.device))
+    try:
+        reach = intermediate_reach(case)
+    finally:
+        _DEVICE.reset(token)
+        for key in [k for k in case._cache if isinstance(k, tuple) and k and k[0] == "derived-model"]:
+            del case._cache[key]  # the max(|p|, 1) model copy
+    if reach is None:
+        return None
+    out: list[torch.Tensor | None] = []
+    for bound, h in zip(dm.allowed, reach):
+        if bound is None:
+            out.append(None)
+            continue
+        wide = bound.clone()
+        _add_reach(wide, h, case.dtype)
+        out.append(wide)
+    return out
 
 
 def _add_reach(bound: torch.Tensor, reach: torch.Tensor, dtype: torch.dtype) -> None:
