@@ -907,8 +907,7 @@ def widened_for_reach(case: ProblemCase, dm: DerivedModel) -> list[torch.Tensor 
         reach = intermediate_reach(case)
     finally:
         _DEVICE.reset(token)
-        for key in [k for k in case._cache if isinstance(k, tuple) and k and k[0] == "derived-model"]:
-            del case._cache[key]  # the max(|p|, 1) model copy
+        case._cache.pop(("derived-model", torch.float64, True, True), None)  # its max(|p|, 1) model copy
     if reach is None:
         return None
     out: list[torch.Tensor | None] = []
