@@ -21,6 +21,7 @@
 # SWEEP_BUDGET_S (default 540) bounds the sweep step; it resumes a store in runs/h200.
 # SWEEP_PRESET (default --full: every op, 27,954 cases; --deep: the hand ops of the 2026-12-04 run of record).
 # REPORT=0 skips building the report there (kernelaudit report rebuilds it anywhere).
+# KERNELAUDIT_OVERLAP_CALIBRATION=1 (the environment) starts cases while calibration runs.
 set -u
 export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 # The OpInfo catalogue for the device's torch, derived once (about a minute) and kept in runs/

@@ -81,6 +81,10 @@ FUSED_SUMMARY = _knob(
 PROJECT_AT_GENERATION = _knob(
     "KERNELAUDIT_PROJECT_AT_GENERATION", "1",
     "Bilinear forwards get their projections y A, B x while their inputs are generated (CUDA).", _FLAG)
+OVERLAP_CALIBRATION = _knob(
+    "KERNELAUDIT_OVERLAP_CALIBRATION", "0",
+    "1: on one device, cases start while tolerances are still being calibrated side by side (each case "
+    "waits for its own key only); 0: every key is calibrated before the first case.", _FLAG)
 
 # --- executors: more than one device (executors.py) --------------------------------
 EXECUTOR = _knob(

@@ -382,6 +382,52 @@ def test_calibrating_side_by_side_gives_the_same_tolerances_and_verdicts(tmp_pat
     assert "wrong" in {s for s, _, _ in verdicts(two).values()}  # the mps faults are still found
 
 
+def test_cases_overlapping_calibration_give_the_same_tolerances_and_verdicts(tmp_path, monkeypatch):
+    from kernelaudit.config import OVERLAP_CALIBRATION
+
+    spec = GridSpec(ops=("bmm", "add", "sum"), dtypes=("float32", "float16"), thresholds=("2^32",),
+                    positions=("below", "above"), scale=12, bracket=True)
+    one = run_sweep(spec, tmp_path / "one", device="cpu", fault_model="mps", calibration_workers=1)
+    monkeypatch.setenv(OVERLAP_CALIBRATION.name, "1")
+    two = run_sweep(spec, tmp_path / "two", device="cpu", fault_model="mps", calibration_workers=3)
+    m1, m2 = one.store.manifest(), two.store.manifest()
+    assert m1["tolerances"] and m1["tolerances"] == m2["tolerances"]
+    assert m2["segments"][0]["calibrated"] == len(m2["tolerances"])
+    verdicts = lambda res: {k: (r["verdict"]["status"], r["verdict"]["metric"], r["verdict"]["value"])  # noqa: E731
+                            for k, r in res.store.latest().items()}
+    assert verdicts(one) == verdicts(two)  # the bracket's controls included
+    assert "wrong" in {s for s, _, _ in verdicts(two).values()}
+
+
+def test_a_key_failing_side_by_side_is_calibrated_again_alone_before_its_cases(tmp_path, monkeypatch):
+    # overlapped: the key's cases wait for its calibration alone, after the other keys
+    from kernelaudit.config import OVERLAP_CALIBRATION
+    from kernelaudit.sweep import schedule
+
+    real = schedule._calibrate_side_by_side
+    flaky = {}
+
+    def side(pool_args, jobs, workers):
+        for key, res in real(pool_args, jobs, workers):
+            if key.startswith("add/float16") and not flaky:
+                flaky[key] = True
+                res = {**res, "verdict": {**res["verdict"], "status": "error", "message": "met another worker"}}
+            yield key, res
+
+    monkeypatch.setattr(schedule, "_calibrate_side_by_side", side)
+    monkeypatch.setenv(OVERLAP_CALIBRATION.name, "1")
+    spec = GridSpec(ops=("add", "sum"), dtypes=("float32", "float16"), thresholds=("2^32",),
+                    positions=("above",), scale=12)
+    res = run_sweep(spec, tmp_path, device="cpu", fault_model="none", calibration_workers=2)
+    (key,) = flaky
+    m = res.store.manifest()
+    assert m["tolerances"][key]  # calibrated alone after all
+    recs = _records(res.store)
+    assert recs and all(v.status.value == "ok" for _, v in recs)
+    order = [c.tolerance_key for c, _ in recs]
+    assert all(k == key for k in order[order.index(key):])  # its cases ran last
+
+
 def test_calibration_workers_must_be_positive(tmp_path):
     from kernelaudit.errors import InvalidArgument
 

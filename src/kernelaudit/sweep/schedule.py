@@ -17,6 +17,7 @@ from typing import Callable, Sequence
 from .cases import Case, GridSpec, bracket_key, calibration_batch, grid
 from ..faults import FAULT_MODELS
 from ..errors import InvalidArgument, check_choice, resolve_device
+from ..config import OVERLAP_CALIBRATION
 from ..executors import EXECUTORS, import_ray, open_executor, parse_devices
 from .worker import DEFAULT_CASE_TIMEOUT_S, WorkerConfig, WorkerPool, pool_on
 from .store import RunStore, environment, now
@@ -360,7 +361,17 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
         cal_skipped: dict[str, bool] = {}
         cal_failed: dict[str, str] = {}  # why, for the keys whose calibration was not ok
         retry = list(jobs)
-        if calibration_workers > 1 and len(jobs) > 1:
+        # Overlapped (one device, OVERLAP_CALIBRATION): the side-by-side calibration runs
+        # on in its workers while this thread runs cases; a case first waits for its own
+        # key. A key that fails side by side is calibrated again alone once the others are
+        # done, and its cases run after that.
+        pending: set[str] = set()
+        side_iter = None
+        if (ex is None and calibration_workers > 1 and len(jobs) > 1 and todo
+                and OVERLAP_CALIBRATION.flag()):
+            side_iter = iter(_calibrate_side_by_side(pool_args, jobs, calibration_workers))
+            pending, retry = set(jobs), []
+        elif calibration_workers > 1 and len(jobs) > 1:
             # Side by side: Triton compiles (CPU-bound) and small GPU cases overlap.
             # Anything but ok is tried again below, alone: it may have met another
             # worker's memory, not its own limit.
@@ -381,6 +392,20 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
         for key in retry:
             record(key, pool.run({"case": jobs[key].to_json(), "tolerances": None}))
 
+        def settle(key: str | None = None) -> None:
+            """Take side-by-side calibration results until ``key`` (None: every key) is in."""
+            while pending and (key is None or key in pending):
+                try:
+                    k, res = next(side_iter)
+                except StopIteration:
+                    pending.clear()
+                    break
+                pending.discard(k)
+                if res["verdict"]["status"] == Status.OK.value:
+                    record(k, res)
+                else:
+                    retry.append(k)
+
         def tolerance(c: Case) -> dict | None:
             tol = tolerances.get(c.tolerance_key)
             if tol is None and cal_skipped.get(c.tolerance_key):
@@ -394,13 +419,27 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
 
         timed_out = TimedOut(store)
 
+        deferred: list[Case] = []
+
         def run(cases: list[Case]) -> None:
             alone = cases
+            if side_iter is not None:
+                for c in cases:
+                    if c.tolerance_key in pending:
+                        settle(c.tolerance_key)
+                    if c.tolerance_key in retry:
+                        deferred.append(c)
+                    else:
+                        run_alone([c])
+                return
             if ex is not None:
                 alone = _cases_on(ex, cases, tolerance=tolerance, record=record_case, segment=segment)
             elif case_workers > 1:
                 alone = _cases_side_by_side(pool, cases, tolerance=tolerance, record=record_case, tick=tick,
                                             segment=segment, workers=case_workers)
+            run_alone(alone)
+
+        def run_alone(alone: list[Case]) -> None:
             for c in alone:
                 tol = tolerance(c)
                 if tol is None:
@@ -418,6 +457,12 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
                 record_case(c, v, res["elapsed_s"])
 
         run(todo)
+        if side_iter is not None:  # the keys that failed side by side: again alone, then their cases
+            settle()
+            side_iter = None
+            for key in retry:
+                record(key, pool.run({"case": jobs[key].to_json(), "tolerances": None}))
+            run(deferred)
         if then is not None:  # cases chosen from these verdicts (a bracket's controls), same workers;
             run(then())       # each shares its probe's tolerance key, calibrated or not as the probe's
 
