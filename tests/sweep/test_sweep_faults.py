@@ -373,6 +373,10 @@ def test_calibrating_side_by_side_gives_the_same_tolerances_and_verdicts(tmp_pat
                     positions=("above",), scale=12)
     one = run_sweep(spec, tmp_path / "one", device="cpu", fault_model="mps", calibration_workers=1)
     two = run_sweep(spec, tmp_path / "two", device="cpu", fault_model="mps", calibration_workers=3)
+    _assert_same_tolerances_and_verdicts(one, two)
+
+
+def _assert_same_tolerances_and_verdicts(one, two) -> None:
     m1, m2 = one.store.manifest(), two.store.manifest()
     assert m1["tolerances"] and m1["tolerances"] == m2["tolerances"]
     assert m2["segments"][0]["calibrated"] == len(m2["tolerances"])
@@ -390,13 +394,7 @@ def test_cases_overlapping_calibration_give_the_same_tolerances_and_verdicts(tmp
     one = run_sweep(spec, tmp_path / "one", device="cpu", fault_model="mps", calibration_workers=1)
     monkeypatch.setenv(OVERLAP_CALIBRATION.name, "1")
     two = run_sweep(spec, tmp_path / "two", device="cpu", fault_model="mps", calibration_workers=3)
-    m1, m2 = one.store.manifest(), two.store.manifest()
-    assert m1["tolerances"] and m1["tolerances"] == m2["tolerances"]
-    assert m2["segments"][0]["calibrated"] == len(m2["tolerances"])
-    verdicts = lambda res: {k: (r["verdict"]["status"], r["verdict"]["metric"], r["verdict"]["value"])  # noqa: E731
-                            for k, r in res.store.latest().items()}
-    assert verdicts(one) == verdicts(two)  # the bracket's controls included
-    assert "wrong" in {s for s, _, _ in verdicts(two).values()}
+    _assert_same_tolerances_and_verdicts(one, two)  # the bracket's controls included
 
 
 def test_a_key_failing_side_by_side_is_calibrated_again_alone_before_its_cases(tmp_path, monkeypatch):
