@@ -361,36 +361,8 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
         cal_skipped: dict[str, bool] = {}
         cal_failed: dict[str, str] = {}  # why, for the keys whose calibration was not ok
         retry = list(jobs)
-        # Overlapped (one device, OVERLAP_CALIBRATION): the side-by-side calibration runs
-        # on in its workers while this thread runs cases; a case first waits for its own
-        # key. A key that fails side by side is calibrated again alone once the others are
-        # done, and its cases run after that.
-        pending: set[str] = set()
+        pending: set[str] = set()  # keys whose side-by-side calibration is not in yet
         side_iter = None
-        if (ex is None and calibration_workers > 1 and len(jobs) > 1 and todo
-                and OVERLAP_CALIBRATION.flag()):
-            side_iter = iter(_calibrate_side_by_side(pool_args, jobs, calibration_workers))
-            pending, retry = set(jobs), []
-        elif calibration_workers > 1 and len(jobs) > 1:
-            # Side by side: Triton compiles (CPU-bound) and small GPU cases overlap.
-            # Anything but ok is tried again below, alone: it may have met another
-            # worker's memory, not its own limit.
-            retry = []
-            if ex is not None and hasattr(ex, "prestart"):
-                ex.prestart()  # the cases' workers start while calibration runs, as pool's does
-            side = (_calibrate_side_by_side(pool_args, jobs, calibration_workers) if ex is None
-                    else _calibrate_spread(spread, jobs, calibration_workers))
-            for key, res in side:
-                if res["verdict"]["status"] == Status.OK.value:
-                    record(key, res)
-                else:
-                    retry.append(key)
-        if ex is not None:  # alone on each device
-            for key, res in _results(ex, {key: {"case": jobs[key].to_json(), "tolerances": None} for key in retry}):
-                record(key, res)
-            retry = []
-        for key in retry:
-            record(key, pool.run({"case": jobs[key].to_json(), "tolerances": None}))
 
         def settle(key: str | None = None) -> None:
             """Take side-by-side calibration results until ``key`` (None: every key) is in."""
@@ -405,6 +377,29 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
                     record(k, res)
                 else:
                     retry.append(k)
+
+        if calibration_workers > 1 and len(jobs) > 1:
+            # Side by side: Triton compiles (CPU-bound) and small GPU cases overlap.
+            # Anything but ok is tried again below, alone: it may have met another
+            # worker's memory, not its own limit. Overlapped (one device,
+            # OVERLAP_CALIBRATION): the calibration runs on in its workers while this
+            # thread runs cases, each case waiting for its own key; a key that failed side
+            # by side is calibrated again alone once the others are done, then its cases run.
+            retry = []
+            if ex is not None and hasattr(ex, "prestart"):
+                ex.prestart()  # the cases' workers start while calibration runs, as pool's does
+            side_iter = iter(_calibrate_side_by_side(pool_args, jobs, calibration_workers) if ex is None
+                             else _calibrate_spread(spread, jobs, calibration_workers))
+            pending = set(jobs)
+            if not (ex is None and todo and OVERLAP_CALIBRATION.flag()):
+                settle()  # every key before the first case
+                side_iter = None
+        if ex is not None:  # alone on each device
+            for key, res in _results(ex, {key: {"case": jobs[key].to_json(), "tolerances": None} for key in retry}):
+                record(key, res)
+            retry = []
+        for key in retry:
+            record(key, pool.run({"case": jobs[key].to_json(), "tolerances": None}))
 
         def tolerance(c: Case) -> dict | None:
             tol = tolerances.get(c.tolerance_key)
