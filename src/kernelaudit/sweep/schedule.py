@@ -354,7 +354,7 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
             if status != Status.OK.value:
                 cal_failed[key] = res["verdict"].get("message") or status
             tolerances[key] = calibrated(res["worst"], by_key[key].dtype) if status == Status.OK.value else None
-            store.update_manifest(tolerances={key: tolerances[key]})
+            store.update_manifest(tolerances={key: tolerances[key]}, defer=True)
             segment["calibrated"] += 1
             tick(advance=1, description=f"calibrated {key}")
 
