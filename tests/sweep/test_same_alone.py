@@ -65,3 +65,30 @@ def test_the_cpu_allocator_failing_is_out_of_memory_not_an_error(monkeypatch):
 
     monkeypatch.setattr(execution, "run_op", other)
     assert execution.execute(case, tolerances=tol).verdict.status is Status.ERROR
+
+
+def test_outputs_alone_match_by_value_with_nan_meeting_nan_and_never_by_luck(monkeypatch):
+    # the one comparison behind both the pre-check and same_alone: equal bits, or equal
+    # values with NaN where the call alone has NaN too; anything else does not match
+    import torch
+
+    from kernelaudit.sweep.judge import execution
+
+    nan = float("nan")
+    got = torch.tensor([[1.0, -nan], [0.0, 3.0]])
+    alone = {"same": torch.tensor([[1.0, nan], [-0.0, 3.0]]),
+             "nan_vs_value": torch.tensor([[1.0, 2.0], [0.0, 3.0]]),
+             "last_bit": torch.tensor([[1.0, nan], [0.0, torch.nextafter(torch.tensor(3.0), torch.tensor(4.0))]])}
+    expect = {"same": True, "nan_vs_value": False, "last_bit": False}
+    for name, small in alone.items():
+        monkeypatch.setattr(execution, "_reference_chunk", lambda *a, small=small: ([small], None))
+        assert execution._matches_alone(None, None, 0, 2, [got], [1], [0], "cpu") is expect[name], name
+    c = torch.tensor([1 + 2j, 3 - 1j], dtype=torch.complex128)  # no 16-byte integer view: by value
+    monkeypatch.setattr(execution, "_reference_chunk", lambda *a: ([c.clone()], None))
+    assert execution._matches_alone(None, None, 0, 2, [c], [1], [0], "cpu") is True
+
+    def fails(*a):
+        raise RuntimeError("the op refuses the small call")
+
+    monkeypatch.setattr(execution, "_reference_chunk", fails)
+    assert execution._matches_alone(None, None, 0, 2, [got], [1], [0], "cpu") is False

@@ -201,9 +201,8 @@ def _execute_once(case: Case, device: torch.device, fault_model: str, tolerances
 
 def _same_alone(case: Case, placed, outs, out_rows, wrong: Verdict, device) -> str | None:
     """Whether a wrong batch is the op's own precision rather than its size: the first bad
-    batch computed alone (its rows regenerated in the case's dtype, the op called on them
-    at that small size, far below every threshold) gives the same output bits as the big
-    call. Then the big call is right to the last bit for that input, and only the reference
+    batch computed alone (:func:`_matches_alone`) gives the same outputs as the big call.
+    Then the big call is right for that input as far as size goes, and only the reference
     disagrees (an ill-conditioned 5x5 solve, a float16 gradient at a pole, a sum's rare
     worst rounding among millions of batches). Returns what was found, or None (a fault
     that grows with size changes those bits: wrap32, an unwritten tail, a grid limit).
@@ -217,52 +216,62 @@ def _same_alone(case: Case, placed, outs, out_rows, wrong: Verdict, device) -> s
     if not 0 <= j < len(outs) or out_rows[j] is None:
         return None
     b = int(wrong.bad_batches.first)
-    R = out_rows[j]
-    try:
-        ctx = RefContext(case, placed, device, exact=True)  # the case's own dtype
-        small, _ = _reference_chunk(case, ctx, b, b + 1, outs)
-        got = outs[j][b * R:(b + 1) * R].detach().to(device)
-        alone = small[j].detach()
-    except Exception:  # noqa: BLE001 - no answer either way: the verdict stands
+    ctx = RefContext(case, placed, device, exact=True)  # the case's own dtype
+    if not _matches_alone(case, ctx, b, b + 1, outs, out_rows, [j], device):
         return None
-    if got.shape != alone.shape or got.dtype != alone.dtype:
-        return None
-    same = (got == alone) | (torch.isnan(got) & torch.isnan(alone))
-    if not bool(same.all()):
-        return None
-    return (f"batch {b} computed alone ({tuple(alone.shape)}) gives the same bits: {wrong.metric}="
+    shape = (out_rows[j],) + tuple(outs[j].shape[1:])
+    return (f"batch {b} computed alone ({shape}) gives the same bits: {wrong.metric}="
             f"{wrong.value:.3g} over tolerance {wrong.tolerance:.3g} is the op's precision there, not its size")
 
 
 def _bit_equal_chunk(case, same: dict, b0: int, b1: int, outs, out_rows, batched, js_rows, device) -> bool:
-    """Whether batches [b0, b1) of every output have the bits of the op called on those
-    batches alone, in the case's dtype (its rows regenerated; one chunk, far below every
-    limit). Then the big call is right for them as far as size goes, and the chunk is
-    recorded as error 0 without computing its float64 reference: a case whose chunks all
-    match costs a pass in its own dtype instead of a reference pass in float64. A chunk
-    that differs anywhere is judged against the reference as before; if the first chunk
-    differs, the op's bits depend on the call's size (a reduction's split chosen by the
-    row count, another kernel) and the pre-check is dropped for the case. A size fault
-    (a wrapped index, an unwritten tail, a grid limit) changes bits past the limit, so
-    the chunks holding them go to the reference."""
+    """Whether batches [b0, b1) of every batched output match the op called on those
+    batches alone (:func:`_matches_alone`; one chunk, far below every limit). Then the big
+    call is right for them as far as size goes, and the chunk is recorded as error 0
+    without computing its float64 reference: a case whose chunks all match costs a pass
+    in its own dtype instead of a reference pass in float64. A chunk that differs anywhere
+    is judged against the reference as before; if the first chunk differs, the op's bits
+    depend on the call's size (a reduction's split chosen by the row count, another
+    kernel) and the pre-check is dropped for the case. A size fault (a wrapped index, an
+    unwritten tail, a grid limit) changes outputs past the limit, so the chunks holding
+    them go to the reference."""
     same["chunks"] += 1
-    try:
-        small, _ = _reference_chunk(case, same["ctx"], b0, b1, outs)
-    except Exception:  # noqa: BLE001 - no pre-check for this chunk: the reference judges it
+    if not _matches_alone(case, same["ctx"], b0, b1, outs, out_rows, batched, device):
         return False
     for j in batched:
+        js_rows[j].add(b0, torch.zeros(b1 - b0, dtype=torch.float64))
+    same["equal"] += 1
+    return True
+
+
+def _matches_alone(case, ctx: RefContext, b0: int, b1: int, outs, out_rows, js, device) -> bool:
+    """Whether batches [b0, b1) of outputs ``js`` equal, element for element, the op
+    called on those batches alone (their rows regenerated in the case's dtype, ``ctx``
+    exact, far below every limit); NaN meets NaN (a NaN's payload or sign may follow the
+    kernel's code path, not the call's size). Equal bits are the fast path; any failure to
+    compute the small call answers False (no claim either way: the caller's verdict or
+    the reference stands)."""
+    try:
+        small, _ = _reference_chunk(case, ctx, b0, b1, outs)
+    except Exception:  # noqa: BLE001 - no answer: the verdict or the reference stands
+        return False
+    for j in js:
         R = out_rows[j]
         got = outs[j][b0 * R:b1 * R].detach().to(device)
         alone = small[j].detach()
         if got.shape != alone.shape or got.dtype != alone.dtype:
             return False
-        bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[got.dtype.itemsize]
-        if not torch.equal(got.contiguous().view(bits), alone.contiguous().view(bits)):
+        if got.dtype.is_floating_point and got.dtype.itemsize in _BITS:
+            bits = _BITS[got.dtype.itemsize]
+            if torch.equal(got.contiguous().view(bits), alone.contiguous().view(bits)):
+                continue
+        if not bool(((got == alone) | (torch.isnan(got) & torch.isnan(alone))).all()):
             return False
-    for j in batched:
-        js_rows[j].add(b0, torch.zeros(b1 - b0, dtype=torch.float64))
-    same["equal"] += 1
     return True
+
+
+#: Integer views of a float dtype by size, for a bit comparison.
+_BITS = {2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
 def _term_overflow_expected(got: torch.Tensor, ref: torch.Tensor, scale: torch.Tensor, j) -> torch.Tensor:
