@@ -12,7 +12,7 @@ import pytest
 
 from kernelaudit.errors import InvalidArgument
 from kernelaudit.sweep.axes import AXES, crossing_measure
-from kernelaudit.sweep.cases import GridSpec, calibration_batch, grid
+from kernelaudit.sweep.cases import Case, GridSpec, calibration_batch, grid
 from kernelaudit.sweep.judge.execution import execute
 from kernelaudit.sweep.tolerance import calibrated
 from kernelaudit.thresholds import Thresholds
@@ -191,6 +191,41 @@ def test_a_resumed_run_records_a_bytes_case_with_the_verdict_of_its_elements_twi
     ran = [r for k, r in latest.items() if r["case"]["axis"] == "bytes" and "twin_of" not in r]
     assert len(ran) == sum(c.axis == "bytes" for c in both) - len(twins) > 0
     assert sum(result.counts.values()) == len(both)
+
+
+def test_a_fresh_run_judges_each_set_of_tensors_once_and_records_its_twins(tmp_path, monkeypatch):
+    """Within one run, a case with the tensors of an earlier one (the ``bytes`` axis
+    placing an ``elements`` batch, or one limit's case above at the next one's batch
+    below) is not run: it waits until that case's verdict is in and records it."""
+    from kernelaudit.sweep import worker
+    from kernelaudit.sweep.schedule import _split_twins, _tensor_key, run_sweep
+    from kernelaudit.sweep.store import RunStore
+
+    spec = GridSpec(ops=("clone", "sum"), dtypes=("float16", "float32"), layouts=("contig", "slice"),
+                    directions=("fwd",), scale=SCALE, axes=("elements", "bytes"))
+    cases = grid(spec)
+    _, followers = _split_twins(cases)
+    assert len(followers) >= 4
+    ran = []
+    real = worker.WorkerPool.run
+
+    def counted(self, job):
+        if job.get("tolerances") is not None:
+            ran.append(job["case"]["id"] + job["case"]["axis"])
+        return real(self, job)
+
+    monkeypatch.setattr(worker.WorkerPool, "run", counted)
+    result = run_sweep(spec, tmp_path / "r", device="cpu")
+    latest = RunStore.open(tmp_path / "r").latest()
+    assert sum(result.counts.values()) == len(cases) == len(latest)
+    twins = {k: r for k, r in latest.items() if "twin_of" in r}
+    assert len(twins) == len(followers) and len(ran) == len(cases) - len(followers)
+    by_tensors = {_tensor_key(Case.from_json(r["case"])): r for r in latest.values() if "twin_of" not in r}
+    for r in twins.values():
+        judged = by_tensors[_tensor_key(Case.from_json(r["case"]))]
+        assert r["twin_of"] == judged["case"]["id"] and r["verdict"] == judged["verdict"]
+        assert r["elapsed_s"] == 0.0
+    assert RunStore.open(tmp_path / "r").manifest()["segments"][-1]["twins"] == len(followers)
 
 
 def test_full_preset_takes_every_op_at_fp32_and_fp16_below_and_above_both_limits():

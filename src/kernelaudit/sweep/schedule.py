@@ -270,25 +270,48 @@ def _tensor_key(c: Case) -> tuple | None:
 
 
 def _record_twins(store: RunStore, cases: list[Case], done: set[str]) -> set[str]:
-    """Record, for each case not yet run whose tensors a recorded case of another axis already
-    judged (a ``bytes`` case at the very batch of an ``elements`` case), that verdict with
-    ``twin_of`` naming the case it came from; the keys recorded. Running it again would judge
-    the same op on the same tensors."""
+    """Record, for each case not yet run whose tensors a recorded case already judged (a
+    ``bytes`` case at the very batch of an ``elements`` case, or one limit's case above at
+    the batch of the next limit's case below), that verdict with ``twin_of`` naming the
+    case it came from; the keys recorded. Running it again would judge the same op on
+    the same tensors."""
+    wanted = {k for c in cases if c.key not in done and (k := _tensor_key(c)) is not None}
+    if not wanted:
+        return set()
     judged: dict[tuple, dict] = {}
     for r in store.records():
+        if "twin_of" in r:
+            continue
         c = Case.from_json(r["case"])
-        if (k := _tensor_key(c)) is not None and "twin_of" not in r:
+        if (k := _tensor_key(c)) in wanted:
             judged[k] = r
     out = set()
     for c in cases:
         if c.key in done or (k := _tensor_key(c)) is None or k not in judged:
             continue
         r = judged[k]
-        if Case.from_json(r["case"]).axis == c.axis:
-            continue
+        if r["case"]["id"] == c.id and Case.from_json(r["case"]).key == c.key:
+            continue  # the case itself
         store.append(c, Verdict.from_json(r["verdict"]), 0.0, twin_of=r["case"]["id"])
         out.add(c.key)
     return out
+
+
+def _split_twins(cases: list[Case]) -> tuple[list[Case], list[Case]]:
+    """(firsts, followers) of ``cases`` in order: a follower has the tensors of an earlier
+    case of the list (:func:`_tensor_key`), so it is recorded from that case's verdict
+    once it is in (:func:`_record_twins`) instead of running."""
+    seen: set[tuple] = set()
+    firsts, followers = [], []
+    for c in cases:
+        k = _tensor_key(c)
+        if k is not None and k in seen:
+            followers.append(c)
+        else:
+            if k is not None:
+                seen.add(k)
+            firsts.append(c)
+    return firsts, followers
 
 
 def _spread_devices(device: str, devices, executor: str) -> tuple[str, tuple[str, ...] | None]:
@@ -451,15 +474,31 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
                     timed_out.note(c)
                 record_case(c, v, res["elapsed_s"])
 
-        run(todo)
+        def untwinned(cases: list[Case]) -> list[Case]:
+            """``cases`` less those recorded from a judged twin (:func:`_record_twins`)."""
+            twins = _record_twins(store, cases, set())
+            segment["twins"] = segment.get("twins", 0) + len(twins)
+            for c in cases:
+                if c.key in twins:
+                    tick(advance=1, description=f"{c.id}: twin")
+            return [c for c in cases if c.key not in twins]
+
+        # A case with the tensors of an earlier one (another axis or limit placing the
+        # same batch) runs after every other case, and only if that one's verdict is not in.
+        firsts, followers = _split_twins(todo)
+        run(firsts)
         if side_iter is not None:  # the keys that failed side by side: again alone, then their cases
             settle()
             side_iter = None
             for key in retry:
                 record(key, pool.run({"case": jobs[key].to_json(), "tolerances": None}))
             run(deferred)
+        run(untwinned(followers))
         if then is not None:  # cases chosen from these verdicts (a bracket's controls), same workers;
-            run(then())       # each shares its probe's tolerance key, calibrated or not as the probe's
+            # each shares its probe's tolerance key, calibrated or not as the probe's
+            firsts, followers = _split_twins(untwinned(then()))
+            run(firsts)
+            run(untwinned(followers))
 
 
 #: Verdicts of a case run side by side that are not kept: the case runs again alone
