@@ -38,6 +38,7 @@ def phases(path: str) -> dict:
             "case_phase_s": round(last - first, 1),
             "cases_per_s": round(len(rows) / max(last - first, 1e-9), 2),
             "workers_replaced": seg.get("workers_replaced"), "side_by_side": seg.get("side_by_side"),
+            "twins": seg.get("twins"), "calibration": seg.get("calibration"),
             "retried_alone": seg.get("retried_alone"),
             "case_time_by_family_s": {k: round(v[1], 1) for k, v in sorted(fam.items())},
             "cases_by_family": {k: v[0] for k, v in sorted(fam.items())}}

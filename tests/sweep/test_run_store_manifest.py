@@ -60,6 +60,10 @@ def test_calibrating_many_keys_writes_the_manifest_a_few_times_and_keeps_every_t
     assert all(t is not None for t in tolerances.values())
     # create, the run's segment, the counts (and the plan): not one write per key
     assert len(writes) <= 5 < len(tolerances)
+    # the segment accounts for calibration: keys, the workers' seconds, by phase
+    cal = RunStore.open(tmp_path).manifest()["segments"][-1]["calibration"]
+    assert cal["keys"] == len(tolerances) and cal["wall_s"] >= 0
+    assert 0 < sum(cal["timing_s"].values()) <= cal["worker_s"] + 1e-3
     # nothing is calibrated again on resume: every key reached the file
     res = run_sweep(spec, tmp_path, device="cpu", fault_model="none", resume=True)
     assert res.ran == 0

@@ -371,8 +371,11 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
         jobs = {key: by_key[key].with_batch(calibration_batch(by_key[key]), threshold="cal", position="below")
                 for key in need_cal}
 
+        t_cal = time.perf_counter()
+
         def record(key: str, res: dict) -> None:
             status = res["verdict"]["status"]
+            _note_calibration(segment, res, time.perf_counter() - t_cal)
             cal_skipped[key] = status == Status.SKIPPED.value
             if status != Status.OK.value:
                 cal_failed[key] = res["verdict"].get("message") or status
@@ -499,6 +502,20 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
             firsts, followers = _split_twins(untwinned(then()))
             run(firsts)
             run(untwinned(followers))
+
+
+def _note_calibration(segment: dict, res: dict, since_start_s: float) -> None:
+    """Add one calibration result to the segment's ``calibration`` account: keys, the
+    workers' seconds for them (``worker_s``: the jobs' own time; side by side these
+    overlap), that time by phase (``timing_s``: inputs, op, judge; the rest of
+    ``worker_s`` is the plan, imports and first calls), and ``wall_s``, the time from
+    the start of calibration to this key."""
+    cal = segment.setdefault("calibration", {"keys": 0, "worker_s": 0.0, "timing_s": {}, "wall_s": 0.0})
+    cal["keys"] += 1
+    cal["worker_s"] = round(cal["worker_s"] + float(res.get("elapsed_s") or 0.0), 3)
+    for phase, t in ((res["verdict"].get("details") or {}).get("timing") or {}).items():
+        cal["timing_s"][phase] = round(cal["timing_s"].get(phase, 0.0) + float(t), 3)
+    cal["wall_s"] = round(since_start_s, 1)
 
 
 #: Verdicts of a case run side by side that are not kept: the case runs again alone
