@@ -8,7 +8,13 @@ will time, and every table row, is listed; a spilling one is a bad candidate.
     PYTHONPATH=src python benchmarks/repro_ieee_compile.py [--out stats.json] [--only decode1,prefill]
 
 Uses Triton's own ptxas and cuobjdump (``triton/backends/nvidia/bin``). Integers are
-specialised as the launch would (unit strides, 16-divisible sizes and pointers).
+specialised as the launch would (unit strides, 16-divisible sizes and pointers). The
+outer-batch strides (``s_a0`` ..., ``gemm._launch`` passes a 2-d GEMM's as those of a
+leading dim of 1, multiples of K or N) and the absent bias' strides are 16-divisible at
+a launch too: left unspecialised, the pointers' alignment is unknown and every load
+compiles to 16-bit scalar loads (``LDG.E.U16``), which no launch runs. The K-lanes
+kernel (:data:`~kernelaudit.repro.tiles.IEEE_LANES_TABLE`, the order of K >= 1024) is
+compiled as the table launches it; ``loop`` is the instruction mix of its main K loop.
 """
 
 from __future__ import annotations
@@ -32,25 +38,30 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from kernelaudit.repro import tiles as tiles_mod  # noqa: E402
-from kernelaudit.repro.ieee_kernels import ieee_tiled_kernel  # noqa: E402
+from kernelaudit.repro.ieee_kernels import ieee_lanes_kernel, ieee_tiled_kernel  # noqa: E402
 
 BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
-CONSTEXPR = ("HAS_BIAS", "OUT_BF16", "BM", "BN", "BK", "GROUP_M", "PREFETCH")
+CONSTEXPR = ("HAS_BIAS", "OUT_BF16", "BM", "BN", "BK", "LANES", "LB", "GROUP_M", "PREFETCH")
 UNIT = ("s_ak", "s_bk", "s_cn", "s_xn")      # linear: x and the weight K-contiguous
-DIV16 = ("a_ptr", "b_ptr", "bias_ptr", "c_ptr", "N", "K", "s_am", "s_bn", "s_cm", "s_ab", "s_bb", "s_cb")
+DIV16 = ("a_ptr", "b_ptr", "bias_ptr", "c_ptr", "N", "K", "s_am", "s_bn", "s_cm", "s_ab", "s_bb", "s_cb",
+         "s_a0", "s_b0", "s_x0", "s_c0", "s_xb", "s_xm")
 
 
-def compile_stats(t: tiles_mod.Tiles, capability: int = 90) -> dict:
-    """Registers, spills, shared memory and SASS mix of ``t`` (bf16 operands and output)."""
-    names = ieee_tiled_kernel.arg_names
+def compile_stats(t: tiles_mod.Tiles, capability: int = 90, lanes: tiles_mod.Lanes | None = None) -> dict:
+    """Registers, spills, shared memory and SASS mix of ``t`` (bf16 operands and output);
+    with ``lanes``, of the K-lanes kernel in that order."""
+    kernel = ieee_lanes_kernel if lanes is not None else ieee_tiled_kernel
+    names = kernel.arg_names
     sig, const = {}, {}
     for n in names:
         sig[n] = ("*bf16" if n.endswith("_ptr") else "fp32" if n in ("alpha", "beta")
                   else "constexpr" if n in CONSTEXPR + UNIT else "i32")
     const.update(HAS_BIAS=False, OUT_BF16=True, BM=t.bm, BN=t.bn, BK=t.bk, GROUP_M=t.group_m,
                  PREFETCH=t.prefetch, **{n: 1 for n in UNIT})
+    if lanes is not None:
+        const.update(BK=max(t.bk, lanes.round), LANES=lanes.count, LB=lanes.block)
     attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in DIV16}
-    src = triton.compiler.ASTSource(fn=ieee_tiled_kernel, signature=sig, constexprs=const, attrs=attrs)
+    src = triton.compiler.ASTSource(fn=kernel, signature=sig, constexprs=const, attrs=attrs)
     c = triton.compile(src, target=GPUTarget("cuda", capability, 32),
                        options=dict(num_warps=t.num_warps, num_stages=t.num_stages))
     with tempfile.TemporaryDirectory() as d:
@@ -59,21 +70,42 @@ def compile_stats(t: tiles_mod.Tiles, capability: int = 90) -> dict:
         usage = subprocess.run([BIN / "cuobjdump", "--dump-resource-usage", cubin], capture_output=True,
                                text=True).stdout
         sass = subprocess.run([BIN / "cuobjdump", "-sass", cubin], capture_output=True, text=True).stdout
-    ops = Counter(i.split(".")[0] for i in
-                  re.findall(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", sass))
+    ins = [(int(a, 16), op, line) for line in sass.splitlines()
+           for a, op in re.findall(r"/\*([0-9a-f]{4})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", line)]
+    ops = Counter(op.split(".")[0] for _, op, _ in ins)
     regs, stack = re.search(r"REG:(\d+)", usage), re.search(r"STACK:(\d+)", usage)
+    loads = Counter(op for _, op, _ in ins if op.startswith("LDG"))
     return {"registers": int(regs.group(1)) if regs else None, "stack_bytes": int(stack.group(1)) if stack else None,
             "shared_bytes": c.metadata.shared, "ffma_share": round(ops["FFMA"] / max(1, sum(ops.values())), 3),
-            "sass_top": ops.most_common(5)}
+            "global_loads": dict(loads), "loop": _main_loop(ins), "sass_top": ops.most_common(5)}
 
 
-def configurations() -> dict[str, tiles_mod.Tiles]:
+def _main_loop(ins: list) -> dict:
+    """The instruction mix of the longest backward-branch loop (the K loop): its size,
+    its FFMA share, and its 8 commonest opcodes."""
+    best = None
+    for a, _, line in ins:
+        m = re.search(r"BRA\s+0x([0-9a-f]+)", line)
+        if m and int(m.group(1), 16) < a and (best is None or a - int(m.group(1), 16) > best[1] - best[0]):
+            best = (int(m.group(1), 16), a)
+    if best is None:
+        return {}
+    ops = Counter(op.split(".")[0] for a, op, _ in ins if best[0] <= a <= best[1])
+    n = sum(ops.values())
+    return {"instructions": n, "ffma_share": round(ops["FFMA"] / max(1, n), 3), "top": ops.most_common(8)}
+
+
+def configurations() -> dict[str, tuple[tiles_mod.Tiles, tiles_mod.Lanes | None]]:
     from repro_gemm import PREFILL_CANDIDATES, decode_candidates
 
-    out = {f"table {r}/{n}": t for (r, n), t in tiles_mod.IEEE_TABLE.items() if t.tiled}
+    out = {f"table {r}/{n}": (t, None) for (r, n), t in tiles_mod.IEEE_TABLE.items() if t.tiled}
+    import torch
+
+    lanes = tiles_mod.ieee_lanes(8192, 8192, torch.bfloat16)  # the order of K >= 1024
+    out.update({f"lanes {r}/{n}": (t, lanes) for (r, n), t in tiles_mod.IEEE_LANES_TABLE.items() if t.tiled})
     for rows in tiles_mod.DECODE_ROWS:
-        out.update({f"decode{rows} cand{i}": t for i, t in enumerate(decode_candidates(rows))})
-    out.update({f"prefill cand{i}": t for i, t in enumerate(PREFILL_CANDIDATES)})
+        out.update({f"decode{rows} cand{i}": (t, None) for i, t in enumerate(decode_candidates(rows))})
+    out.update({f"prefill cand{i}": (t, None) for i, t in enumerate(PREFILL_CANDIDATES)})
     return out
 
 
@@ -83,16 +115,18 @@ def main(argv=None) -> int:
     p.add_argument("--only", default="", help="comma-separated name prefixes (e.g. decode1,prefill)")
     a = p.parse_args(argv)
     rows = {}
-    for name, t in configurations().items():
+    for name, (t, lanes) in configurations().items():
         if a.only and not any(name.startswith(x) for x in a.only.split(",")):
             continue
         try:
-            rows[name] = {"tiles": t.__dict__, **compile_stats(t)}
+            rows[name] = {"tiles": t.__dict__, "lanes": lanes.__dict__ if lanes else None,
+                          **compile_stats(t, lanes=lanes)}
         except Exception as e:  # noqa: BLE001 - a configuration that does not compile is a finding
             rows[name] = {"tiles": t.__dict__, "error": f"{type(e).__name__}: {str(e)[:300]}"}
         r = rows[name]
         print(f"{name:22s} regs {r.get('registers')} stack {r.get('stack_bytes')} smem {r.get('shared_bytes')} "
-              f"ffma {r.get('ffma_share')} {r.get('error', '')}", flush=True)
+              f"ffma {r.get('ffma_share')} loop ffma {r.get('loop', {}).get('ffma_share')} "
+              f"loads {r.get('global_loads')} {r.get('error', '')}", flush=True)
     if a.out:
         a.out.write_text(json.dumps({"triton": triton.__version__, "rows": rows}, indent=1) + "\n")
     return 0
