@@ -69,7 +69,7 @@ for l in sys.stdin:
     # compiled Triton kernels, per kernel name (each distinct specialisation is one compile)
     find "${TRITON_CACHE_DIR:-$HOME/.triton/cache}" -name '*.json' ! -name '__grp__*' 2>/dev/null \
       | sed 's|.*/||; s|\.json$||' | sort | uniq -c | sort -rn | head -20
-    [ "${REPORT:-1}" = 1 ] && { timeout 100 python3 -m kernelaudit report runs/h200 > "$O/report.txt" 2>&1; tail -30 "$O/report.txt"; }
+    [ "${REPORT:-1}" = 1 ] && { timeout ${REPORT_TIMEOUT_S:-600} python3 -m kernelaudit report runs/h200 > "$O/report.txt" 2>&1; tail -30 "$O/report.txt"; }
     cp -r runs/h200 "$O/sweep_store" ;;
   oomsweep) log oom_sweep; rm -rf runs/oom  # the float32 backward cases that ran out of memory in session 8's full sweep
     timeout -k 20 --signal=INT ${OOM_TIMEOUT_S:-240} python3 -m kernelaudit sweep --device cuda --ops ${OOM_OPS:-mm,addmm,bmm,linear,matmul3d} \

@@ -485,6 +485,43 @@ def test_big_maps_are_also_split_per_op_family(run_dir, monkeypatch):
     assert 'alt="boundary_map_matmul"' in html and 'alt="boundary_map"' not in html
 
 
+def test_overview_cell_is_the_worst_verdict_of_the_ops_panel(tmp_path):
+    from kernelaudit.sweep.report.grid import overview_grid
+
+    lines = [line(case(size="2^31-"), OK), line(case(size="2^32+"), WRONG), line(case(layout="bT"), ERROR),
+             line(case(op="matmul", size="2^31"), SKIP), line(case(op="matmul", size="2^32"), ERROR),
+             line(case(direction="bwd"), OK)]
+    g = overview_grid(boundary_grid(load_run(store(tmp_path, lines))))
+    assert g.rows == ("bmm", "matmul")
+    assert g.cols == ("elements float16 fwd", "elements float16 bwd")
+    assert g.cells == ((Status.WRONG, Status.OK), (Status.ERROR, None))
+
+
+def test_a_map_too_big_to_read_is_an_overview_and_family_parts_never_a_crash(run_dir, monkeypatch):
+    # A full derived-op grid (5,777 panels) once asked for a few dots per inch, and FreeType
+    # refused the sub-pixel text: a map under MIN_DPI is drawn as an overview plus parts.
+    monkeypatch.setattr(figure_mod, "MAX_PIXELS", 30)   # nothing fits: every part is one row
+    paths = report.write_reports(run_dir)
+    assert paths["boundary_map"] == paths["boundary_map_overview"] == run_dir / "boundary_map.png"
+    assert {"boundary_map_matmul_1", "boundary_map_matmul_2"} <= set(paths)  # bmm's row, matmul's row
+    for name, path in paths.items():
+        if name != "report":
+            assert _png_size(path)[0] > 0
+    html = paths["report"].read_text()
+    assert 'alt="boundary_map_overview"' in html and 'alt="boundary_map_matmul_2"' in html
+    assert html.index('alt="boundary_map_overview"') < html.index('alt="boundary_map_matmul_1"')
+
+
+def test_a_map_is_cut_between_rows_only_as_far_as_legibility_needs(run_dir, monkeypatch):
+    run = load_run(run_dir)
+    grids = boundary_grid(run)
+    assert figure_mod._in_parts(run, grids) == [grids]          # legible whole: one part
+    monkeypatch.setattr(figure_mod, "MAX_PIXELS", 30)
+    parts = figure_mod._in_parts(run, grids)
+    assert [sorted({p.op for p in part}) for part in parts] == [["bmm"], ["matmul"]]
+    assert {p: g for part in parts for p, g in part.items()} == grids
+
+
 def test_reports_of_an_empty_run_say_nothing_was_recorded(tmp_path):
     d = store(tmp_path, [])
     paths = report.write_reports(d)

@@ -23,8 +23,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from .counts import progress_text
-from .grid import (STATUS_COLOURS, STATUS_LABELS, STATUS_MARKS, Panel, PanelGrid, boundary_grid, panel_sort_key,
-    status_rgb)
+from .grid import (STATUS_COLOURS, STATUS_LABELS, STATUS_MARKS, Panel, PanelGrid, boundary_grid, overview_grid,
+    panel_sort_key, status_rgb)
 from .run import Run
 
 # Sizes in inches.
@@ -41,6 +41,15 @@ MAX_PIXELS = 12000
 DPI = 110
 #: More panels than this also get one file per op family, easier to read than one big one.
 MAX_PANELS_PER_FILE = 24
+#: Least dots per inch a map is drawn at: below it its 7-point text is unreadable (and
+#: under one pixel FreeType refuses it). A map that would need less is drawn in parts,
+#: and ``boundary_map.png`` becomes the overview (:func:`render_overview`).
+MIN_DPI = 50
+# The overview's cells and labels, in inches.
+OVERVIEW_CELL_W, OVERVIEW_CELL_H = 0.32, 0.14
+OVERVIEW_LABELS_W = 2.4
+OVERVIEW_COL_LABELS_H = 1.3
+OVERVIEW_RIGHT_W = 1.4
 
 
 @dataclass(frozen=True)
@@ -100,14 +109,18 @@ def title_text(run: Run) -> str:
     )
 
 
-def _header_lines(run: Run, width_in: float) -> list[tuple[str, float, dict]]:
+#: What the rows and columns of a map are, after the run's progress in its header.
+MAP_KEY = ("rows: layout, columns: size (crossing tensor's elements, increasing; on a dim / bytes / attn_batch "
+           "axis panel: dim-0 size / storage bytes / batch x heads); several seeds in a cell show the worst")
+OVERVIEW_KEY = ("overview: rows: op, by family; columns: size axis, dtype, direction; each cell the worst verdict "
+                "of that panel (every layout and size); one map per op family gives its cells")
+
+
+def _header_lines(run: Run, width_in: float, key: str = MAP_KEY) -> list[tuple[str, float, dict]]:
     """(text, height in inches, text style) per header line, wrapped to the figure width."""
     # About 0.09 in per character at 10 pt bold and 0.065 in at 8 pt: wrap before the edge.
     title = textwrap.wrap(title_text(run), int((width_in - 2 * MARGIN) / 0.09))
-    info = textwrap.wrap(
-        f"{progress_text(run)}; rows: layout, columns: size (crossing tensor's elements, increasing; "
-        "on a dim / bytes / attn_batch axis panel: dim-0 size / storage bytes / batch x heads); "
-        "several seeds in a cell show the worst", int((width_in - 2 * MARGIN) / 0.065))
+    info = textwrap.wrap(f"{progress_text(run)}; {key}", int((width_in - 2 * MARGIN) / 0.065))
     return ([(t, 0.22, {"fontsize": 10, "weight": "bold"}) for t in title]
             + [(t, 0.17, {"fontsize": 8}) for t in info])
 
@@ -176,26 +189,143 @@ def _draw_panel(ax, panel: Panel, grid: PanelGrid) -> None:
 
 
 def save_figure(fig: Figure, path: Path) -> Path:
-    """Write ``fig`` as PNG, lowering dpi so no side passes :data:`MAX_PIXELS`."""
+    """Write ``fig`` as PNG, lowering dpi so no side passes :data:`MAX_PIXELS`, never
+    below :data:`MIN_DPI` (callers cut big maps into parts first; a part still too big
+    is written larger rather than with text below a pixel)."""
     FigureCanvasAgg(fig)
-    dpi = min(DPI, MAX_PIXELS / max(fig.get_size_inches()))
-    fig.savefig(path, format="png", dpi=dpi, facecolor="white")
+    fig.savefig(path, format="png", dpi=max(_dpi(tuple(fig.get_size_inches())), MIN_DPI), facecolor="white")
     return path
+
+
+def _dpi(size_in: tuple[float, float]) -> float:
+    return min(DPI, MAX_PIXELS / max(size_in))
+
+
+def _map_size(run: Run, grids: dict[Panel, PanelGrid]) -> tuple[float, float]:
+    """The size in inches :func:`render_boundary_map` gives ``grids``."""
+    lay = _layout(grids)
+    lines = _header_lines(run, lay.size[0])
+    return replace(lay, header_h=sum(h for _, h, _ in lines) + LEGEND_H).size
+
+
+def _legible(run: Run, grids: dict[Panel, PanelGrid]) -> bool:
+    return _dpi(_map_size(run, grids)) >= MIN_DPI
+
+
+def _in_parts(run: Run, grids: dict[Panel, PanelGrid]) -> list[dict[Panel, PanelGrid]]:
+    """``grids`` cut, in order, between panel-grid rows (op, series, axis) into as few
+    parts as keep each legible (:data:`MIN_DPI`); one part if the whole is."""
+    rows: dict[tuple, dict[Panel, PanelGrid]] = {}
+    for p, g in grids.items():
+        rows.setdefault((p.family, p.op, p.series, p.axis), {})[p] = g
+    parts: list[dict[Panel, PanelGrid]] = []
+    cur: dict[Panel, PanelGrid] = {}
+    for panels in rows.values():
+        if cur and not _legible(run, {**cur, **panels}):
+            parts.append(cur)
+            cur = {}
+        cur.update(panels)
+    return parts + [cur] if cur else parts
+
+
+def render_overview(run: Run, grids: dict[Panel, PanelGrid]) -> Figure:
+    """The overview of a map too big for one legible image: :func:`~.grid.overview_grid`
+    as one matrix, ops down (a line and the family's name between families), (axis,
+    dtype, direction) across, a mark on every cell not ok; the per-family maps hold the
+    layouts and sizes."""
+    g = overview_grid(grids)
+    families = [fam for fam, _ in _row_families(grids)]
+    nr, nc = len(g.rows), len(g.cols)
+    # room right of the matrix for the family names and the last rotated column labels
+    fw = max(2 * MARGIN + OVERVIEW_LABELS_W + OVERVIEW_CELL_W * nc + OVERVIEW_RIGHT_W, MIN_WIDTH)
+    lines = _header_lines(run, fw, OVERVIEW_KEY)
+    header_h = sum(h for _, h, _ in lines) + LEGEND_H
+    body_h = OVERVIEW_CELL_H * nr
+    fh = 2 * MARGIN + header_h + OVERVIEW_COL_LABELS_H + body_h
+    fig = Figure(figsize=(fw, fh))
+    y = MARGIN
+    for text, h, style in lines:
+        fig.text(0.5, 1 - y / fh, text, ha="center", va="top", **style)
+        y += h
+    handles = [Patch(facecolor=c, edgecolor="0.5", label=STATUS_LABELS[s]) for s, c in STATUS_COLOURS.items()]
+    fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=8, frameon=False,
+               bbox_to_anchor=(0.5, 1 - y / fh))
+    x0 = MARGIN + OVERVIEW_LABELS_W
+    ax = fig.add_axes((x0 / fw, MARGIN / fh, OVERVIEW_CELL_W * nc / fw, body_h / fh))
+    ax.imshow(grid_rgb(g), aspect="auto", interpolation="nearest")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.vlines(np.arange(0.5, nc - 1), -0.5, nr - 0.5, colors="0.6", linewidth=0.3)
+    above = transforms.offset_copy(ax.transData, fig=fig, y=3, units="points")
+    left = transforms.offset_copy(ax.transData, fig=fig, x=-3, units="points")
+    right = transforms.offset_copy(ax.transData, fig=fig, x=4, units="points")
+    for j, label in enumerate(g.cols):
+        ax.text(j, -0.5, label, rotation=60, rotation_mode="anchor", ha="left", va="bottom", fontsize=6,
+                transform=above, clip_on=False)
+    for i, label in enumerate(g.rows):
+        ax.text(-0.5, i, label, ha="right", va="center", fontsize=6, transform=left, clip_on=False)
+    for i, fam in enumerate(families):
+        if i == 0 or fam != families[i - 1]:
+            if i:
+                ax.hlines(i - 0.5, -0.5, nc - 0.5, colors="black", linewidth=0.8)
+            ax.text(nc - 0.5, i - 0.5, fam, ha="left", va="top", fontsize=7, weight="bold", transform=right,
+                    clip_on=False)
+    for i, row in enumerate(g.cells):
+        for j, status in enumerate(row):
+            if STATUS_MARKS[status]:
+                ax.text(j, i, STATUS_MARKS[status], ha="center", va="center", fontsize=5, color="white",
+                        weight="bold")
+    return fig
+
+
+def _row_families(grids: dict[Panel, PanelGrid]) -> list[tuple[str, tuple[str, str]]]:
+    """(family, (op, series)) per overview row, in the overview's order."""
+    seen: dict[tuple[str, str], str] = {}
+    for p in grids:
+        seen.setdefault((p.op, p.series), p.family)
+    return [(fam, row) for row, fam in seen.items()]
+
+
+def _overview_parts(run: Run, grids: dict[Panel, PanelGrid]) -> list[dict[Panel, PanelGrid]]:
+    """``grids`` cut between ops into as few parts as keep each overview legible."""
+    rows: dict[tuple, dict[Panel, PanelGrid]] = {}
+    for p, g in grids.items():
+        rows.setdefault((p.op, p.series), {})[p] = g
+    ncols = len({(p.axis, p.dtype, p.direction) for p in grids})
+    fw = max(2 * MARGIN + OVERVIEW_LABELS_W + OVERVIEW_CELL_W * ncols + OVERVIEW_RIGHT_W, MIN_WIDTH)
+    fixed = 2 * MARGIN + sum(h for _, h, _ in _header_lines(run, fw, OVERVIEW_KEY)) + LEGEND_H + OVERVIEW_COL_LABELS_H
+    per_part = max(1, int((MAX_PIXELS / MIN_DPI - fixed) / OVERVIEW_CELL_H)) if fw * MIN_DPI <= MAX_PIXELS else 1
+    chunks = list(rows.values())
+    return [{p: g for part in chunks[i:i + per_part] for p, g in part.items()}
+            for i in range(0, len(chunks), per_part)]
 
 
 def save_boundary_maps(run: Run, out_dir: Path) -> dict[str, Path]:
     """Write ``boundary_map.png`` and, for a big map, ``boundary_map_<family>.png`` each.
 
-    Returns name -> path: ``boundary_map`` and ``boundary_map_<family>``.
+    A map too big for one legible image (:data:`MIN_DPI`) is drawn as the overview
+    (:func:`render_overview`; ``boundary_map.png``, also named ``boundary_map_overview``,
+    then ``boundary_map_overview_<i>.png`` if it takes several), and a family too big for
+    one image in parts, ``boundary_map_<family>_<i>.png`` (i = 1, 2, ...). Returns
+    name -> path: ``boundary_map``, then the overview's and the families' names.
     """
     grids = boundary_grid(run)
-    out = {"boundary_map": save_figure(render_boundary_map(run, grids), out_dir / "boundary_map.png")}
-    if len(grids) > MAX_PANELS_PER_FILE:
+    out: dict[str, Path] = {}
+    if not grids or _legible(run, grids):
+        out["boundary_map"] = save_figure(render_boundary_map(run, grids), out_dir / "boundary_map.png")
+    else:
+        for i, part in enumerate(_overview_parts(run, grids), 1):
+            name, file = ("boundary_map_overview", "boundary_map.png") if i == 1 else \
+                (f"boundary_map_overview_{i}", f"boundary_map_overview_{i}.png")
+            out[name] = save_figure(render_overview(run, part), out_dir / file)
+        out = {"boundary_map": out["boundary_map_overview"], **out}
+    if len(grids) > MAX_PANELS_PER_FILE or "boundary_map_overview" in out:
         families = sorted({p.family for p in grids})
         for fam in families:
-            sub = {p: g for p, g in grids.items() if p.family == fam}
-            name = f"boundary_map_{_safe(fam)}"
-            out[name] = save_figure(render_boundary_map(run, sub), out_dir / f"{name}.png")
+            parts = _in_parts(run, {p: g for p, g in grids.items() if p.family == fam})
+            for i, sub in enumerate(parts, 1):
+                name = f"boundary_map_{_safe(fam)}" + (f"_{i}" if len(parts) > 1 else "")
+                out[name] = save_figure(render_boundary_map(run, sub), out_dir / f"{name}.png")
     return out
 
 

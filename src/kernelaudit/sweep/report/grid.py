@@ -105,6 +105,33 @@ def boundary_grid(run: Run) -> dict[Panel, PanelGrid]:
     return {p: out[p] for p in sorted(out, key=panel_sort_key)}
 
 
+def overview_grid(grids: dict[Panel, PanelGrid]) -> PanelGrid:
+    """One row per (op, series), one column per (size axis, dtype, direction): the worst
+    status of that panel's cells (``None``: no panel, or no cell run)."""
+    rows: list[tuple[str, str]] = []
+    cols: list[tuple[str, str, str]] = []
+    worst_of: dict[tuple, Status | None] = {}
+    series_of: dict[str, set[str]] = {}
+    for p, g in grids.items():
+        if (p.op, p.series) not in rows:
+            rows.append((p.op, p.series))
+        series_of.setdefault(p.op, set()).add(p.series)
+        col = (p.axis, p.dtype, p.direction)
+        if col not in cols:
+            cols.append(col)
+        run = [c for row in g.cells for c in row if c is not None]
+        worst_of[(p.op, p.series, col)] = max(run, key=_SEVERITY.index) if run else None
+    cols.sort(key=lambda c: (_rank(c[0], _AXIS_ORDER), _rank(c[1], _DTYPE_ORDER), _rank(c[2], _DIRECTION_ORDER)))
+    return PanelGrid(
+        tuple(op if len(series_of[op]) == 1 else f"{op} ({series})" for op, series in rows),
+        tuple(" ".join(c) for c in cols),
+        tuple(tuple(worst_of.get((op, series, c)) for c in cols) for op, series in rows))
+
+
+#: Statuses from the least to the most telling, for the overview's worst of a panel.
+_SEVERITY = (Status.OK, Status.SKIPPED, Status.ERROR, Status.WRONG)
+
+
 def _cell_status(records: list[CaseRecord]) -> Status | None:
     if not records:
         return None
