@@ -343,7 +343,7 @@ def test_boundary_map_draws_each_cell_in_its_status_colour(run_dir):
     run = load_run(run_dir)
     grids = boundary_grid(run)
     fig = render_boundary_map(run, grids)
-    images = {ax.get_title(loc="left"): ax.get_images()[0] for ax in fig.axes if ax.get_images()}
+    images = {im.get_gid(): im for ax in fig.axes for im in ax.get_images()}
     assert set(images) == {p.title for p in grids}
     for panel, g in grids.items():
         drawn = np.asarray(images[panel.title].get_array())
@@ -362,8 +362,10 @@ def test_boundary_map_labels_rows_with_layouts_and_columns_with_sizes(run_dir):
     run = load_run(run_dir)
     panel = Panel("matmul", "bmm", "out", "float16", "fwd")
     g = boundary_grid(run)[panel]
-    (ax,) = [ax for ax in render_boundary_map(run).axes if ax.get_title(loc="left") == panel.title]
-    texts = [t.get_text() for t in ax.texts]
+    fig = render_boundary_map(run)
+    texts = [t.get_text() for ax in fig.axes for t in ax.texts if t.get_gid() == panel.title]
+    (title,) = [t.get_text() for ax in fig.axes for t in ax.texts if t.get_gid() == f"{panel.title}:title"]
+    assert title.replace("\n", " ") == panel.title
     assert texts[: len(g.cols) + len(g.rows)] == [*g.cols, *g.rows]
     assert texts.count("W") == sum(row.count(Status.WRONG) for row in g.cells)
     assert texts.count("E") == sum(row.count(Status.ERROR) for row in g.cells)
