@@ -25,7 +25,8 @@ class Status(str, enum.Enum):
         return self.value
 
 
-_SEVERITY = {Status.OK: 0, Status.SKIPPED: 1, Status.WRONG: 2, Status.ERROR: 3}
+#: How severe a status is (the order of :func:`worst`).
+SEVERITY = {Status.OK: 0, Status.SKIPPED: 1, Status.WRONG: 2, Status.ERROR: 3}
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,7 @@ def worst(verdicts: "list[Verdict]") -> Verdict:
     """The most severe verdict of a list (error > wrong > skipped > ok); first wins ties."""
     if not verdicts:
         raise ValueError("worst() of no verdicts")
-    return max(verdicts, key=lambda v: _SEVERITY[v.status])
+    return max(verdicts, key=lambda v: SEVERITY[v.status])
 
 
 def _fmt(x: float | None) -> str:

@@ -17,7 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ...verdict import Status, worst
+from ...verdict import SEVERITY, Status, worst
 from .run import CaseRecord, Run
 
 #: Cell colours: a status, or ``None`` for a case not run.
@@ -107,7 +107,8 @@ def boundary_grid(run: Run) -> dict[Panel, PanelGrid]:
 
 def overview_grid(grids: dict[Panel, PanelGrid]) -> PanelGrid:
     """One row per (op, series), one column per (size axis, dtype, direction): the worst
-    status of that panel's cells (``None``: no panel, or no cell run)."""
+    status of that panel's cells, as a cell shows the worst of its records (error > wrong
+    > skipped > ok; ``None``: no panel, or no cell run)."""
     rows: list[tuple[str, str]] = []
     cols: list[tuple[str, str, str]] = []
     worst_of: dict[tuple, Status | None] = {}
@@ -120,16 +121,12 @@ def overview_grid(grids: dict[Panel, PanelGrid]) -> PanelGrid:
         if col not in cols:
             cols.append(col)
         run = [c for row in g.cells for c in row if c is not None]
-        worst_of[(p.op, p.series, col)] = max(run, key=_SEVERITY.index) if run else None
+        worst_of[(p.op, p.series, col)] = max(run, key=SEVERITY.__getitem__) if run else None
     cols.sort(key=lambda c: (_rank(c[0], _AXIS_ORDER), _rank(c[1], _DTYPE_ORDER), _rank(c[2], _DIRECTION_ORDER)))
     return PanelGrid(
         tuple(op if len(series_of[op]) == 1 else f"{op} ({series})" for op, series in rows),
         tuple(" ".join(c) for c in cols),
         tuple(tuple(worst_of.get((op, series, c)) for c in cols) for op, series in rows))
-
-
-#: Statuses from the least to the most telling, for the overview's worst of a panel.
-_SEVERITY = (Status.OK, Status.SKIPPED, Status.ERROR, Status.WRONG)
 
 
 def _cell_status(records: list[CaseRecord]) -> Status | None:
