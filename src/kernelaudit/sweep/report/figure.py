@@ -126,6 +126,18 @@ def _header_lines(run: Run, width_in: float, key: str = MAP_KEY) -> list[tuple[s
             + [(t, 0.17, {"fontsize": 8}) for t in info])
 
 
+def _draw_header(fig: Figure, lines: list[tuple[str, float, dict]]) -> None:
+    """The header lines (:func:`_header_lines`) from the top margin down, then the legend."""
+    fh = fig.get_size_inches()[1]
+    y = MARGIN
+    for text, h, style in lines:
+        fig.text(0.5, 1 - y / fh, text, ha="center", va="top", **style)
+        y += h
+    handles = [Patch(facecolor=c, edgecolor="0.5", label=STATUS_LABELS[s]) for s, c in STATUS_COLOURS.items()]
+    fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=8, frameon=False,
+               bbox_to_anchor=(0.5, 1 - y / fh))
+
+
 def grid_rgb(grid: PanelGrid) -> np.ndarray:
     """The panel's cells as an RGB image, ``[rows, cols, 3]`` floats: what is drawn."""
     return np.array([[status_rgb(s) for s in row] for row in grid.cells], dtype=float).reshape(
@@ -146,13 +158,7 @@ def render_boundary_map(run: Run, grids: dict[Panel, PanelGrid] | None = None) -
     lay = replace(lay, header_h=sum(h for _, h, _ in lines) + LEGEND_H)
     fw, fh = lay.size
     fig = Figure(figsize=(fw, fh))
-    y = MARGIN
-    for text, h, style in lines:
-        fig.text(0.5, 1 - y / fh, text, ha="center", va="top", **style)
-        y += h
-    handles = [Patch(facecolor=c, edgecolor="0.5", label=STATUS_LABELS[s]) for s, c in STATUS_COLOURS.items()]
-    fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=8, frameon=False,
-               bbox_to_anchor=(0.5, 1 - y / fh))
+    _draw_header(fig, lines)
     # One canvas in inches for every panel: an Axes per panel (its ticks, spines and
     # layout) cost 15 ms each, most of a 5,777-panel map's time.
     ax = fig.add_axes((0, 0, 1, 1))
@@ -263,13 +269,7 @@ def render_overview(run: Run, grids: dict[Panel, PanelGrid]) -> Figure:
     body_h = OVERVIEW_CELL_H * nr
     fh = 2 * MARGIN + header_h + OVERVIEW_COL_LABELS_H + body_h
     fig = Figure(figsize=(fw, fh))
-    y = MARGIN
-    for text, h, style in lines:
-        fig.text(0.5, 1 - y / fh, text, ha="center", va="top", **style)
-        y += h
-    handles = [Patch(facecolor=c, edgecolor="0.5", label=STATUS_LABELS[s]) for s, c in STATUS_COLOURS.items()]
-    fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=8, frameon=False,
-               bbox_to_anchor=(0.5, 1 - y / fh))
+    _draw_header(fig, lines)
     x0 = MARGIN + OVERVIEW_LABELS_W
     ax = fig.add_axes((x0 / fw, MARGIN / fh, OVERVIEW_CELL_W * nc / fw, body_h / fh))
     ax.imshow(grid_rgb(g), aspect="auto", interpolation="nearest")
