@@ -290,8 +290,6 @@ def _record_twins(store: RunStore, cases: list[Case], done: set[str]) -> set[str
         if c.key in done or (k := _tensor_key(c)) is None or k not in judged:
             continue
         r = judged[k]
-        if r["case"]["id"] == c.id and Case.from_json(r["case"]).key == c.key:
-            continue  # the case itself
         store.append(c, Verdict.from_json(r["verdict"]), 0.0, twin_of=r["case"]["id"])
         out.add(c.key)
     return out

@@ -170,15 +170,15 @@ def render_boundary_map(run: Run, grids: dict[Panel, PanelGrid] | None = None) -
     title_chars = max(12, int((lay.panel_w - GAP_W) / 0.062))
     row_of = {r: i for i, r in enumerate(lay.rows)}
     col_of = {c: j for j, c in enumerate(lay.cols)}
-    lines: list = []
+    segments: list = []
     for panel, grid in grids.items():
         i = row_of[(panel.family, panel.op, panel.series, panel.axis)]
         j = col_of[(panel.dtype, panel.direction)]
         # Panel box in inches from the figure's bottom-left corner.
         x0 = MARGIN + j * (lay.panel_w + GAP_W) + ROW_LABELS_W
         top = fh - lay.top(i) - PANEL_TITLE_H
-        lines += _draw_panel(ax, panel, grid, x0, top, title_chars)
-    ax.add_collection(LineCollection(lines, colors="0.6", linewidths=0.5))
+        segments += _draw_panel(ax, panel, grid, x0, top, title_chars)
+    ax.add_collection(LineCollection(segments, colors="0.6", linewidths=0.5))
     return fig
 
 
