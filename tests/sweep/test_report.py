@@ -235,6 +235,19 @@ def test_summary_counts_statuses_overall_and_per_op(run_dir):
     assert [c.strip("│") for c in rows["all"] if c != "│"] == ["3", "3", "2", "2", "10"]
 
 
+def test_summary_of_many_ops_lists_those_not_all_ok_and_sums_the_rest(tmp_path, monkeypatch):
+    from kernelaudit.sweep.report import summary as summary_mod
+
+    monkeypatch.setattr(summary_mod, "COUNTS_TABLE_OPS", 2)
+    lines = [line(case(op="bmm"), WRONG), line(case(op="bmm", size="2^31-"), OK),
+             line(case(op="matmul"), OK), line(case(op="mm"), OK), line(case(op="mm", size="2^31-"), OK)]
+    text = summary_text(load_run(store(tmp_path, lines))).split("Where the time went")[0]
+    assert re.search(r"│ bmm\s+│\s+1 │\s+1 │", text)
+    assert "│ matmul" not in text and "│ mm " not in text
+    assert re.search(r"│ 2 more ops, every case ok\s+│\s+3 │\s+0 │\s+0 │\s+0 │\s+3 │", text)
+    assert re.search(r"│ all\s+│\s+4 │\s+1 │", text)
+
+
 def test_summary_groups_skips_that_differ_only_in_numbers(run_dir):
     text = summary_text(load_run(run_dir))
     assert re.search(r"│\s+2 │ needs 34\.4 GB, device has 16\.0 GB", text)

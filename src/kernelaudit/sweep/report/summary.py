@@ -82,14 +82,26 @@ def _header(run: Run) -> RichPanel:
     return RichPanel(grid, title=f"kernelaudit run {run.path}", title_align="left")
 
 
+#: With more ops than this, the per-op table lists the ops with any verdict but ok and
+#: sums the others in one row (a full grid has hundreds of ops, most all ok).
+COUNTS_TABLE_OPS = 40
+
+
 def _counts_table(run: Run) -> Table:
     table = Table(title="Verdicts per op", title_justify="left")
     table.add_column("op")
     for s in STATUS_ORDER:
         table.add_column(s.value, justify="right", style=STATUS_STYLES[s])
     table.add_column("total", justify="right")
-    for op, c in counts_per_op(run).items():
-        table.add_row(op, *(_cell(c[s]) for s in STATUS_ORDER), str(c.total))
+    per_op = counts_per_op(run)
+    all_ok = {op: c for op, c in per_op.items() if c[Status.OK] == c.total} if len(per_op) > COUNTS_TABLE_OPS else {}
+    for op, c in per_op.items():
+        if op not in all_ok:
+            table.add_row(op, *(_cell(c[s]) for s in STATUS_ORDER), str(c.total))
+    if all_ok:
+        n = sum(c.total for c in all_ok.values())
+        table.add_row(Text(f"{len(all_ok)} more ops, every case ok", style="green"),
+                      *(_cell(n if s is Status.OK else 0) for s in STATUS_ORDER), str(n))
     total = count(run.records)
     table.add_section()
     table.add_row(Text("all", style="bold"), *(_cell(total[s]) for s in STATUS_ORDER), str(total.total))
