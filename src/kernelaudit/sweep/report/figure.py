@@ -45,7 +45,7 @@ MAX_PANELS_PER_FILE = 24
 #: Least dots per inch a map is drawn at: below it its 7-point text is unreadable (and
 #: under one pixel FreeType refuses it). A map that would need less is drawn in parts,
 #: and ``boundary_map.png`` becomes the overview (:func:`render_overview`).
-MIN_DPI = 50
+MIN_DPI = 80
 # The overview's cells and labels, in inches.
 OVERVIEW_CELL_W, OVERVIEW_CELL_H = 0.32, 0.14
 OVERVIEW_LABELS_W = 2.4
