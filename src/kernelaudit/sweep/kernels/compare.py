@@ -27,7 +27,12 @@ _TILE = 2048
 _MIN_BLOCK = 32
 
 
-@triton.jit
+# ``nrows`` only masks rows, so its value's specialisations (== 1, a multiple of 16) change
+# no access pattern: not specialising it halves the kernel's compiled variants (130 -> 69
+# over a --full grid's judgements, counted on the CPU at --scale 12), each a compile
+# (about 0.2 s for sm_90) and a load in every worker. ``row_len`` stays specialised: a
+# multiple of 16 lets the compiler prove aligned rows and vectorise their loads.
+@triton.jit(do_not_specialize=["nrows"])
 def _rowmax_kernel(g_ptr, r_ptr, s_ptr, out_ptr, ovf_ptr, nrows, row_len,
                    HAS_S: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr):
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS).to(tl.int64)
