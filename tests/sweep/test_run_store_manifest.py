@@ -64,6 +64,9 @@ def test_calibrating_many_keys_writes_the_manifest_a_few_times_and_keeps_every_t
     cal = RunStore.open(tmp_path).manifest()["segments"][-1]["calibration"]
     assert cal["keys"] == len(tolerances) and cal["wall_s"] >= 0
     assert 0 < sum(cal["timing_s"].values()) <= cal["worker_s"] + 1e-3
+    slowest = [s for _, s in cal["slowest"]]
+    assert 0 < len(slowest) <= 10 and slowest == sorted(slowest, reverse=True)
+    assert {k for k, _ in cal["slowest"]} <= set(tolerances)
     # nothing is calibrated again on resume: every key reached the file
     res = run_sweep(spec, tmp_path, device="cpu", fault_model="none", resume=True)
     assert res.ran == 0

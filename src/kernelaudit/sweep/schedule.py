@@ -373,7 +373,7 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
 
         def record(key: str, res: dict) -> None:
             status = res["verdict"]["status"]
-            _note_calibration(segment, res, time.perf_counter() - t_cal)
+            _note_calibration(segment, key, res, time.perf_counter() - t_cal)
             cal_skipped[key] = status == Status.SKIPPED.value
             if status != Status.OK.value:
                 cal_failed[key] = res["verdict"].get("message") or status
@@ -502,18 +502,25 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
             run(untwinned(followers))
 
 
-def _note_calibration(segment: dict, res: dict, since_start_s: float) -> None:
+#: Slowest calibration keys a segment names (key, seconds): where a device's per-key cost goes.
+SLOWEST_KEYS = 10
+
+
+def _note_calibration(segment: dict, key: str, res: dict, since_start_s: float) -> None:
     """Add one calibration result to the segment's ``calibration`` account: keys, the
     workers' seconds for them (``worker_s``: the jobs' own time; side by side these
     overlap), that time by phase (``timing_s``: inputs, op, judge; the rest of
-    ``worker_s`` is the plan, imports and first calls), and ``wall_s``, the time from
-    the start of calibration to this key."""
-    cal = segment.setdefault("calibration", {"keys": 0, "worker_s": 0.0, "timing_s": {}, "wall_s": 0.0})
+    ``worker_s`` is the plan, imports and first calls), ``wall_s``, the time from the
+    start of calibration to this key, and the :data:`SLOWEST_KEYS` slowest keys."""
+    cal = segment.setdefault("calibration", {"keys": 0, "worker_s": 0.0, "timing_s": {}, "wall_s": 0.0,
+                                             "slowest": []})
+    elapsed = float(res.get("elapsed_s") or 0.0)
     cal["keys"] += 1
-    cal["worker_s"] = round(cal["worker_s"] + float(res.get("elapsed_s") or 0.0), 3)
+    cal["worker_s"] = round(cal["worker_s"] + elapsed, 3)
     for phase, t in ((res["verdict"].get("details") or {}).get("timing") or {}).items():
         cal["timing_s"][phase] = round(cal["timing_s"].get(phase, 0.0) + float(t), 3)
     cal["wall_s"] = round(since_start_s, 1)
+    cal["slowest"] = sorted(cal["slowest"] + [[key, round(elapsed, 3)]], key=lambda kv: -kv[1])[:SLOWEST_KEYS]
 
 
 #: Verdicts of a case run side by side that are not kept: the case runs again alone
