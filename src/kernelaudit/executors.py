@@ -325,31 +325,42 @@ class LocalExecutor:
                 s.stop()
         self._slots, self._busy = None, []
 
-    def map(self, tasks: Mapping[Any, Any]) -> Iterator[Done]:
+    def map(self, tasks: Mapping[Any, Any], group: Callable[[Any], Any] | None = None) -> Iterator[Done]:
         """Run every task (``key -> task``), started in ``tasks``' order, and yield a
         :class:`Done` per task as it finishes. Leaving the loop early (an interrupt)
-        stops every slot after its current task, whose result is dropped."""
+        stops every slot after its current task, whose result is dropped.
+
+        ``group`` (key -> its group): a slot takes a whole group at a time and runs its
+        tasks in order, groups in the order of their first task. Tasks that share first
+        calls then pay them once: on a GPU an op's first call in a process loads its
+        kernels, and calibration has several tasks per op."""
         if self._slots is None:
             raise RuntimeError("LocalExecutor.map is used inside `with LocalExecutor(...) as ex:`")
+        groups: dict[Any, list] = {}
+        for n, key in enumerate(tasks):
+            groups.setdefault(group(key) if group is not None else n, []).append(key)
         todo: queue.Queue = queue.Queue()
-        for key in tasks:
-            todo.put(key)
+        for keys in groups.values():
+            todo.put(keys)
         done: queue.Queue = queue.Queue()
         stop = threading.Event()
 
         def serve(slot: Slot, device: str) -> None:
             while not stop.is_set():
                 try:
-                    key = todo.get_nowait()
+                    keys = todo.get_nowait()
                 except queue.Empty:
                     return
-                try:
-                    done.put(Done(key, device, value=slot.run(tasks[key])))
-                except Exception as e:  # this task failed; the slot takes the next
-                    done.put(Done(key, device, error=str(e) if isinstance(e, TaskFailed)
-                                  else f"{type(e).__name__}: {e}"))
+                for key in keys:
+                    if stop.is_set():
+                        return
+                    try:
+                        done.put(Done(key, device, value=slot.run(tasks[key])))
+                    except Exception as e:  # this task failed; the slot takes the next
+                        done.put(Done(key, device, error=str(e) if isinstance(e, TaskFailed)
+                                      else f"{type(e).__name__}: {e}"))
 
-        n = min(len(self._slots), len(tasks))
+        n = min(len(self._slots), len(groups))
         self._busy = [threading.Thread(target=serve, args=(s, d), daemon=True)
                       for s, d in zip(self._slots[:n], self._labels[:n])]
         for t in self._busy:

@@ -65,6 +65,36 @@ def test_each_task_runs_once_on_a_pinned_worker_and_a_crash_costs_only_its_task(
     assert done["raises"].error.startswith("ValueError: invalid literal for int()")
 
 
+def test_a_group_of_tasks_runs_in_one_slot_in_order_and_every_task_is_reported():
+    ran: list[tuple[int, str]] = []
+
+    class Recording:
+        def __init__(self, device: str) -> None:
+            self.id = len(slots)
+            slots.append(self)
+
+        def run(self, task):
+            ran.append((self.id, task))
+            time.sleep(0.001)  # let the other slots take groups meanwhile
+            return task.upper()
+
+        def stop(self) -> None:
+            pass
+
+    slots: list = []
+    tasks = {f"{op}/{i}": f"{op}/{i}" for op in ("add", "mul", "sum", "cat", "mm") for i in range(4)}
+    with LocalExecutor(("cpu:0",), Recording, slots_per_device=3) as ex:
+        done = {d.key: d.value for d in ex.map(tasks, group=lambda key: key.split("/")[0])}
+    assert done == {k: v.upper() for k, v in tasks.items()}
+    by_op: dict[str, set[int]] = {}
+    for slot, key in ran:
+        by_op.setdefault(key.split("/")[0], set()).add(slot)
+    assert all(len(s) == 1 for s in by_op.values())  # each op in one slot
+    assert len({s for ss in by_op.values() for s in ss}) > 1  # and the slots shared the ops
+    for op in by_op:
+        assert [k for _, k in ran if k.startswith(op + "/")] == [f"{op}/{i}" for i in range(4)]
+
+
 def test_a_task_past_its_timeout_is_killed_and_the_next_task_gets_a_fresh_worker():
     slot = ProcessSlot("cpu:0", timeout_s=0.5)
     try:

@@ -612,9 +612,11 @@ def _cases_side_by_side(pool: WorkerPool, todo: list[Case], *, tolerance, record
 
 def _calibrate_side_by_side(pool_args, jobs: dict, workers: int):
     """Yield (key, result) for every calibration job (key -> calibration case), run by
-    ``workers`` worker processes at once, as they finish (:func:`_side_by_side`)."""
+    ``workers`` worker processes at once, as they finish (:func:`_side_by_side`). A
+    worker takes every key of one op in a row: the op's first call in a process (its
+    kernels loaded on a GPU) is paid once, not in every worker."""
     return _side_by_side(pool_args, {key: {"case": case.to_json(), "tolerances": None} for key, case in jobs.items()},
-                         workers)
+                         workers, group=lambda key: jobs[key].op)
 
 
 def _results(ex, jobs: dict):
@@ -647,7 +649,7 @@ def _cases_on(ex, todo: list[Case], *, tolerance, record, segment: dict) -> list
     return [c for c in todo if c.key not in cases]
 
 
-def _side_by_side(pool_args, jobs: dict, workers: int):
+def _side_by_side(pool_args, jobs: dict, workers: int, group=None):  # noqa: ANN001
     """Yield (key, result) for every job (key -> the job a worker runs), run by
     ``workers`` worker processes at once on the one device (a
     :class:`~kernelaudit.executors.LocalExecutor` whose slots are :class:`WorkerPool`:
@@ -656,14 +658,14 @@ def _side_by_side(pool_args, jobs: dict, workers: int):
     progress bar and the counters are only ever touched from there. At the end every
     worker is stopped, so that what runs next finds the device's memory back; on an
     interrupt each stops after its current job, whose result is never recorded (a
-    resumed run runs it)."""
+    resumed run runs it). ``group``: see :meth:`~kernelaudit.executors.LocalExecutor.map`."""
     from ..executors import LocalExecutor
 
     def slot(_device: str) -> WorkerPool:
         return WorkerPool(*pool_args)
 
     with LocalExecutor((pool_args[0].device,), slot, slots_per_device=workers) as ex:
-        for d in ex.map(jobs):
+        for d in ex.map(jobs, group=group):
             # A worker that cannot start fails its job here: that job is retried alone.
             yield d.key, d.value if d.ok else {"verdict": Verdict.error(d.error).to_json(), "worst": {},
                                                "elapsed_s": 0.0}
