@@ -165,6 +165,18 @@ def test_each_task_runs_once_on_a_ray_worker_and_a_crash_costs_only_its_task(ray
     assert ray.is_initialized()  # a Ray the executor did not start is left running
 
 
+def test_a_group_of_tasks_runs_on_one_ray_worker_in_a_row():
+    # os.getpid names the slot's worker process: every task of a group sees the same one
+    tasks = {f"{g}/{i}": functools.partial(os.getpid) for g in "abcd" for i in range(3)}
+    with RayExecutor(device_type="cpu", workers=2) as ex:
+        done = [(d.key, d.value) for d in ex.map(tasks, group=lambda key: key.split("/")[0])]
+    assert sorted(k for k, _ in done) == sorted(tasks)
+    for g in "abcd":
+        assert len({pid for k, pid in done if k.startswith(g)}) == 1
+        assert [k for k, _ in done if k.startswith(g)] == [f"{g}/{i}" for i in range(3)]  # in order
+    assert len({pid for _, pid in done}) == 2  # both workers took groups
+
+
 def test_an_actor_that_dies_fails_its_task_alone_and_is_replaced():
     tasks = {"a": "a", "die": "die", "b": "b", "c": "c"}
     with RayExecutor(DyingSlot, device_type="cpu", workers=1) as ex:

@@ -285,6 +285,15 @@ def describe_exit(code: int | None) -> str:
 
 
 # --- engines ---------------------------------------------------------------------------
+def _groups(tasks: Mapping[Any, Any], group: Callable[[Any], Any] | None) -> list[list]:
+    """The keys of ``tasks`` by ``group`` (each key its own group without one), groups in
+    the order of their first key, keys in ``tasks``' order within each."""
+    out: dict[Any, list] = {}
+    for n, key in enumerate(tasks):
+        out.setdefault(group(key) if group is not None else (n,), []).append(key)
+    return list(out.values())
+
+
 class LocalExecutor:
     """``slots_per_device`` slots on each of ``devices`` (this host), each driven by a
     thread; the slots live from ``with`` to its end, across several :meth:`map` calls."""
@@ -336,11 +345,9 @@ class LocalExecutor:
         kernels, and calibration has several tasks per op."""
         if self._slots is None:
             raise RuntimeError("LocalExecutor.map is used inside `with LocalExecutor(...) as ex:`")
-        groups: dict[Any, list] = {}
-        for n, key in enumerate(tasks):
-            groups.setdefault(group(key) if group is not None else n, []).append(key)
+        groups = _groups(tasks, group)
         todo: queue.Queue = queue.Queue()
-        for keys in groups.values():
+        for keys in groups:
             todo.put(keys)
         done: queue.Queue = queue.Queue()
         stop = threading.Event()
@@ -460,18 +467,22 @@ class RayExecutor:
             ray.shutdown()
             self._started_ray = False
 
-    def map(self, tasks: Mapping[Any, Any]) -> Iterator[Done]:
-        """As :meth:`LocalExecutor.map`: one task in flight per actor, results yielded
-        as they finish. A dead actor fails its task alone and is replaced."""
+    def map(self, tasks: Mapping[Any, Any], group: Callable[[Any], Any] | None = None) -> Iterator[Done]:
+        """As :meth:`LocalExecutor.map` (``group`` included: an actor takes a whole group
+        in a row): one task in flight per actor, results yielded as they finish. A dead
+        actor fails its task alone and is replaced; the replacement goes on with the group."""
         ray = self._ray
         from ray.exceptions import RayActorError, RayTaskError
 
-        keys = list(tasks)
+        groups = _groups(tasks, group)
+        mine: list[list] = [[] for _ in self._actors]  # the rest of each actor's group
         pending: dict = {}  # object ref -> (actor index, key)
 
         def submit(i: int) -> None:
-            if keys:
-                key = keys.pop(0)
+            if not mine[i] and groups:
+                mine[i] = groups.pop(0)
+            if mine[i]:
+                key = mine[i].pop(0)
                 pending[self._actors[i].run.remote(tasks[key])] = (i, key)
 
         for i in range(len(self._actors)):

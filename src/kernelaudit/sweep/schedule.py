@@ -619,12 +619,12 @@ def _calibrate_side_by_side(pool_args, jobs: dict, workers: int):
                          workers, group=lambda key: jobs[key].op)
 
 
-def _results(ex, jobs: dict):
+def _results(ex, jobs: dict, group=None):  # noqa: ANN001
     """Yield (key, result) for every job (key -> the job a worker runs) run on the
     executor ``ex``, as they finish; each result names its ``device``, and a job its
     worker could not run (the executor's ``error``: the actor died, the worker could
-    not start) becomes an ``error`` verdict saying so."""
-    for d in ex.map(jobs):
+    not start) becomes an ``error`` verdict saying so. ``group``: as the executor's ``map``."""
+    for d in ex.map(jobs, group=group):
         res = d.value if d.ok else {"verdict": Verdict.error(f"the worker on {d.device} could not run it: {d.error}",
                                                              device=d.device).to_json(),
                                     "worst": {}, "elapsed_s": 0.0}
@@ -632,10 +632,12 @@ def _results(ex, jobs: dict):
 
 
 def _calibrate_spread(spread, jobs: dict, workers: int):
-    """As :func:`_calibrate_side_by_side`, with ``workers`` slots on each of the
-    executor's devices (stopped at the end, so the devices' memory is back)."""
+    """As :func:`_calibrate_side_by_side` (every key of one op in a row), with ``workers``
+    slots on each of the executor's devices (stopped at the end, so the devices' memory
+    is back)."""
     with spread(slots_per_device=workers) as ex:
-        yield from _results(ex, {key: {"case": case.to_json(), "tolerances": None} for key, case in jobs.items()})
+        yield from _results(ex, {key: {"case": case.to_json(), "tolerances": None} for key, case in jobs.items()},
+                            group=lambda key: jobs[key].op)
 
 
 def _cases_on(ex, todo: list[Case], *, tolerance, record, segment: dict) -> list[Case]:
