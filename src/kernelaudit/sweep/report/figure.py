@@ -153,9 +153,7 @@ def render_boundary_map(run: Run, grids: dict[Panel, PanelGrid] | None = None) -
         fig.suptitle(title_text(run), fontsize=9)
         fig.text(0.5, 0.4, "No cases recorded yet.", ha="center", fontsize=12)
         return fig
-    lay = _layout(grids)
-    lines = _header_lines(run, lay.size[0])
-    lay = replace(lay, header_h=sum(h for _, h, _ in lines) + LEGEND_H)
+    lay, lines = _sized_layout(run, grids)
     fw, fh = lay.size
     fig = Figure(figsize=(fw, fh))
     _draw_header(fig, lines)
@@ -227,11 +225,17 @@ def _dpi(size_in: tuple[float, float]) -> float:
     return min(DPI, MAX_PIXELS / max(size_in))
 
 
-def _map_size(run: Run, grids: dict[Panel, PanelGrid]) -> tuple[float, float]:
-    """The size in inches :func:`render_boundary_map` gives ``grids``."""
+def _sized_layout(run: Run, grids: dict[Panel, PanelGrid]) -> tuple[_Layout, list[tuple[str, float, dict]]]:
+    """(layout, header lines) of :func:`render_boundary_map`: the header wrapped to the
+    panels' width, its height in the layout."""
     lay = _layout(grids)
     lines = _header_lines(run, lay.size[0])
-    return replace(lay, header_h=sum(h for _, h, _ in lines) + LEGEND_H).size
+    return replace(lay, header_h=sum(h for _, h, _ in lines) + LEGEND_H), lines
+
+
+def _map_size(run: Run, grids: dict[Panel, PanelGrid]) -> tuple[float, float]:
+    """The size in inches :func:`render_boundary_map` gives ``grids``."""
+    return _sized_layout(run, grids)[0].size
 
 
 def _legible(run: Run, grids: dict[Panel, PanelGrid]) -> bool:
@@ -254,6 +258,14 @@ def _in_parts(run: Run, grids: dict[Panel, PanelGrid]) -> list[dict[Panel, Panel
     return parts + [cur] if cur else parts
 
 
+def _overview_frame(run: Run, ncols: int) -> tuple[float, list[tuple[str, float, dict]], float]:
+    """(width, header lines, height of all but the rows) of an overview of ``ncols``
+    columns: room right of the matrix for the family names and the last rotated labels."""
+    fw = max(2 * MARGIN + OVERVIEW_LABELS_W + OVERVIEW_CELL_W * ncols + OVERVIEW_RIGHT_W, MIN_WIDTH)
+    lines = _header_lines(run, fw, OVERVIEW_KEY)
+    return fw, lines, 2 * MARGIN + sum(h for _, h, _ in lines) + LEGEND_H + OVERVIEW_COL_LABELS_H
+
+
 def render_overview(run: Run, grids: dict[Panel, PanelGrid]) -> Figure:
     """The overview of a map too big for one legible image: :func:`~.grid.overview_grid`
     as one matrix, ops down (a line and the family's name between families), (axis,
@@ -262,12 +274,9 @@ def render_overview(run: Run, grids: dict[Panel, PanelGrid]) -> Figure:
     g = overview_grid(grids)
     families = [fam for fam, _ in _row_families(grids)]
     nr, nc = len(g.rows), len(g.cols)
-    # room right of the matrix for the family names and the last rotated column labels
-    fw = max(2 * MARGIN + OVERVIEW_LABELS_W + OVERVIEW_CELL_W * nc + OVERVIEW_RIGHT_W, MIN_WIDTH)
-    lines = _header_lines(run, fw, OVERVIEW_KEY)
-    header_h = sum(h for _, h, _ in lines) + LEGEND_H
+    fw, lines, fixed_h = _overview_frame(run, nc)
     body_h = OVERVIEW_CELL_H * nr
-    fh = 2 * MARGIN + header_h + OVERVIEW_COL_LABELS_H + body_h
+    fh = fixed_h + body_h
     fig = Figure(figsize=(fw, fh))
     _draw_header(fig, lines)
     x0 = MARGIN + OVERVIEW_LABELS_W
@@ -311,9 +320,7 @@ def _overview_parts(run: Run, grids: dict[Panel, PanelGrid]) -> list[dict[Panel,
     rows: dict[tuple, dict[Panel, PanelGrid]] = {}
     for p, g in grids.items():
         rows.setdefault((p.op, p.series), {})[p] = g
-    ncols = len({(p.axis, p.dtype, p.direction) for p in grids})
-    fw = max(2 * MARGIN + OVERVIEW_LABELS_W + OVERVIEW_CELL_W * ncols + OVERVIEW_RIGHT_W, MIN_WIDTH)
-    fixed = 2 * MARGIN + sum(h for _, h, _ in _header_lines(run, fw, OVERVIEW_KEY)) + LEGEND_H + OVERVIEW_COL_LABELS_H
+    fw, _, fixed = _overview_frame(run, len({(p.axis, p.dtype, p.direction) for p in grids}))
     per_part = max(1, int((MAX_PIXELS / MIN_DPI - fixed) / OVERVIEW_CELL_H)) if fw * MIN_DPI <= MAX_PIXELS else 1
     chunks = list(rows.values())
     return [{p: g for part in chunks[i:i + per_part] for p, g in part.items()}
