@@ -109,19 +109,18 @@ def overview_grid(grids: dict[Panel, PanelGrid]) -> PanelGrid:
     """One row per (op, series), one column per (size axis, dtype, direction): the worst
     status of that panel's cells, as a cell shows the worst of its records (error > wrong
     > skipped > ok; ``None``: no panel, or no cell run)."""
-    rows: list[tuple[str, str]] = []
-    cols: list[tuple[str, str, str]] = []
+    rows: dict[tuple[str, str], None] = {}  # ordered sets: first appearance
+    found: dict[tuple[str, str, str], None] = {}
     worst_of: dict[tuple, Status | None] = {}
     series_of: dict[str, set[str]] = {}
     for p, g in grids.items():
-        if (p.op, p.series) not in rows:
-            rows.append((p.op, p.series))
+        rows.setdefault((p.op, p.series))
         series_of.setdefault(p.op, set()).add(p.series)
         col = (p.axis, p.dtype, p.direction)
-        if col not in cols:
-            cols.append(col)
+        found.setdefault(col)
         run = [c for row in g.cells for c in row if c is not None]
         worst_of[(p.op, p.series, col)] = max(run, key=SEVERITY.__getitem__) if run else None
+    cols = list(found)
     cols.sort(key=lambda c: (_rank(c[0], _AXIS_ORDER), _rank(c[1], _DTYPE_ORDER), _rank(c[2], _DIRECTION_ORDER)))
     return PanelGrid(
         tuple(op if len(series_of[op]) == 1 else f"{op} ({series})" for op, series in rows),
