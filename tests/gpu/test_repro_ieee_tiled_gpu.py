@@ -2,7 +2,7 @@
 table, decode and prefill configurations, K tails, signed zeros) equals the CPU emulator
 bit for bit, and row 0 of ``x[:M] @ W`` keeps its bits across the M buckets; the same for
 the K-lanes order (the K-lanes kernel, the lane-after-lane ``dot`` and explicit paths,
-the table's lanes rows, signed zeros through lanes, tails and the tree)."""
+``split_lanes``, the table's lanes rows, signed zeros through lanes, tails and the tree)."""
 
 from __future__ import annotations
 
@@ -73,12 +73,15 @@ def _lane_cases():
             (Tiles(2, 16, 256, 4, 1, tiled=True, prefetch=True), Lanes(16, 8)),
             (Tiles(4, 16, 64, 4, 1, tiled=True, prefetch=True), Lanes(4, 16)),
             (Tiles(64, 64, 16, 8, 2, dot=True), Lanes(4, 2)),
-            (Tiles(64, 64, 16, 8, 2, dot=True), Lanes(2, 32))]
+            (Tiles(64, 64, 16, 8, 2, dot=True), Lanes(2, 32)),
+            (Tiles(128, 128, 32, 8, 2, dot=True, split_lanes=True, group_m=8), None),
+            (Tiles(64, 64, 16, 4, 2, dot=True, split_lanes=True), Lanes(4, 2)),
+            (Tiles(16, 16, 1, 4, 1, split_lanes=True), None)]
     assert not table.sequential
     return out
 
 
-@pytest.mark.parametrize("i", range(15))
+@pytest.mark.parametrize("i", range(18))
 @pytest.mark.parametrize("m, k, n, adt, wdt", [
     (3, 4099, 96, torch.bfloat16, torch.bfloat16),       # the table's order (K >= 1024), K tail
     (16, 1500, 70, torch.float32, torch.bfloat16),
@@ -88,7 +91,7 @@ def test_compiled_lanes_linear_equals_cpu_emulator_bit_for_bit(i, m, k, n, adt, 
     from kernelaudit.repro import emulate, gemm
 
     cases = _lane_cases()
-    assert len(cases) == 15
+    assert len(cases) == 18
     tiles, lanes = cases[i]
     x, w, b = _draw((m, k), adt, 1, 100.0), _draw((n, k), wdt, 2), _draw((n,), wdt, 3)
     got = gemm.linear(x.cuda(), w.cuda(), b.cuda(), tiles=tiles, lanes=lanes).cpu()
@@ -117,7 +120,7 @@ def test_lanes_shape_keeps_row_0_bits_across_decode_and_prefill_and_negative_zer
     wantz = emulate.linear_ieee(xz, wz)
     assert bool((wantz.view(torch.int32) == -2**31).all())
     for t in (None, Tiles(1, 16, 64, 4, 1, tiled=True, prefetch=True), Tiles(64, 64, 16, 8, 2, dot=True),
-              Tiles(16, 16, 1, 4, 1)):
+              Tiles(16, 16, 1, 4, 1), Tiles(128, 128, 32, 8, 2, dot=True, split_lanes=True)):
         got = gemm.linear(xz.cuda(), wz.cuda(), tiles=t).cpu()
         assert torch.equal(got.view(torch.int32), wantz.view(torch.int32)), t
     assert isinstance(lanes, Lanes) and not lanes.sequential

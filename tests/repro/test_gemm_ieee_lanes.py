@@ -79,7 +79,7 @@ def test_negative_zero_survives_every_lane_the_tail_and_the_tree(k, lanes, bits_
     want = emulate.linear_ieee(x, w, lanes=lanes)
     assert torch.equal(want.view(torch.int32), torch.full((1, 4), -2**31, dtype=torch.int32))   # -0.0 bits
     for t in (None, Tiles(1, 4, 2, num_warps=1, tiled=True), Tiles(1, 4, 2, num_warps=1, tiled=True, prefetch=True),
-              Tiles(4, 4, 8, tile8=True)):
+              Tiles(4, 4, 8, tile8=True), Tiles(4, 4, 8, split_lanes=True)):
         assert bits_equal(gemm.linear(x, w, tiles=t, lanes=lanes), want), t
 
 
@@ -115,7 +115,8 @@ def test_inf_and_nan_in_lanes_and_the_tree(draw):
         want = emulate.linear_ieee(xx, w, lanes=lanes)
         assert torch.isnan(want).any() and torch.isinf(want).any()
         for t in (None, Tiles(4, 4, 4, num_warps=1, tiled=True), Tiles(8, 8, 2, num_warps=1, tiled=True,
-                                                                          prefetch=True)):
+                                                                          prefetch=True),
+                  Tiles(4, 8, 4, split_lanes=True)):
             got = gemm.linear(xx, w, tiles=t, lanes=lanes)
             assert emulate.bit_mismatches(got, want) == 0, (xx.dtype, t)
 
@@ -141,6 +142,83 @@ def test_dot_path_gathers_each_lanes_k_in_order(lanes, bk, bits_equal):
                                      DOT=True, BM=16, BN=16, BK=bk, LANES=lanes.count, LB=lanes.block)
         assert bits_equal(out[0], emulate.mm_ieee(a, b, lanes=lanes)), k
         assert torch.equal(out[0], a.double().mm(b.double()).float())
+
+
+_SPLIT_TILES = st.builds(lambda bm, bn, bk, grp: Tiles(bm, bn, bk, group_m=grp, split_lanes=True),
+                        st.sampled_from([1, 4, 16]), st.sampled_from([2, 8, 16]), st.sampled_from([1, 8, 16]),
+                        st.sampled_from([1, 2]))
+
+
+@settings(max_examples=8, deadline=None)
+@given(m=st.integers(1, 20), n=st.integers(1, 20), k=st.integers(1, 70), lanes=_LANES, tiles=_SPLIT_TILES,
+       wdt=st.sampled_from(DTYPES), adt=st.sampled_from(DTYPES + (torch.float32,)), bias=st.booleans(),
+       seed=st.integers(0, 2**16))
+def test_split_lanes_equal_emulator_bit_for_bit(m, n, k, lanes, tiles, wdt, adt, bias, seed, bits_equal, draw):
+    """``split_lanes``: each lane's sum in a program of its own, written to the fp32
+    scratch, then the tree and the epilogue in a second kernel: the order's bits, any
+    tile, K any (tails, empty lanes), with and without bias."""
+    x = draw((m, k), adt, seed, 3.0)
+    w = draw((n, k), wdt, seed + 1)
+    b = draw((n,), wdt, seed + 2) if bias else None
+    assert bits_equal(gemm.linear(x, w, b, tiles=tiles, lanes=lanes), emulate.linear_ieee(x, w, b, lanes=lanes))
+
+
+def test_split_lanes_bmm_addmm_and_row_blocks_equal_emulator(bits_equal, draw, monkeypatch):
+    """Batched, strided and addmm launches; and a scratch cap that cuts the rows into
+    blocks (three launches of each pass) changes no bit."""
+    lanes, t = Lanes(4, 2), Tiles(4, 8, 8, split_lanes=True)
+    a3, b3 = draw((3, 11, 19), torch.bfloat16, 7), draw((3, 19, 5), torch.bfloat16, 8)
+    want = emulate.bmm_ieee(a3, b3, lanes=lanes)
+    assert bits_equal(gemm.bmm(a3, b3, tiles=t, lanes=lanes), want)
+    a = draw((21, 6), torch.float16, 4).t()          # a [6, 21], column-major view
+    b = draw((21, 13), torch.float16, 5)
+    x = draw((6, 13), torch.float16, 6)
+    want2 = emulate.addmm_ieee(x, a, b, beta=0.5, alpha=-3.0, lanes=lanes)
+    assert bits_equal(gemm.addmm(x, a, b, beta=0.5, alpha=-3.0, tiles=t, lanes=lanes), want2)
+    monkeypatch.setattr(gemm, "SPLIT_LANES_SCRATCH_BYTES", lanes.count * 3 * 5 * 4 * 4)   # 4 rows of sums
+    launches = []
+    real = gemm._ieee_lane_sums_kernel
+    monkeypatch.setattr(gemm, "_ieee_lane_sums_kernel", _Counting(real, launches))
+    assert bits_equal(gemm.bmm(a3, b3, tiles=t, lanes=lanes), want)
+    assert len(launches) == 3                        # rows 0-3, 4-7, 8-10
+
+
+class _Counting:
+    """A kernel whose launches are counted (``kernel[grid](...)``)."""
+
+    def __init__(self, kernel, calls: list) -> None:
+        self.kernel, self.calls = kernel, calls
+
+    def __getitem__(self, grid):
+        self.calls.append(grid)
+        return self.kernel[grid]
+
+
+@pytest.mark.parametrize("lanes, bk", [(Lanes(4, 4), 16), (Lanes(8, 8), 16), (Lanes(2, 16), 32)])
+def test_split_lanes_dot_path_gathers_its_lanes_k(lanes, bk, bits_equal):
+    """The first pass's compiled ``dot`` path, run under the interpreter on integer data
+    (every order gives the exact sum there): each program's lane sum is that lane's k,
+    no more, no fewer, and the second pass adds them (the FMA order is checked on the GPU)."""
+    if not interpreter_requested():
+        pytest.skip("the interpreter's tl.dot is exact here; compiled, the GPU tests check this path")
+    g = torch.Generator().manual_seed(bk)
+    m, n = 5, 9
+    for k in (1, lanes.round - 1, lanes.round * 3 + 5, 97):
+        a = torch.randint(-3, 4, (1, 1, m, k), generator=g).float()
+        b = torch.randint(-3, 4, (1, 1, k, n), generator=g).bfloat16()
+        sums = torch.full((lanes.count, 1, 1, m, n), float("nan"))
+        gemm._ieee_lane_sums_kernel[(lanes.count, 1, 1)](
+            a, b, sums, m, n, k, *a.stride()[1:], *b.stride()[1:], a.stride(0), b.stride(0), *sums.stride()[:4],
+            DOT=True, BM=16, BN=16, BK=bk, LANES=lanes.count, LB=lanes.block, GROUP_M=1)
+        for lane, ks in enumerate(emulate.lane_ks(k, lanes)):
+            # exact on integers; + 0.0 because a chain starts at +0.0 (an exact -0 sum is +0 there)
+            want = (a[0, 0, :, ks].double().mm(b[0, 0, ks, :].double()) + 0.0).float()
+            assert bits_equal(sums[lane, 0, 0], want), (k, lane)
+
+
+def test_split_lanes_with_a_register_tiled_kernel_raises_invalid_argument():
+    with pytest.raises(InvalidArgument, match="split_lanes"):
+        Tiles(4, 8, 8, tiled=True, split_lanes=True)
 
 
 def test_lanes_bmm_and_strided_operands_equal_emulator(bits_equal, draw):

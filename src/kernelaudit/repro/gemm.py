@@ -28,7 +28,10 @@ device. Two orders:
 K lanes (L > 1): ``tiled`` runs :func:`.ieee_kernels.ieee_lanes_kernel` (every lane of a
 program's outputs in one [BM, BN, L] accumulator: decode); the explicit loop and ``dot``
 run the lanes one after the other inside the program (:func:`_lane_tree_seq`), the
-``tile8`` request included (it runs the explicit loop). ``lanes=`` (``ieee`` only, every
+``tile8`` request included (it runs the explicit loop); with ``Tiles.split_lanes`` each
+lane runs in a program of its own and writes its sum to an fp32 scratch, and a second
+kernel adds the sums by the same tree (:func:`_launch_split_lanes`: prefill tiles as
+large as the sequential order's, one accumulator live). ``lanes=`` (``ieee`` only, every
 launch function) overrides the table's order for the shape: for tests and benchmarks
 that compare orders; with the default (None) the bits are the shape's, and
 :mod:`.emulate` takes the same argument.
@@ -51,7 +54,7 @@ from .epilogue import epilogue as _epilogue  # noqa: E402
 from .epilogue import outer_batch  # noqa: E402
 from . import mma_tma  # noqa: E402
 from .ieee_kernels import grouped_tile, ieee_lanes_kernel, ieee_tiled_kernel  # noqa: E402
-from .tiles import INTERPRETER_IEEE, ORDERS, Lanes, Tiles, ieee_lanes, pick  # noqa: E402
+from .tiles import INTERPRETER_IEEE, ORDERS, SPLIT_LANES_SCRATCH_BYTES, Lanes, Tiles, ieee_lanes, pick  # noqa: E402
 
 
 
@@ -88,12 +91,13 @@ def _columns8(t):
 
 
 @triton.jit
-def _lane_chain(a_rows, b_cols, mask_m, mask_n, s_ak, s_bk, K, LANE: tl.constexpr,
+def _lane_chain(a_rows, b_cols, mask_m, mask_n, s_ak, s_bk, K, LANE,
                 LANES: tl.constexpr, LB: tl.constexpr, DOT: tl.constexpr,
                 BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
     """Lane ``LANE``'s sum: ``acc = fma(a[m, k], b[k, n], acc)`` from +0.0 over its k in
     increasing order: blocks j = LANE, LANE + LANES, ... (k = j * LB .. j * LB + LB - 1,
-    cut at K)."""
+    cut at K). ``LANE`` is a constant lane after lane, the program's lane with
+    ``split_lanes``."""
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     if DOT:
         # compiled only: each step one fp32 ieee tl.dot over the next QB blocks of this
@@ -140,6 +144,63 @@ def _lane_tree_seq(a_rows, b_cols, mask_m, mask_n, s_ak, s_bk, K, LO: tl.constex
                                DOT, BM, BN, BK)
         acc = left + right
     return acc
+
+
+@triton.jit
+def _ieee_lane_sums_kernel(a_ptr, b_ptr, p_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_a0, s_b0,
+                           s_pl, s_p0, s_pb, s_pm, DOT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                           BK: tl.constexpr, LANES: tl.constexpr, LB: tl.constexpr, GROUP_M: tl.constexpr):
+    """``split_lanes``, first pass: program (tile, lane) writes that lane's fp32 sum
+    (:func:`_lane_chain`) of its ``BM x BN`` tile to ``p[lane, b0, b, m, n]``. The lanes of
+    one tile are neighbouring programs: they read disjoint K blocks of the same rows and
+    columns, while the grouped tile order keeps ``b`` in L2."""
+    pid = tl.program_id(0)
+    lane = pid % LANES
+    rm, rn = grouped_tile(pid // LANES, M, N, BM, BN, GROUP_M)
+    pid_b = tl.program_id(1).to(tl.int64)
+    b0 = tl.program_id(2).to(tl.int64)
+    mask_m = rm < M
+    mask_n = rn < N
+    a_rows = a_ptr + b0 * s_a0 + pid_b * s_ab + rm * s_am
+    b_cols = b_ptr + b0 * s_b0 + pid_b * s_bb + rn * s_bn
+    acc = _lane_chain(a_rows, b_cols, mask_m, mask_n, s_ak, s_bk, K, lane, LANES, LB, DOT, BM, BN, BK)
+    p = p_ptr + lane.to(tl.int64) * s_pl + b0 * s_p0 + pid_b * s_pb + rm[:, None] * s_pm + rn[None, :]
+    tl.store(p, acc, mask=mask_m[:, None] & mask_n[None, :])
+
+
+@triton.jit
+def _lane_sums_tree(p_tile, mask, s_pl, LO: tl.constexpr, NL: tl.constexpr):
+    """The pairwise tree over the stored lane sums LO .. LO + NL - 1, the tree of
+    :func:`_lane_tree_seq`: tree(LO, NL) = tree(LO, NL / 2) + tree(LO + NL / 2, NL / 2)."""
+    if NL == 1:
+        acc = tl.load(p_tile + LO * s_pl, mask=mask, other=0.0)
+    else:
+        acc = _lane_sums_tree(p_tile, mask, s_pl, LO, NL // 2) + _lane_sums_tree(p_tile, mask, s_pl, LO + NL // 2,
+                                                                                  NL // 2)
+    return acc
+
+
+@triton.jit
+def _lane_sums_epilogue_kernel(p_ptr, bias_ptr, c_ptr, M, N, s_pl, s_p0, s_pb, s_pm,
+                               s_xb, s_xm, s_xn, s_cb, s_cm, s_cn, alpha, beta, s_x0, s_c0,
+                               HAS_BIAS: tl.constexpr, OUT_BF16: tl.constexpr, LANES: tl.constexpr,
+                               BM: tl.constexpr, BN: tl.constexpr):
+    """``split_lanes``, second pass: a tile's L lane sums added by the order's tree, then
+    the shared epilogue (the same as every other path's)."""
+    grid_n = tl.cdiv(N, BN)
+    pid = tl.program_id(0)
+    rm = (pid // grid_n).to(tl.int64) * BM + tl.arange(0, BM)
+    rn = (pid % grid_n).to(tl.int64) * BN + tl.arange(0, BN)
+    pid_b = tl.program_id(1).to(tl.int64)
+    b0 = tl.program_id(2).to(tl.int64)
+    bias_ptr = bias_ptr + b0 * s_x0
+    c_ptr = c_ptr + b0 * s_c0
+    mask_m = rm < M
+    mask_n = rn < N
+    p_tile = p_ptr + b0 * s_p0 + pid_b * s_pb + rm[:, None] * s_pm + rn[None, :]
+    acc = _lane_sums_tree(p_tile, mask_m[:, None] & mask_n[None, :], s_pl, 0, LANES)
+    _epilogue(acc, bias_ptr, c_ptr, pid_b, rm, rn, mask_m, mask_n, s_xb, s_xm, s_xn, s_cb, s_cm, s_cn,
+             alpha, beta, HAS_BIAS, OUT_BF16)
 
 
 @triton.jit
@@ -285,6 +346,9 @@ def _launch(a3, b3, bias3, out3, order: str, tiles: Tiles | None, alpha: float, 
         tiles = pick(order, N, K, b3.dtype, m=M, lanes=lanes)
         if order == "ieee" and config.interpreter_requested():
             tiles = INTERPRETER_IEEE
+    if order == "ieee" and tiles.split_lanes and not lanes.sequential:
+        _launch_split_lanes(a3, b3, bias3, out3, tiles, lanes, alpha, beta)
+        return out3
     if tiles.tma:
         if order != "mma":
             raise InvalidArgument(f"Cannot have tiles with tma=True with order={order!r}: allowed values are "
@@ -326,6 +390,41 @@ def _launch(a3, b3, bias3, out3, order: str, tiles: Tiles | None, alpha: float, 
                           BM=tiles.bm, BN=tiles.bn, BK=tiles.bk, GROUP_M=tiles.group_m,
                           num_warps=tiles.num_warps, num_stages=tiles.num_stages)
     return out3
+
+
+#: The ``split_lanes`` second pass's tile: ``log2(L) + 1`` of them live, 16 floats a thread each.
+_SUMS_BM, _SUMS_BN, _SUMS_WARPS = 32, 64, 4
+
+
+def _launch_split_lanes(a3, b3, bias3, out3, tiles: Tiles, lanes: Lanes, alpha: float, beta: float) -> None:
+    """``Tiles.split_lanes``: each lane's sums into an fp32 scratch (one program per tile and
+    lane), then the tree and the epilogue; rows in blocks whose sums fit in
+    :data:`.tiles.SPLIT_LANES_SCRATCH_BYTES` (all four tensors carry the outer batch dim)."""
+    B0, B, M, K = a3.shape
+    N = b3.shape[3]
+    L = lanes.count
+    per_row = L * B0 * B * N * 4
+    rows = min(M, max(tiles.bm, SPLIT_LANES_SCRATCH_BYTES // per_row // tiles.bm * tiles.bm))
+    sums = torch.empty((L, B0, B, rows, N), dtype=torch.float32, device=a3.device)
+    s_pl, s_p0, s_pb, s_pm, _ = sums.stride()
+    for m0 in range(0, M, rows):
+        m1 = min(M, m0 + rows)
+        a_v, out_v = a3[:, :, m0:m1], out3[:, :, m0:m1]
+        bias_v = bias3[:, :, m0:m1] if bias3 is not None else None
+        mc = m1 - m0
+        tiles_mn = triton.cdiv(mc, tiles.bm) * triton.cdiv(N, tiles.bn)
+        _ieee_lane_sums_kernel[(tiles_mn * L, B, B0)](
+            a_v, b3, sums, mc, N, K, *a_v.stride()[1:], *b3.stride()[1:], a_v.stride(0), b3.stride(0),
+            s_pl, s_p0, s_pb, s_pm, DOT=tiles.dot and not config.interpreter_requested(),
+            BM=tiles.bm, BN=tiles.bn, BK=tiles.bk, LANES=L, LB=lanes.block, GROUP_M=tiles.group_m,
+            enable_fp_fusion=True,    # the dot path's chain is one fused multiply-add per product
+            num_warps=tiles.num_warps, num_stages=tiles.num_stages)
+        xb = bias_v if bias_v is not None else out_v
+        _lane_sums_epilogue_kernel[(triton.cdiv(mc, _SUMS_BM) * triton.cdiv(N, _SUMS_BN), B, B0)](
+            sums, xb, out_v, mc, N, s_pl, s_p0, s_pb, s_pm, *xb.stride()[1:], *out_v.stride()[1:],
+            float(alpha), float(beta), xb.stride(0), out_v.stride(0),
+            HAS_BIAS=bias_v is not None, OUT_BF16=out_v.dtype == torch.bfloat16, LANES=L,
+            BM=_SUMS_BM, BN=_SUMS_BN, num_warps=_SUMS_WARPS)
 
 
 def _bias3(bias: torch.Tensor | None, B: int, M: int, N: int) -> torch.Tensor | None:

@@ -83,7 +83,8 @@ class Tiles:
     that order instead: ``tiled`` runs the K-lanes kernel (:func:`.ieee_kernels.ieee_lanes_kernel`:
     a ``bm x bn x L`` accumulator, K steps of ``max(bk, L * B)``, so keep ``bm x bn``
     small: decode), ``dot`` and the explicit loop run the lanes one after the other
-    (a ``bm x bn`` accumulator per level of the tree), ``tile8`` runs the explicit loop."""
+    (a ``bm x bn`` accumulator per level of the tree; with ``split_lanes`` each lane in a
+    program of its own), ``tile8`` runs the explicit loop."""
 
     bm: int
     bn: int
@@ -98,6 +99,15 @@ class Tiles:
     #: ``mma`` only: plain 2-d GEMMs that TMA can describe run the persistent, TMA-fed
     #: kernel (:mod:`.mma_tma`; the same bits); every other launch the plain one.
     tma: bool = False
+    #: ``ieee`` in a K-lanes order only (prefill): one program per (output tile, lane)
+    #: computes that lane's chain (``dot`` or the explicit loop) on a ``bm x bn`` tile with
+    #: one accumulator, and writes the lane sum to an fp32 scratch ([L, rows, N], rows cut
+    #: so that it stays under :data:`SPLIT_LANES_SCRATCH_BYTES`); a second kernel adds the L
+    #: sums by the order's pairwise tree and applies the epilogue. The same adds in the
+    #: same order as lane after lane, with one accumulator live instead of log2(L) + 1, so
+    #: the tile can be as large as the sequential order's. Which program computes a lane
+    #: never changes a bit: the lanes are the order, fixed by (N, K, dtype).
+    split_lanes: bool = False
 
     def __post_init__(self) -> None:
         for name in ("bm", "bn", "bk"):
@@ -119,6 +129,9 @@ class Tiles:
         if self.prefetch and not self.tiled:
             raise InvalidArgument("Cannot have prefetch=True without tiled=True: allowed values are "
                                   "prefetch=False")
+        if self.split_lanes and (self.tiled or self.tile8 or self.tma or self.prefetch):
+            raise InvalidArgument("Cannot have split_lanes=True with tiled, tile8, tma or prefetch: allowed "
+                                  "values are split_lanes=True with dot=True or with the explicit loop")
         if self.dot and min(self.bm, self.bn, self.bk) < 16:
             raise InvalidArgument(f"Cannot have dot=True with tiles {self.bm}x{self.bn}x{self.bk}: "
                                   "allowed values are bm, bn, bk >= 16")
@@ -217,6 +230,11 @@ IEEE_LANES: dict[tuple[str, str, str], Lanes] = {
     ("small", "large", "fp32"): Lanes(8, 4),
     ("large", "large", "fp32"): Lanes(8, 4),
 }
+
+#: The most bytes the fp32 lane sums of a ``split_lanes`` launch hold at once: a launch
+#: whose ``L x rows x N`` sums (times the batch) would take more runs row block by row
+#: block (a row's bits never depend on which block it is in).
+SPLIT_LANES_SCRATCH_BYTES = 1 << 30
 
 #: Under the Triton interpreter (CPU) every program is a Python loop: fewer, larger tiles.
 #: The ``mma`` order keeps its table row (its bits may depend on the tile); ``ieee`` may
