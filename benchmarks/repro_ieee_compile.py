@@ -45,25 +45,40 @@ CONSTEXPR = ("HAS_BIAS", "OUT_BF16", "BM", "BN", "BK", "LANES", "LB", "GROUP_M",
 UNIT = ("s_ak", "s_bk", "s_cn", "s_xn")      # linear: x and the weight K-contiguous
 DIV16 = ("a_ptr", "b_ptr", "bias_ptr", "c_ptr", "N", "K", "s_am", "s_bn", "s_cm", "s_ab", "s_bb", "s_cb",
          "s_a0", "s_b0", "s_x0", "s_c0", "s_xb", "s_xm")
+#: ``split_lanes``: the fp32 scratch and its strides (a launch allocates it contiguous).
+SUMS_DIV16 = ("p_ptr", "s_pl", "s_p0", "s_pb", "s_pm")
+
+
+def _kernel_for(t: tiles_mod.Tiles, lanes: tiles_mod.Lanes | None):
+    """The kernel a launch of ``t`` runs (bf16 operands; ``lanes`` None: sequential)."""
+    if t.tiled:
+        return ieee_lanes_kernel if lanes is not None else ieee_tiled_kernel
+    from kernelaudit.repro import gemm
+
+    return gemm._ieee_lane_sums_kernel if (t.split_lanes and lanes is not None) else gemm._ieee_kernel
 
 
 def compile_stats(t: tiles_mod.Tiles, capability: int = 90, lanes: tiles_mod.Lanes | None = None) -> dict:
     """Registers, spills, shared memory and SASS mix of ``t`` (bf16 operands and output);
-    with ``lanes``, of the K-lanes kernel in that order."""
-    kernel = ieee_lanes_kernel if lanes is not None else ieee_tiled_kernel
+    with ``lanes``, of the launch in that order: the K-lanes kernel (``tiled``), the first
+    pass of ``split_lanes``, or the plain kernel lane after lane (``dot``/explicit loop)."""
+    kernel = _kernel_for(t, lanes)
     names = kernel.arg_names
     sig, const = {}, {}
     for n in names:
-        sig[n] = ("*bf16" if n.endswith("_ptr") else "fp32" if n in ("alpha", "beta")
-                  else "constexpr" if n in CONSTEXPR + UNIT else "i32")
+        sig[n] = ("*fp32" if n == "p_ptr" else "*bf16" if n.endswith("_ptr") else "fp32" if n in ("alpha", "beta")
+                  else "constexpr" if n in CONSTEXPR + UNIT + ("TILE8", "DOT") else "i32")
     const.update(HAS_BIAS=False, OUT_BF16=True, BM=t.bm, BN=t.bn, BK=t.bk, GROUP_M=t.group_m,
-                 PREFETCH=t.prefetch, **{n: 1 for n in UNIT})
+                 PREFETCH=t.prefetch, TILE8=t.tile8, DOT=t.dot, LANES=1, LB=1, **{n: 1 for n in UNIT})
     if lanes is not None:
-        const.update(BK=max(t.bk, lanes.round), LANES=lanes.count, LB=lanes.block)
-    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in DIV16}
+        const.update(LANES=lanes.count, LB=lanes.block)
+        if t.tiled:
+            const.update(BK=max(t.bk, lanes.round))
+    const = {n: v for n, v in const.items() if n in names}
+    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in DIV16 + SUMS_DIV16 if n in names}
     src = triton.compiler.ASTSource(fn=kernel, signature=sig, constexprs=const, attrs=attrs)
     c = triton.compile(src, target=GPUTarget("cuda", capability, 32),
-                       options=dict(num_warps=t.num_warps, num_stages=t.num_stages))
+                       options=dict(num_warps=t.num_warps, num_stages=t.num_stages, enable_fp_fusion=True))
     with tempfile.TemporaryDirectory() as d:
         cubin = Path(d) / "k.cubin"
         cubin.write_bytes(c.asm["cubin"])
@@ -106,6 +121,10 @@ def configurations() -> dict[str, tuple[tiles_mod.Tiles, tiles_mod.Lanes | None]
     for rows in tiles_mod.DECODE_ROWS:
         out.update({f"decode{rows} cand{i}": (t, None) for i, t in enumerate(decode_candidates(rows))})
     out.update({f"prefill cand{i}": (t, None) for i, t in enumerate(PREFILL_CANDIDATES)})
+    from repro_gemm import IEEE_PREFILL, LANES_PREFILL_CANDIDATES
+
+    out.update({f"prefill sequential dot{i}": (t, None) for i, t in enumerate(IEEE_PREFILL)})
+    out.update({f"prefill lanes cand{i}": (t, lanes) for i, t in enumerate(LANES_PREFILL_CANDIDATES)})
     return out
 
 
