@@ -259,6 +259,34 @@ def input_elements(path: Path, shapes: dict | None = None) -> int:
         return -1
 
 
+def flops_per_input_element(path: Path) -> float:
+    """FLOPs of one ``Model`` forward at the problem's own shape per input element,
+    counted on the meta device (nothing allocated, nothing run); -1 where they cannot be
+    counted. ``strongest`` evaluates the module in float64 at the timed shape, the
+    official check draws the inputs on the CPU: the higher this is, the tighter the ratio."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from kernelaudit.zoo.problems import load_problem
+
+    try:
+        problem = load_problem(path)
+        with torch.device("meta"):
+            model = problem.Model(*problem.get_init_inputs({}))
+            inputs = problem.get_inputs({})
+            counter = FlopCounterMode(display=False)
+            with counter, torch.no_grad():
+                model(*inputs)
+        n = sum(t.numel() for t in inputs if isinstance(t, torch.Tensor))
+        return counter.get_total_flops() / max(n, 1)
+    except Exception:  # noqa: BLE001 - such a problem goes last, in KernelBench's order
+        return -1.0
+
+
+#: ``--order``: problems in KernelBench's numbering, or the riskiest first (the most FLOPs
+#: per input element), so that a short device session measures where the goal is tight.
+ORDERS = ("number", "risk")
+
+
 #: ``--kb-jobs``: device memory an official check is planned to hold, per byte of its
 #: inputs (the inputs, the two outputs, ``allclose``'s temporaries); problems run side by
 #: side only while their plans fit in :data:`PARALLEL_MEMORY_FRACTION` of the device.
@@ -391,6 +419,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="with --kb-jobs: time the first N of the official check's 5 trials on the large problems "
                          "(their time bounds the 5 trials' from below, so each such ratio is an upper bound; "
                          "5/N of it is the estimate); default 5")
+    ap.add_argument("--order", default="number", choices=ORDERS,
+                    help="number: KernelBench's numbering; risk: the most FLOPs per input element first (float64 "
+                         "convolutions and matmuls on small inputs, where the ratio is tightest), counted on the "
+                         "meta device; --skip and --limit apply after the order")
     ap.add_argument("--resume", action="store_true", help="keep the rows already in --out and skip their problems")
     args = ap.parse_args(argv)
     if args.repeats < 1 or args.skip < 0 or (args.limit is not None and args.limit < 1) or args.kb_jobs < 1:
@@ -414,6 +446,9 @@ def main(argv: list[str] | None = None) -> int:
     wanted = {p for p in args.problems.split(",") if p}
     if wanted:
         paths = [p for p in paths if p.stem in wanted]
+    if args.order == "risk":
+        risk = {p: flops_per_input_element(p) for p in paths}
+        paths.sort(key=lambda p: -risk[p])     # stable: ties (and uncountable ones) keep the numbering
     paths = paths[args.skip:]
     if args.limit is not None:
         paths = paths[:args.limit]
