@@ -80,13 +80,27 @@ def torch_tampering(before: dict[str, Any], *, restore: bool = True) -> list[str
     import torch
     import torch.testing
 
-    changed = [k for k, v in torch_snapshot().items() if v is not before[k]]
+    changed = [k for k, v in torch_snapshot().items() if v is not before[k] and not _dynamo_wrapper_of(v, before[k])]
     if restore:
         for k in changed:
             owner_name, attr = k.rsplit(".", 1)
             owner = {"torch": torch, "torch.Tensor": torch.Tensor, "torch.testing": torch.testing}[owner_name]
             setattr(owner, attr, before[k])
     return changed
+
+
+def _dynamo_wrapper_of(new: Any, old: Any) -> bool:
+    """``new`` is torch's own ``_disable_dynamo`` wrapper around ``old``: what the first
+    ``import torch._dynamo`` in a process does to ``torch.manual_seed``, whoever triggers it
+    (a lazy import in torch, a candidate that compiles). The wrapper calls ``old`` with the
+    same arguments, so nothing a checker relies on changed."""
+    import torch
+
+    if getattr(new, "__wrapped__", None) is not old:
+        return False
+    disable = getattr(torch, "_disable_dynamo", None)
+    probe = disable(lambda: None) if disable is not None else None
+    return probe is not None and getattr(new, "__code__", None) is getattr(probe, "__code__", False)
 
 
 class LoadError(KernelAuditError):
