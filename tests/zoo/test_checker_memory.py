@@ -18,7 +18,7 @@ from kernelaudit.zoo.check import exit_code, run_check
 from kernelaudit.zoo.oracles import compare, derived, tamper
 from kernelaudit.zoo.oracles.base import SequenceOracle, Subject
 from kernelaudit.zoo.oracles.bound import BoundOracle
-from kernelaudit.zoo.oracles.compare import chunked_compare, mismatch_verdict, nonfinite_mismatch
+from kernelaudit.zoo.oracles.compare import chunked_compare, max_abs_finite, mismatch_verdict, nonfinite_mismatch
 from kernelaudit.zoo.problems import ProblemCase, load_candidate, load_problem
 
 PROBLEM = """
@@ -210,3 +210,49 @@ def test_out_of_memory_in_the_candidate_on_a_shared_device_is_could_not_judge(tm
     assert "other processes held 90.0 GiB" in v.message and "device to itself" in v.message
     monkeypatch.setattr(base, "memory_of_others_gib", lambda device: 0.6)  # its own CUDA context only
     assert base.candidate_error(case, raised).status is Status.ERROR
+
+
+def _whole(got, ref, allowed):
+    """The comparison's figures from whole-tensor float64 passes (the definition)."""
+    g = got.to(torch.float64)
+    err = (g - ref).abs()
+    finite = torch.isfinite(err)
+    diff = err.nan_to_num(nan=float("inf"))
+    tiny = torch.finfo(torch.float64).tiny
+    ratio = torch.where(finite, err / allowed.clamp_min(tiny), torch.zeros_like(err))
+    return {"max_err": float(torch.where(finite, err, -1.0).max().clamp_min(0)), "worst_diff": float(diff.max()),
+            "worst_index": int(diff.argmax()), "worst_ratio": float(ratio.max()),
+            "mismatched": int((nonfinite_mismatch(got, ref) | (finite & (err > allowed))).sum())}
+
+
+@pytest.mark.parametrize("case", ["finite", "ties", "zero allowed", "nan and inf", "overflowing ref"])
+def test_chunked_figures_equal_the_whole_tensor_definitions(case):
+    """The fewer-pass comparison (error promoted inside the subtraction, the finite check
+    and the worst element from one max, the ratio divided in place) gives the figures of
+    the definition, chunk after chunk, in each case of its fast and slow paths."""
+    g = torch.Generator().manual_seed(5)
+    ref = torch.randn(6, 50, generator=g, dtype=torch.float64)
+    got = (ref + 1e-3 * torch.randn(6, 50, generator=g, dtype=torch.float64)).to(torch.float32)
+    allowed = torch.full_like(ref, 2e-3)
+    if case == "ties":
+        got = (ref + 0.5).to(torch.float32)
+        ref = got.to(torch.float64) - 0.25          # every error exactly 0.25: the first index wins
+    elif case == "zero allowed":
+        allowed[2, 3] = 0.0                            # a quotient 0/0 or x/0: the clamped ratio
+    elif case == "nan and inf":
+        got[1, 4], ref[1, 4] = float("nan"), float("nan")
+        got[4, 9] = float("inf")
+    elif case == "overflowing ref":
+        ref[3, 3] = 1e39                               # rounds to inf in float32: the slow path
+        got[3, 3] = float("inf")
+    res = chunked_compare(got, ref, lambda r, lo, hi: allowed.reshape(-1)[lo:hi], chunk=7)
+    want = _whole(got, ref, allowed)
+    assert {k: getattr(res, k) for k in want} == pytest.approx(want, rel=1e-12), case
+
+
+def test_max_abs_finite_skips_nan_and_inf_chunk_by_chunk():
+    t = torch.tensor([[0.5, -3.0, float("nan")], [float("-inf"), 2.0, -0.25], [1.0, 1.5, -2.5]])
+    assert max_abs_finite(t, chunk=2) == 3.0
+    assert max_abs_finite(t.to(torch.bfloat16), chunk=4) == 3.0
+    assert max_abs_finite(torch.full((5,), float("nan")), chunk=2, empty=7.0) == 7.0
+    assert max_abs_finite(torch.tensor([-4, 3, 2]), chunk=2) == 4.0

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
+
 import torch
 
 from kernelaudit.verdict import Status
@@ -102,3 +104,33 @@ def test_stale_answers_are_still_caught_where_outputs_are_not_near_zero(tmp_path
     problem, cand = _files(tmp_path, problem_text, stale)
     v = run_check(problem, cand, "tamper", device="cpu").verdict
     assert v.status is Status.WRONG and "wrong on a later call of the same instance" in v.message, v.message
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_the_float32_history_precheck_agrees_with_the_float64_comparison(dtype):
+    """tamper's float32 pre-check of a history call against the reference at the dtype
+    (:func:`tamper._within_loosely`) decides as the float64 comparison does: within, off by
+    a stale answer's size, off in one element; and leaves NaN and inf to it (None)."""
+    from kernelaudit.zoo.oracles.compare import chunked_compare, max_abs_finite
+
+    g = torch.Generator().manual_seed(3)
+    ref = (torch.randn(64, 33, generator=g) * 5).to(dtype)
+    scale = max_abs_finite(ref)
+
+    def full(got):
+        return not chunked_compare(got, ref, lambda r, lo, hi: tamper.HISTORY_TOL * (scale + r.abs())).mismatched
+
+    near = (ref.float() * (1 + 1e-3)).to(dtype)
+    stale = torch.roll(ref, 1, 0)
+    one = ref.clone()
+    one[40, 7] += 0.2 * scale
+    for got, want in ((ref.clone(), True), (near, True), (stale, False), (one, False)):
+        assert tamper._within_loosely(got, ref, scale) is want
+        assert full(got) is want
+    nan = ref.clone()
+    nan[0, 0] = float("nan")
+    assert tamper._within_loosely(nan, ref, scale) is None and not full(nan)
+    inf = ref.clone()
+    inf[1, 1] = float("inf")
+    assert tamper._within_loosely(inf, ref, scale) is None and not full(inf)
+    assert tamper._within_loosely(ref.double(), ref.double(), scale) is None   # float64: the full comparison

@@ -12,6 +12,8 @@ them like :func:`mismatch_verdict`.
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -162,14 +164,16 @@ def chunked_compare(got: torch.Tensor, ref: torch.Tensor, allowed: Allowed | Non
     row = n // got.shape[0] if got.dim() >= 2 and got.shape[0] else 0
     if row:
         res.rows = torch.zeros(got.shape[0], dtype=torch.bool)
+    tiny = torch.finfo(torch.float64).tiny
     for a in range(0, n, chunk):
         b = min(n, a + chunk)
         g_raw, r_raw = g_flat[a:b], r_flat[a:b]
-        g, r = g_raw.to(torch.float64), r_raw.to(torch.float64)
-        err = (g - r).abs_()
-        if _all_finite(err, r, g_raw.dtype):
-            # the common case, in fewer passes: nothing non-finite to match (|got - ref| is
-            # finite only where both are) and no reference value overflows got's dtype
+        r = r_raw.to(torch.float64)
+        err = _abs_err(g_raw, r)
+        top = _finite_max_or_none(err) if err.numel() else 0.0
+        if top is not None and _fits(r, g_raw.dtype):
+            # the common case, in fewer passes: |got - ref| is finite everywhere (so both
+            # are: nothing non-finite to match) and no reference value overflows got's dtype
             if allowed is None:
                 rounded = r_raw.to(g_raw.dtype) if g_raw.is_floating_point() else r_raw
                 bad = g_raw != rounded
@@ -178,12 +182,12 @@ def chunked_compare(got: torch.Tensor, ref: torch.Tensor, allowed: Allowed | Non
             else:
                 al = allowed(r, a, b)
                 bad = err > al
-                if err.numel():
-                    res.worst_ratio = max(res.worst_ratio,
-                                          float((err / al.clamp_min(torch.finfo(torch.float64).tiny)).max()))
             if err.numel():
-                res.max_err = max(res.max_err, float(err.max()))
-            diff = err
+                res.max_err = max(res.max_err, top)
+                if top > res.worst_diff:  # the first of equal maxima, as argmax
+                    res.worst_diff, res.worst_index = top, a + int(err.argmax())
+                if al is not None:
+                    res.worst_ratio = max(res.worst_ratio, _worst_ratio(err, al, g_raw, r))
         else:
             finite = torch.isfinite(err)
             bad = nonfinite_mismatch(g_raw, r_raw)
@@ -198,31 +202,65 @@ def chunked_compare(got: torch.Tensor, ref: torch.Tensor, allowed: Allowed | Non
                 al = allowed(r, a, b)
                 bad &= ~_overflow_within(g_raw, r, al)
                 bad |= finite & (err > al)
-                ratio = torch.where(finite, err / al.clamp_min(torch.finfo(torch.float64).tiny),
-                                    torch.zeros_like(err))
+                ratio = torch.where(finite, err / al.clamp_min(tiny), torch.zeros_like(err))
                 if ratio.numel():
                     res.worst_ratio = max(res.worst_ratio, float(ratio.max()))
                 del ratio
             if bool(finite.any()):
                 res.max_err = max(res.max_err, float(torch.where(finite, err, -1.0).max()))
             diff = err.nan_to_num(nan=float("inf"))
-            del finite
-        if diff.numel():
-            i = int(diff.argmax())
-            if float(diff[i]) > res.worst_diff:  # the first of equal maxima, as argmax
-                res.worst_diff, res.worst_index = float(diff[i]), a + i
+            if diff.numel():
+                i = int(diff.argmax())
+                if float(diff[i]) > res.worst_diff:  # the first of equal maxima, as argmax
+                    res.worst_diff, res.worst_index = float(diff[i]), a + i
+            del finite, diff
         k = int(bad.sum())
         if k:
             if res.first is None:
                 j = int(bad.nonzero()[0])
-                res.first, res.first_got, res.first_ref = a + j, float(g[j]), float(r[j])
+                res.first, res.first_got, res.first_ref = a + j, float(g_raw[j]), float(r[j])
                 if al is not None:
                     res.first_allowed = float(al.reshape(-1)[j]) if al.dim() else float(al)
             res.mismatched += k
             if row:
                 res.rows[(bad.nonzero().flatten() + a).div(row, rounding_mode="floor").unique().cpu()] = True
-        del g, r, err, bad, diff, al
+        del r, err, bad, al
     return res
+
+
+def _abs_err(got: torch.Tensor, ref64: torch.Tensor) -> torch.Tensor:
+    """``|got - ref|`` in float64, ``got`` promoted inside the subtraction (no float64 copy
+    of it is made first)."""
+    if got.dtype == torch.bool:
+        got = got.to(torch.float64)
+    return torch.sub(got, ref64).abs_()
+
+
+def _finite_max_or_none(t: torch.Tensor) -> float | None:
+    """``t.max()`` when it is finite (then every element is: a NaN or an inf would be the
+    maximum of these non-negative values), else None. One pass, no mask."""
+    top = float(t.max())
+    return top if math.isfinite(top) else None
+
+
+def _fits(ref64: torch.Tensor, dtype: torch.dtype) -> bool:
+    """No (finite) reference value rounds to an infinity in ``dtype`` (one min/max pass)."""
+    if not dtype.is_floating_point or dtype == torch.float64 or not ref64.numel():
+        return True
+    lo, hi = torch.aminmax(ref64)
+    return max(-float(lo), float(hi)) <= torch.finfo(dtype).max
+
+
+def _worst_ratio(err: torch.Tensor, al: torch.Tensor, got: torch.Tensor, ref64: torch.Tensor) -> float:
+    """``max(err / max(allowed, tiny))``, ``err`` overwritten: divided in place, where no
+    allowed error is 0 or overflows the quotient; else (a quotient NaN or inf) computed
+    again from ``got`` and ``ref64`` with the clamp."""
+    if al.dim() == 0 or al.shape == err.shape:
+        worst = float(err.div_(al).max())
+        if math.isfinite(worst):
+            return worst
+        err = _abs_err(got, ref64)
+    return float((err / al.clamp_min(torch.finfo(torch.float64).tiny)).max())
 
 
 def _overflow_within(got: torch.Tensor, ref: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
@@ -246,18 +284,6 @@ def _overflow_within(got: torch.Tensor, ref: torch.Tensor, allowed: torch.Tensor
     # (derived.intermediate_reach), whatever the final value
     free = torch.isinf(allowed)
     return (reach & (overflowed | unconstrained | kept_finite)) | free
-
-
-def _all_finite(err: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype) -> bool:
-    """``|got - ref|`` finite everywhere (so both are) and no reference value that rounds
-    to an infinity in ``dtype``: then :func:`nonfinite_mismatch` finds nothing."""
-    if not err.numel():
-        return True
-    if not bool(torch.isfinite(err).all()):
-        return False
-    if not dtype.is_floating_point or dtype == torch.float64:
-        return True
-    return float(ref.abs().max()) <= torch.finfo(dtype).max  # (above it: the full comparison decides)
 
 
 def chunked_mismatch_verdict(
@@ -324,7 +350,17 @@ def max_abs_finite(t: torch.Tensor, *, chunk: int | None = None, empty: float = 
     flat = t.reshape(-1)
     best = None
     for a in range(0, flat.numel(), chunk):
-        c = flat[a:a + chunk].to(torch.float64).abs()  # not abs_(): .to() of float64 is t itself
+        raw = flat[a:a + chunk]
+        if raw.dtype != torch.bool:
+            # one min/max pass in the tensor's own dtype; a NaN or an inf in the chunk
+            # makes one of them non-finite, and the masked pass below decides
+            lo, hi = torch.aminmax(raw)
+            lo, hi = float(lo), float(hi)
+            if math.isfinite(lo) and math.isfinite(hi):
+                m = max(-lo, hi, 0.0)
+                best = m if best is None else max(best, m)
+                continue
+        c = raw.to(torch.float64).abs()  # not abs_(): .to() of float64 is t itself
         finite = torch.isfinite(c)
         if bool(finite.any()):  # the non-finite as -1, below every |value|: no boolean gather
             m = float(torch.where(finite, c, -1.0).max())

@@ -243,10 +243,17 @@ def _rms_chunked(n: int, values) -> float:  # noqa: ANN001 - values(lo, hi) -> t
     """Root mean square of the finite ``values(lo, hi)`` over all spans of ``n`` elements."""
     total, count = 0.0, 0
     for lo, hi in _spans(n):
-        v = values(lo, hi)
+        v = values(lo, hi).reshape(-1).to(torch.float64)
+        if not v.numel():
+            continue
+        if _all_finite(v):                          # the common case: no mask
+            total += float(torch.dot(v, v))         # the sum of squares as one dot product
+            count += v.numel()
+            continue
         finite = torch.isfinite(v)
         # zeros for the non-finite, not a boolean gather: a gather compacts (and syncs a GPU)
-        total += float(torch.where(finite, v, 0.0).to(torch.float64).square().sum())
+        z = torch.where(finite, v, 0.0)
+        total += float(torch.dot(z, z))
         count += int(finite.sum())
     return math.sqrt(total / count) if count else 0.0
 
@@ -734,8 +741,9 @@ def _bounded_by(values: torch.Tensor, mag: torch.Tensor, mag_rms: float) -> bool
     vf, mf = values.reshape(-1), mag.reshape(-1)
     for lo, hi in _spans(vf.numel()):
         v = vf[lo:hi]
-        slack = mf[lo:hi] * (1 + F64_TEST_TOL) + F64_TEST_TOL * mag_rms
-        if bool(((v.abs() > slack) & torch.isfinite(v)).any()):
+        # |v| - (1 + tol) * mag > tol * rms(mag), in one subtraction; a non-finite v is left out
+        over = torch.sub(v.abs(), mf[lo:hi], alpha=1 + F64_TEST_TOL) > F64_TEST_TOL * mag_rms
+        if bool(over.any()) and bool((over & torch.isfinite(v)).any()):
             return False
     return True
 
@@ -747,11 +755,22 @@ def _sum_squares(t: torch.Tensor, minus: torch.Tensor | None = None) -> float:
     sub = minus.reshape(-1) if minus is not None else None
     total = 0.0
     for lo, hi in _spans(flat.numel()):
-        c = flat[lo:hi].to(torch.float64)
+        c = flat[lo:hi].to(torch.float64).reshape(-1)
         if sub is not None:
-            c = c - sub[lo:hi]
-        total += float(c.abs().pow(2).nan_to_num(nan=0.0, posinf=0.0).sum())
+            c = c - sub[lo:hi].reshape(-1)
+        part = float(torch.dot(c, c)) if _all_finite(c) else math.inf   # one pass, no squared copy
+        if not math.isfinite(part):   # NaN as 0; an inf, or a square past float64's range, dropped
+            part = float(c.abs().pow(2).nan_to_num(nan=0.0, posinf=0.0).sum())
+        total += part
     return total
+
+
+def _all_finite(t: torch.Tensor) -> bool:
+    """Every element finite, from one min/max pass (a NaN or an inf shows in one of them)."""
+    if not t.numel():
+        return True
+    lo, hi = torch.aminmax(t)
+    return math.isfinite(float(lo)) and math.isfinite(float(hi))
 
 
 # -- the bound -----------------------------------------------------------------------
@@ -956,7 +975,8 @@ class _Fold:
         for lo, hi in _spans(rf.numel()):
             r, o = rf[lo:hi], of[lo:hi]
             # |o - r| is finite exactly where both are: a non-finite one gives inf or NaN, here 0
-            e = (o.to(torch.float64) - r).abs_().nan_to_num_(nan=0.0, posinf=0.0)
+            e = torch.sub(o if o.dtype != torch.bool else o.to(torch.float64), r)  # o promoted inside: no copy
+            e = e.abs_().nan_to_num_(nan=0.0, posinf=0.0)
             torch.maximum(sf[lo:hi], e, out=sf[lo:hi])
             if nf is not None:
                 torch.maximum(nf[lo:hi], e, out=nf[lo:hi])
@@ -975,7 +995,7 @@ def _scale_from_sigma(ref: torch.Tensor, mag: torch.Tensor | None, mag_floor: fl
 
     def ratio(lo: int, hi: int) -> torch.Tensor:
         m = _mag_span(mag, ref, mag_floor, lo, hi)
-        return torch.where(m > 0, sf[lo:hi] / m.clamp_min(tiny), torch.zeros_like(m))
+        return torch.where(m > 0, sf[lo:hi] / m.clamp_min(tiny), 0.0)
 
     c = _rms_chunked(sf.numel(), ratio)
     out = torch.empty(sigma.shape, dtype=sigma.dtype, device=sigma.device)  # contiguous: written through a flat view
