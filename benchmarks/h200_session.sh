@@ -6,7 +6,8 @@
 # Resumable long steps (carry runs/ back and forth with the device tool's `carry`):
 #   kernelbench (KernelBench L1-3 at their own shapes, KB_BUDGET_S/KB_LEVELS/KB_ONLY/KB_JOBS: 4 workers,
 #   out-of-memory problems again alone),
-#   kboracle (strongest vs the official checker on L1, the riskiest first (KBO_ORDER=number for KernelBench's order); KBO_KB_TRIALS, default 1: the large problems'
+#   f64paths (float64 reference forwards of L1 with cuDNN or with cuDNN off, the riskiest first: sets
+#   KERNELAUDIT_FLOAT64_CUDNN; F64_BUDGET_S), kboracle (strongest vs the official checker on L1, the riskiest first (KBO_ORDER=number for KernelBench's order); KBO_KB_TRIALS, default 1: the large problems'
 #   official checks timed on their first trial, an upper bound of each ratio), mutate (the 10k-mutant campaign,
 #   MUTATE_BUDGET_S), quicksweep (issue 16's 3-minute --quick CUDA sweep), heads (sdpa.heads and
 #   sdpa.flash on the attn_batch axis: the heads rule), gemm (issue 19: repro_gemm's decode,
@@ -107,6 +108,10 @@ PY
       --root "${KB_ROOT:-.kb/KernelBench}" --out runs/oracle_cost_kb_h200.json ${KBO_PROBLEMS:+--problems $KBO_PROBLEMS} \
       --kb-jobs "${KBO_KB_JOBS:-8}" --kb-trials "${KBO_KB_TRIALS:-1}" --repeats "${KBO_REPEATS:-3}" --order "${KBO_ORDER:-risk}" \
       > "$O/oracle_cost_kb.log" 2>&1; echo "kboracle rc=$?"; tail -8 "$O/oracle_cost_kb.log"; cp runs/oracle_cost_kb_h200.json "$O/" ;;
+  f64paths) log float64_conv_paths  # issue 15: float64 reference evaluations with cuDNN or im2col + DGEMM
+    timeout -k 20 "${F64_BUDGET_S:-300}" python3 benchmarks/float64_conv_paths.py --root "${KB_ROOT:-.kb/KernelBench}" \
+      --out "$O/float64_conv_paths.json" --budget-s $(( ${F64_BUDGET_S:-300} - 40 )) > "$O/float64_conv_paths.log" 2>&1
+    echo "f64paths rc=$?"; tail -12 "$O/float64_conv_paths.log" | cut -c1-220 ;;
   mutate) log mutate_campaign; mkdir -p runs  # resumable: carry runs/$MUTATE_OUT between calls
     M="${MUTATE_OUT:-mutate-h200-l123}"
     timeout -k 20 --signal=INT "${MUTATE_BUDGET_S:-540}" python3 benchmarks/mutate_campaign.py \

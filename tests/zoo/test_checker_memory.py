@@ -256,3 +256,23 @@ def test_max_abs_finite_skips_nan_and_inf_chunk_by_chunk():
     assert max_abs_finite(t.to(torch.bfloat16), chunk=4) == 3.0
     assert max_abs_finite(torch.full((5,), float("nan")), chunk=2, empty=7.0) == 7.0
     assert max_abs_finite(torch.tensor([-4, 3, 2]), chunk=2) == 4.0
+
+
+def test_float64_backend_turns_cudnn_off_on_cuda_only_when_asked(monkeypatch):
+    """``KERNELAUDIT_FLOAT64_CUDNN=0``: float64 evaluations on a CUDA device run with cuDNN
+    off (im2col and float64 GEMMs); a CPU device, and the default, change nothing."""
+    from kernelaudit.config import FLOAT64_CUDNN
+    from kernelaudit.zoo.problems.problem_case import float64_backend
+
+    before = torch.backends.cudnn.enabled
+    with float64_backend("cuda:0"):
+        assert torch.backends.cudnn.enabled == before
+    monkeypatch.setenv(FLOAT64_CUDNN.name, "0")
+    with float64_backend("cpu"):
+        assert torch.backends.cudnn.enabled == before
+    with float64_backend("cuda:0"):
+        assert torch.backends.cudnn.enabled is False
+    assert torch.backends.cudnn.enabled == before
+    monkeypatch.setenv(FLOAT64_CUDNN.name, "2")
+    with pytest.raises(Exception, match="KERNELAUDIT_FLOAT64_CUDNN"):
+        float64_backend("cuda:0")

@@ -44,7 +44,7 @@ from typing import Any
 import torch
 
 from ..problems.problem_case import (ProblemCase, ReferenceFailed, cast_floating, checker_out_of_memory,
-                                     is_out_of_memory)
+                                     float64_backend, is_out_of_memory)
 from ...verdict import Status, Verdict
 from .base import Comparator
 from .compare import chunked_compare, chunked_mismatch_verdict, structure_verdict
@@ -100,7 +100,7 @@ def magnitude(case: ProblemCase) -> list[torch.Tensor] | None:
     if kind == "exact":
         return None
     inputs64 = cast_floating(case.inputs, torch.float64)
-    with torch.no_grad():
+    with torch.no_grad(), float64_backend(case.device):
         if kind == "multilinear":
             absolute = [v.abs() if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in inputs64]
             out = _model64(case, absolute=True)(*absolute)

@@ -82,7 +82,8 @@ from typing import Any
 
 import torch
 
-from ..problems.problem_case import ProblemCase, as_tensors, cast_floating, is_out_of_memory, tf32_off
+from ..problems.problem_case import (ProblemCase, as_tensors, cast_floating, float64_backend, is_out_of_memory,
+                                     tf32_off)
 from . import compare as _compare
 from .compare import max_abs_finite
 
@@ -183,7 +184,11 @@ def _model_at(case: ProblemCase, dtype: torch.dtype, *, absolute: bool = False,
 
 
 def _run(model: torch.nn.Module, inputs: list[Any]) -> list[torch.Tensor]:
-    with torch.no_grad():
+    """The model's outputs; a float64 evaluation (a float64 input) on the backend
+    :func:`~..problems.problem_case.float64_backend` picks."""
+    x64 = next((x for x in inputs if isinstance(x, torch.Tensor) and x.dtype == torch.float64), None)
+    backend = float64_backend(x64.device) if x64 is not None else contextlib.nullcontext()
+    with torch.no_grad(), backend:
         return [t.detach() for t in as_tensors(model(*inputs))]
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from ...config import FLOAT64_CUDNN
 from .loader import Candidate, Problem
 
 #: The seed KernelBench uses to build models and derive the trial seeds.
@@ -203,7 +204,8 @@ class ProblemCase:
 
             def run(factories_at_dtype: bool = False) -> list[torch.Tensor]:
                 m = model if dtype == self.dtype else self.model_at(dtype)
-                with torch.no_grad(), default_dtype(dtype if factories_at_dtype else None):
+                backend = float64_backend(self.device) if dtype == torch.float64 else contextlib.nullcontext()
+                with torch.no_grad(), default_dtype(dtype if factories_at_dtype else None), backend:
                     return [t.detach() for t in as_tensors(m(*cast_floating(self.inputs, dtype)))]
 
             try:
@@ -250,6 +252,17 @@ class ProblemCase:
             return copy.deepcopy(self.model()).to(dtype)
         except Exception as exc:  # noqa: BLE001 - the problem's code failed, not the candidate's
             raise reference_failure(self, "Model(*get_init_inputs())", exc) from exc
+
+
+def float64_backend(device: torch.device | str):
+    """Where float64 evaluations of the reference run on a CUDA device: with cuDNN as
+    torch picks it, or with cuDNN off (``KERNELAUDIT_FLOAT64_CUDNN=0``: convolutions as
+    im2col and cuBLAS float64 GEMMs, which reach the GPU's float64 tensor cores). Either
+    is a float64 evaluation of the same function; which is faster at a problem's own
+    shape is measured by ``benchmarks/float64_conv_paths.py``."""
+    if torch.device(device).type != "cuda" or FLOAT64_CUDNN.flag():
+        return contextlib.nullcontext()
+    return torch.backends.cudnn.flags(enabled=False)
 
 
 #: The dtypes ``torch.set_default_dtype`` accepts for a reference run.
