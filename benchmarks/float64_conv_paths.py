@@ -8,7 +8,8 @@ where the issue's 3x goal is at risk. With cuDNN off torch runs a CUDA convoluti
 im2col and cuBLAS GEMMs, which in float64 reach the tensor cores. This times, per problem
 (the riskiest first: most FLOPs per input element), one float64 forward each way after a
 warm-up, the float32 forward as KernelBench runs it (cuDNN, TF32 as torch defaults) for
-scale, and the largest difference between the two float64 outputs relative to their
+scale and with cuDNN and TF32 off (the derived error model's "cuDNN off" evaluation, also
+at the own shape), and the largest difference between the two float64 outputs relative to their
 size: ``KERNELAUDIT_FLOAT64_CUDNN`` is then set from these figures.
 
     python benchmarks/float64_conv_paths.py --out f64_paths.json [--budget-s 500] [--limit 20]
@@ -41,6 +42,7 @@ def measure(path: Path) -> dict:
     """One problem at its own shape: float32 (cuDNN, TF32 defaults), float64 with and
     without cuDNN (a warm-up, then one timed forward each)."""
     from kernelaudit.zoo.problems import load_problem
+    from kernelaudit.zoo.problems.problem_case import tf32_off
 
     problem = load_problem(path)
     torch.manual_seed(0)
@@ -51,6 +53,9 @@ def measure(path: Path) -> dict:
     with torch.no_grad():
         model(*inputs)
         row["float32_s"], _ = _timed(lambda: model(*inputs))
+        with torch.backends.cudnn.flags(enabled=False), tf32_off():   # the derived model's "cuDNN off"
+            model(*inputs)
+            row["float32_native_s"], _ = _timed(lambda: model(*inputs))
         model64 = model.double()
         x64 = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
         del inputs
