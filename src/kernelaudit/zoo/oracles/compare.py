@@ -170,7 +170,7 @@ def chunked_compare(got: torch.Tensor, ref: torch.Tensor, allowed: Allowed | Non
         g_raw, r_raw = g_flat[a:b], r_flat[a:b]
         r = r_raw.to(torch.float64)
         err = _abs_err(g_raw, r)
-        top = _finite_max_or_none(err) if err.numel() else 0.0
+        top = finite_max_or_none(err) if err.numel() else 0.0
         if top is not None and _fits(r, g_raw.dtype):
             # the common case, in fewer passes: |got - ref| is finite everywhere (so both
             # are: nothing non-finite to match) and no reference value overflows got's dtype
@@ -236,9 +236,9 @@ def _abs_err(got: torch.Tensor, ref64: torch.Tensor) -> torch.Tensor:
     return torch.sub(got, ref64).abs_()
 
 
-def _finite_max_or_none(t: torch.Tensor) -> float | None:
-    """``t.max()`` when it is finite (then every element is: a NaN or an inf would be the
-    maximum of these non-negative values), else None. One pass, no mask."""
+def finite_max_or_none(t: torch.Tensor) -> float | None:
+    """``t.max()`` of non-negative values (errors) when it is finite (then every element
+    is: a NaN or an inf would be the maximum), else None. One pass, no mask."""
     top = float(t.max())
     return top if math.isfinite(top) else None
 
