@@ -186,9 +186,8 @@ def _model_at(case: ProblemCase, dtype: torch.dtype, *, absolute: bool = False,
 def _run(model: torch.nn.Module, inputs: list[Any]) -> list[torch.Tensor]:
     """The model's outputs; a float64 evaluation (a float64 input) on the backend
     :func:`~..problems.problem_case.float64_backend` picks."""
-    x64 = next((x for x in inputs if isinstance(x, torch.Tensor) and x.dtype == torch.float64), None)
-    backend = float64_backend(x64.device) if x64 is not None else contextlib.nullcontext()
-    with torch.no_grad(), backend:
+    x = next((x for x in inputs if isinstance(x, torch.Tensor) and x.is_floating_point()), None)
+    with torch.no_grad(), float64_backend(x.device, x.dtype) if x is not None else contextlib.nullcontext():
         return [t.detach() for t in as_tensors(model(*inputs))]
 
 

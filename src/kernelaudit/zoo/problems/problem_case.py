@@ -204,8 +204,8 @@ class ProblemCase:
 
             def run(factories_at_dtype: bool = False) -> list[torch.Tensor]:
                 m = model if dtype == self.dtype else self.model_at(dtype)
-                backend = float64_backend(self.device) if dtype == torch.float64 else contextlib.nullcontext()
-                with torch.no_grad(), default_dtype(dtype if factories_at_dtype else None), backend:
+                with torch.no_grad(), default_dtype(dtype if factories_at_dtype else None), \
+                        float64_backend(self.device, dtype):
                     return [t.detach() for t in as_tensors(m(*cast_floating(self.inputs, dtype)))]
 
             try:
@@ -254,13 +254,13 @@ class ProblemCase:
             raise reference_failure(self, "Model(*get_init_inputs())", exc) from exc
 
 
-def float64_backend(device: torch.device | str):
-    """Where float64 evaluations of the reference run on a CUDA device: with cuDNN as
-    torch picks it, or with cuDNN off (``KERNELAUDIT_FLOAT64_CUDNN=0``: convolutions as
-    im2col and cuBLAS float64 GEMMs, which reach the GPU's float64 tensor cores). Either
-    is a float64 evaluation of the same function; which is faster at a problem's own
-    shape is measured by ``benchmarks/float64_conv_paths.py``."""
-    if torch.device(device).type != "cuda" or FLOAT64_CUDNN.flag():
+def float64_backend(device: torch.device | str, dtype: torch.dtype = torch.float64):
+    """Where an evaluation of the reference at ``dtype`` runs: at float64 on a CUDA device,
+    with cuDNN as torch picks it, or with cuDNN off (``KERNELAUDIT_FLOAT64_CUDNN=0``:
+    convolutions as im2col and cuBLAS float64 GEMMs, which reach the GPU's float64 tensor
+    cores); anything else as it is. Either is a float64 evaluation of the same function;
+    which is faster at a problem's own shape is measured by ``benchmarks/float64_conv_paths.py``."""
+    if dtype != torch.float64 or torch.device(device).type != "cuda" or FLOAT64_CUDNN.flag():
         return contextlib.nullcontext()
     return torch.backends.cudnn.flags(enabled=False)
 
