@@ -258,16 +258,19 @@ def test_max_abs_finite_skips_nan_and_inf_chunk_by_chunk():
     assert max_abs_finite(torch.tensor([-4, 3, 2]), chunk=2) == 4.0
 
 
-def test_float64_backend_turns_cudnn_off_on_cuda_only_when_asked(monkeypatch):
-    """``KERNELAUDIT_FLOAT64_CUDNN=0``: float64 evaluations on a CUDA device run with cuDNN
-    off (im2col and float64 GEMMs); a CPU device, and the default, change nothing."""
+def test_float64_backend_turns_cudnn_off_on_cuda_only_unless_asked(monkeypatch):
+    """By default (``KERNELAUDIT_FLOAT64_CUDNN=0``) float64 evaluations on a CUDA device run
+    with cuDNN off (im2col and float64 GEMMs); ``=1``, a CPU device, and other dtypes change nothing."""
     from kernelaudit.config import FLOAT64_CUDNN
     from kernelaudit.zoo.problems.problem_case import float64_backend
 
     before = torch.backends.cudnn.enabled
+    monkeypatch.setenv(FLOAT64_CUDNN.name, "1")
     with float64_backend("cuda:0"):
         assert torch.backends.cudnn.enabled == before
-    monkeypatch.setenv(FLOAT64_CUDNN.name, "0")
+    monkeypatch.delenv(FLOAT64_CUDNN.name)
+    with float64_backend("cuda:0", torch.float32):
+        assert torch.backends.cudnn.enabled == before
     with float64_backend("cpu"):
         assert torch.backends.cudnn.enabled == before
     with float64_backend("cuda:0"):

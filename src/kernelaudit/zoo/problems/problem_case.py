@@ -256,10 +256,11 @@ class ProblemCase:
 
 def float64_backend(device: torch.device | str, dtype: torch.dtype = torch.float64):
     """Where an evaluation of the reference at ``dtype`` runs: at float64 on a CUDA device,
-    with cuDNN as torch picks it, or with cuDNN off (``KERNELAUDIT_FLOAT64_CUDNN=0``:
-    convolutions as im2col and cuBLAS float64 GEMMs, which reach the GPU's float64 tensor
-    cores); anything else as it is. Either is a float64 evaluation of the same function;
-    which is faster at a problem's own shape is measured by ``benchmarks/float64_conv_paths.py``."""
+    with cuDNN off (the default, ``KERNELAUDIT_FLOAT64_CUDNN=0``: convolutions as im2col and
+    cuBLAS float64 GEMMs, which reach the GPU's float64 tensor cores) or with cuDNN as torch
+    picks it (``=1``); anything else as it is. Either is a float64 evaluation of the same
+    function; cuDNN's float64 convolutions were the slower on 23 of KernelBench level 1's 25
+    convolutions measured on the H200 (``benchmarks/float64_conv_paths.py``)."""
     if dtype != torch.float64 or torch.device(device).type != "cuda" or FLOAT64_CUDNN.flag():
         return contextlib.nullcontext()
     return torch.backends.cudnn.flags(enabled=False)
