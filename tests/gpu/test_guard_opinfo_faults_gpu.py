@@ -1,9 +1,10 @@
 """The rules of the H200 quick sweep of OpInfo ops (``known_faults/quick_sweep_opinfo.json``)
 on a GPU: the guard splits ``torch.cdist`` past 2^32 outputs (silently wrong bare) and
 ``F.adaptive_avg_pool1d`` past 2^31 elements (an illegal memory access bare) and nearest
-``F.interpolate`` past 2^31 input elements (silently wrong bare) along dim 0, and the
-answers equal the same op run in small batches. Of the bare faults only interpolate's
-wrong rows are re-run: an illegal memory access would end the process's CUDA context. The rules are taken
+``F.interpolate`` past 2^31 input elements (wrong, or an illegal memory access, bare) along
+dim 0, and the answers equal the same op run in small batches. Of the bare faults only
+interpolate's is re-run, in a child process: an illegal memory access would end this
+process's CUDA context. The rules are taken
 without their version gate, so the tests run on any CUDA machine with about 60 GiB free.
 """
 
@@ -135,12 +136,39 @@ def test_float32_attention_with_65537_heads_under_the_guard_equals_attention_by_
 INTERP_N = 174_780
 
 
+#: The bare call in a child process: on the H200 (torch 2.11) it has come out wrong past
+#: 2^31 input elements (the sweep) and has raised an illegal memory access (this test, 2026-12-05),
+#: which ends a process's CUDA context. Prints ``ok``, ``wrong`` or nothing (a crash).
+_BARE = """
+import sys, torch, torch.nn.functional as F
+dtype = getattr(torch, sys.argv[1]); n = int(sys.argv[2])
+g = torch.Generator(device="cuda").manual_seed(2)
+x = torch.randn(n, 3, 4096, generator=g, device="cuda", dtype=dtype)
+bare = F.interpolate(x, size=3072, mode="nearest")
+ok = all(torch.equal(bare[i:i + 4096], F.interpolate(x[i:i + 4096], size=3072, mode="nearest"))
+         for i in range(0, n, 4096))
+print("ok" if ok else "wrong")
+"""
+
+
+def _bare_interpolation(dtype: torch.dtype) -> str:
+    """``ok``, ``wrong`` or ``crash``: the unguarded call, run where a crash cannot end this process."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _BARE, str(dtype).split(".")[-1], str(INTERP_N)],
+                          capture_output=True, text=True, timeout=300)
+    out = done.stdout.strip().splitlines()
+    return out[-1] if done.returncode == 0 and out else "crash"
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_nearest_interpolation_past_2_31_inputs_under_the_guard_equals_it_in_small_batches(dtype):
-    # Bare, the rows past 2^31 input elements came out wrong on the H200 (torch 2.11,
-    # the last batch of the sweep's case); the shipped rule splits along dim 0.
+    # Bare, the H200 (torch 2.11) got the rows past 2^31 input elements wrong (the sweep's
+    # case) or faulted (_BARE); the shipped rule splits along dim 0.
     if _free_gib() < 30:
         pytest.skip(f"needs about 30 GiB free on the GPU, has {_free_gib():.0f}")
+    bare = _bare_interpolation(dtype)
     g = torch.Generator(device="cuda").manual_seed(2)
     x = torch.randn(INTERP_N, 3, 4096, generator=g, device="cuda", dtype=dtype)
     rows = 4096
@@ -148,9 +176,6 @@ def test_nearest_interpolation_past_2_31_inputs_under_the_guard_equals_it_in_sma
     def ref(i0, i1):
         return F.interpolate(x[i0:i1], size=3072, mode="nearest")
 
-    bare = F.interpolate(x, size=3072, mode="nearest")
-    bare_ok = all(torch.equal(bare[i:i + rows], ref(i, i + rows)) for i in range(0, INTERP_N, rows))
-    del bare
     rules = [r for r in _rules("nn.functional.interpolate.nearest") if r.action == "fix"
              and r.dtypes == (str(dtype).split(".")[-1],)]
     try:
@@ -162,6 +187,6 @@ def test_nearest_interpolation_past_2_31_inputs_under_the_guard_equals_it_in_sma
         intercept.uninstall()
     _equal_in_chunks(got, ref, INTERP_N)
     if torch.__version__.startswith("2.11"):  # the version the sweep found it on
-        assert not bare_ok, "the bare call was right: the fault did not reproduce"
+        assert bare != "ok", "the bare call was right: the fault did not reproduce"
     del x, got
     torch.cuda.empty_cache()
