@@ -191,8 +191,11 @@ IEEE_TABLE: dict[tuple[str, str], Tiles] = {
 #: the fastest over K = N = 4096 and 8192 together in the H200 decode section of
 #: 2026-12-04 (``benchmarks/results/2026-12-04-h200-repro-lanes-decode/``); ``bk`` = 256
 #: at 8 or 16 rows spilled (1.1-3.8 ms against 0.05-0.18 ms at ``bk`` = 64). Small-N rows:
-#: the same tiles, not timed apart. Prefill rows: the fp32 ``tl.dot`` path lane after lane
-#: (log2(L) + 1 ``bm x bn`` accumulators live), the fastest of six at K = N = 8192.
+#: the same tiles, not timed apart. Prefill rows: ``split_lanes`` (each lane's fp32 ``tl.dot``
+#: sums over its own k blocks into scratch, one ``bm x bn`` accumulator live, then the
+#: pairwise tree in an epilogue), the fastest of eleven at M = 1024, 4096, 8192 and
+#: K = N = 8192 on the H200 (2026-12-05, 24.7-25.3 TFLOP/s, 2.3x the one-kernel lanes path
+#: and 0.89x the sequential order; ``benchmarks/results/2026-12-05-h200-repro-prefill-split-lanes/``).
 IEEE_LANES_TABLE: dict[tuple[str, str], Tiles] = {
     ("decode1", "small"): Tiles(1, 32, 512, num_warps=8, num_stages=1, tiled=True, prefetch=True),
     ("decode2", "small"): Tiles(2, 16, 256, num_warps=4, num_stages=1, tiled=True, prefetch=True),
@@ -204,8 +207,8 @@ IEEE_LANES_TABLE: dict[tuple[str, str], Tiles] = {
     ("decode4", "large"): Tiles(4, 16, 256, num_warps=4, num_stages=1, tiled=True, prefetch=True),
     ("decode8", "large"): Tiles(8, 16, 64, num_warps=4, num_stages=1, tiled=True, prefetch=True),
     ("decode16", "large"): Tiles(16, 16, 64, num_warps=4, num_stages=1, tiled=True, prefetch=True),
-    ("prefill", "small"): Tiles(64, 64, 16, num_warps=4, num_stages=2, dot=True),
-    ("prefill", "large"): Tiles(64, 64, 16, num_warps=4, num_stages=2, dot=True),
+    ("prefill", "small"): Tiles(128, 128, 32, num_warps=4, num_stages=2, dot=True, group_m=8, split_lanes=True),
+    ("prefill", "large"): Tiles(128, 128, 32, num_warps=4, num_stages=2, dot=True, group_m=8, split_lanes=True),
 }
 
 #: The ``ieee`` order per shape: (size class of N, size class of K, weight dtype class)
