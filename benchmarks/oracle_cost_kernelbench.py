@@ -404,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="auto: cuda when available (the goal is measured on the H200)")
     ap.add_argument("--limit", type=int, default=None, help="at most this many problems (after --skip)")
     ap.add_argument("--skip", type=int, default=0, help="skip the first N problems (in KernelBench's numbering)")
-    ap.add_argument("--problems", default="", help="comma-separated problem names (file stems) to run only")
+    ap.add_argument("--problems", default="", help="comma-separated problem names (file stems) or numbers to run only")
     ap.add_argument("--repeats", type=int, default=3, help="timed rounds per oracle (median reported)")
     ap.add_argument("--small", action="store_true", help="small shapes (a CPU smoke run of this script; the goal "
                                                          "is measured at the problems' own shapes)")
@@ -445,7 +445,11 @@ def main(argv: list[str] | None = None) -> int:
     paths = sorted(level1.glob("*.py"), key=_order)
     wanted = {p for p in args.problems.split(",") if p}
     if wanted:
-        paths = [p for p in paths if p.stem in wanted]
+        paths = [p for p in paths if p.stem in wanted or p.stem.split("_")[0] in wanted]
+        if not paths:
+            print(f"--problems: none of {sorted(wanted)} is a level 1 file stem or number under {level1}",
+                  file=sys.stderr)
+            return 2
     if args.order == "risk":
         risk = {p: flops_per_input_element(p) for p in paths}
         paths.sort(key=lambda p: -risk[p])     # stable: ties (and uncountable ones) keep the numbering

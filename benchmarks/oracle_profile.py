@@ -38,20 +38,23 @@ def _judge(path: Path, spec: str, device: str, mid: int | None) -> tuple[float, 
     return time.perf_counter() - t0, v.status.value
 
 
-def profile(path: Path, device: str, top: int, mid: int | None = None) -> dict:
+def profile(path: Path, device: str, top: int, mid: int | None = None, stack: int = 0,
+            parts: tuple[str, ...] = PARTS) -> dict:
     """The parts' seconds (second of two rounds) and the top kernels of one ``strongest`` round."""
     row: dict = {"problem": path.stem, "seconds": {}, "status": {}}
-    for spec in PARTS:
+    for spec in parts:
         _judge(path, spec, device, mid)  # warm: kernels, handles, caches of the process
         row["seconds"][spec], row["status"][spec] = _judge(path, spec, device, mid)
         print(f"{path.stem[:36]:36s} {spec:28s} {row['seconds'][spec]:8.3f} s {row['status'][spec]}", flush=True)
     acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if device == "cuda" else [])
-    with torch.profiler.profile(activities=acts) as prof:
+    with torch.profiler.profile(activities=acts, with_stack=stack > 0) as prof:
         _judge(path, ock.STRONGEST, device, mid)
     key = "self_device_time_total" if device == "cuda" else "self_cpu_time_total"
     events = sorted(prof.key_averages(), key=lambda e: -getattr(e, key, 0))[:top]
     row["top"] = [{"name": e.key[:90], "calls": e.count, "ms": round(getattr(e, key, 0) / 1e3, 2)} for e in events]
     print(prof.key_averages().table(sort_by=key, row_limit=top), flush=True)
+    if stack:  # the Python frames of the costliest calls (host-to-device copies: who made them)
+        print(prof.key_averages(group_by_stack_n=stack).table(sort_by=key, row_limit=8), flush=True)
     return row
 
 
@@ -63,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mid", type=int, default=None, metavar="MIB",
                     help="shrink to about this many MiB of inputs (oracle_cost_kernelbench --mid); default: own shapes")
     ap.add_argument("--top", type=int, default=25, help="kernels listed per problem")
+    ap.add_argument("--stack", type=int, default=0, metavar="N", help="also group the profile by N Python frames")
+    ap.add_argument("--no-parts", dest="parts", action="store_false", help="time only the whole of strongest")
     ap.add_argument("--out", type=Path, default=None, help="JSON rows")
     args = ap.parse_args(argv)
     root = args.root or ock._default_root()
@@ -73,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         if path is None:
             print(f"--problems: no level 1 problem {want!r} under {root}", file=sys.stderr)
             return 2
-        rows.append(profile(path, args.device, args.top, args.mid))
+        rows.append(profile(path, args.device, args.top, args.mid, args.stack,
+                           PARTS if args.parts else (ock.STRONGEST,)))
         if args.out:
             args.out.write_text(json.dumps({"device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
                                             "torch": torch.__version__, "rows": rows}, indent=1))

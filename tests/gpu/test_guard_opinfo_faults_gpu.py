@@ -41,9 +41,10 @@ def _free_gib() -> float:
     return torch.cuda.mem_get_info()[0] / 2**30
 
 
-def _equal_in_chunks(got: torch.Tensor, ref_fn, n: int) -> None:
-    for i0 in range(0, n, CHUNK):
-        i1 = min(i0 + CHUNK, n)
+def _equal_in_chunks(got: torch.Tensor, ref_fn, n: int, chunk: int = CHUNK) -> None:
+    """``got`` equals ``ref_fn(i0, i1)`` over row batches of ``chunk``: each below the fault."""
+    for i0 in range(0, n, chunk):
+        i1 = min(i0 + chunk, n)
         want = ref_fn(i0, i1)
         if not torch.equal(got[i0:i1], want):
             bad = (got[i0:i1] != want).nonzero()[0]
@@ -185,7 +186,7 @@ def test_nearest_interpolation_past_2_31_inputs_under_the_guard_equals_it_in_sma
         assert st.fixed == 1 and st.refused == 0, st.summary()
     finally:
         intercept.uninstall()
-    _equal_in_chunks(got, ref, INTERP_N)
+    _equal_in_chunks(got, ref, INTERP_N, rows)  # one batch of CHUNK rows would be past 2^31 itself
     if torch.__version__.startswith("2.11"):  # the version the sweep found it on
         assert bare != "ok", "the bare call was right: the fault did not reproduce"
     del x, got
