@@ -296,20 +296,25 @@ def test_an_overflow_the_error_bound_reaches_is_legitimate_and_one_it_does_not_i
     assert res3.mismatched == 1 and res3.first == 1
 
 
-def test_a_cuda_case_is_also_evaluated_on_the_cpu_unless_too_large_or_tied_to_cuda(monkeypatch):
+def test_a_cuda_case_is_also_evaluated_on_the_cpu_unless_its_tensors_or_outputs_are_too_large_or_tied_to_cuda(monkeypatch):
     import torch
 
     from kernelaudit.zoo.oracles import derived
 
     lin = torch.nn.Linear(4, 3)
     x = torch.randn(2, 4)
-    out = derived._on_cpu(lin, [x], "cpu")
+    ref = [lin(x).detach().double()]
+    out = derived._on_cpu(lin, [x], ref, "cpu")
     assert out is not None and torch.equal(out[0], lin(x).detach())
 
     class TiedToCuda(torch.nn.Module):
         def forward(self, x):
             return x + torch.ones(1, device="cuda")
 
-    assert derived._on_cpu(TiedToCuda(), [x], "cpu") is None or torch.cuda.is_available()
+    assert derived._on_cpu(TiedToCuda(), [x], ref, "cpu") is None or torch.cuda.is_available()
     monkeypatch.setattr(derived, "CPU_ALTERNATIVE_NUMEL", 10)
-    assert derived._on_cpu(lin, [x], "cpu") is None  # 15 parameters + 8 inputs > 10
+    assert derived._on_cpu(lin, [x], ref, "cpu") is None  # 15 parameters + 8 inputs > 10
+    # small inputs, a large output (KernelBench L1 7 and 9 at their own shapes): too large
+    monkeypatch.setattr(derived, "CPU_ALTERNATIVE_NUMEL", 30)
+    assert derived._on_cpu(lin, [x], ref, "cpu") is not None  # 15 + 8 + 6 outputs <= 30
+    assert derived._on_cpu(lin, [x], [torch.zeros(8)], "cpu") is None  # 15 + 8 + 8 > 30

@@ -113,8 +113,8 @@ GRAIN_SIZE = 32768
 #: Elements of a case's largest tensor from which the float64 tests of the derivation run
 #: on the CPU threads torch has (below: one thread; small shapes stay far below it).
 THREADED_TESTS_NUMEL = 1 << 20
-#: Elements (parameters, buffers and inputs) up to which a CUDA case is also evaluated on
-#: the CPU as one more legitimate order (small shapes: milliseconds there).
+#: Elements (parameters, buffers, inputs and outputs) up to which a CUDA case is also
+#: evaluated on the CPU as one more legitimate order (small shapes: milliseconds there).
 CPU_ALTERNATIVE_NUMEL = 1 << 22
 #: Relative float64 tolerance of the affinity, separability and magnitude tests.
 F64_TEST_TOL = 1e-9
@@ -286,14 +286,17 @@ def _threads(n: int):
         torch.set_num_threads(before)
 
 
-def _on_cpu(model: torch.nn.Module, inputs: list[Any], device: str) -> list[torch.Tensor] | None:
+def _on_cpu(model: torch.nn.Module, inputs: list[Any], outputs: list[torch.Tensor],
+            device: str) -> list[torch.Tensor] | None:
     """The model evaluated on the CPU (another device: other convolution algorithms and
     summation orders than every CUDA evaluation), its outputs moved back to ``device``;
-    ``None`` when the model and inputs hold more than :data:`CPU_ALTERNATIVE_NUMEL`
-    elements (a problem at its own shape: too slow there) or the model cannot run on the
-    CPU (a forward that creates CUDA tensors)."""
+    ``None`` when the model, its inputs and its ``outputs`` (the reference's) hold more than
+    :data:`CPU_ALTERNATIVE_NUMEL` elements (a problem at its own shape: too slow there; an
+    output of 1 G elements from 2 M of inputs, KernelBench L1 7 and 9, took most of
+    ``strongest``'s second on the H200 in the CPU's matmul and the copy back) or the model
+    cannot run on the CPU (a forward that creates CUDA tensors)."""
     held = sum(p.numel() for p in (*model.parameters(), *model.buffers()))
-    held += sum(x.numel() for x in inputs if isinstance(x, torch.Tensor))
+    held += sum(x.numel() for x in (*inputs, *outputs) if isinstance(x, torch.Tensor))
     if held > CPU_ALTERNATIVE_NUMEL:
         return None
     try:
@@ -373,7 +376,7 @@ def _alternatives(case: ProblemCase, *, cpu: bool, big: bool) -> Iterator[tuple[
             out = _run(model, inputs)
         yield "cuDNN off", out
     if not cpu:
-        out = _on_cpu(model, inputs, case.device)
+        out = _on_cpu(model, inputs, ref, case.device)
         if out is not None:
             yield "on the CPU", out
     out = None
