@@ -69,9 +69,9 @@ class InputSpec:
 
     def case(self, problem, device: str = "cpu") -> ProblemCase:  # noqa: ANN001
         """The input as a case of ``problem`` on ``device`` (raises when the reference rejects the shape)."""
-        from .values import ADVERSARIAL_KINDS, VALUE_KINDS, value_inputs
+        from .values import ADVERSARIAL_KINDS, STRATA, VALUE_KINDS, value_inputs
 
-        allowed = (RAND,) + VALUE_KINDS + ADVERSARIAL_KINDS
+        allowed = (RAND,) + VALUE_KINDS + (STRATA,) + ADVERSARIAL_KINDS
         if self.kind not in allowed:
             raise InvalidArgument(f"Cannot have suite input kind {self.kind!r}: allowed are {', '.join(allowed)}")
         base = ProblemCase.make(problem, seed=self.seed, device=device, shapes=dict(self.shapes), label=self.label)
@@ -80,7 +80,8 @@ class InputSpec:
         return base.with_inputs(value_inputs(base, self.kind, self.seed), self.label)
 
 
-def candidate_specs(problem, *, small: bool = True, device: str = "cpu") -> list[InputSpec]:  # noqa: ANN001
+def candidate_specs(problem, *, small: bool = True, device: str = "cpu",  # noqa: ANN001
+                    strata: bool = True) -> list[InputSpec]:
     """The suite-candidate inputs of a problem: the inputs a suite is chosen from.
 
     At the problem's shape (small shape when ``small``): its own ``get_inputs()`` at the
@@ -88,22 +89,29 @@ def candidate_specs(problem, *, small: bool = True, device: str = "cpu") -> list
     kinds it skips); at the boundary shapes of :mod:`.shapes` (largest prime below,
     one past, all small primes): mixed magnitudes and signed normal values (a boundary
     shape with mixed values stresses tails and value ranges in one input, so two-input
-    suites chosen on some operators' mutants catch more of the others').
+    suites chosen on some operators' mutants catch more of the others'). With ``strata``
+    (unless the problem skips a value kind) the composite kind too, at the problem's shape
+    and at each boundary shape: every value kind in one input, in blocks of rows.
     """
     from .shapes import shape_variants
-    from .values import ADVERSARIAL_KINDS, VALUE_KINDS
+    from .values import ADVERSARIAL_KINDS, STRATA, VALUE_KINDS
 
     base = ProblemCase.make(problem, device=device, small=small)
     shapes = dict(base.shapes)
     skip = problem.value_kinds_skip
     kinds = [k for k in VALUE_KINDS + tuple(k for k in problem.adversarial if k in ADVERSARIAL_KINDS)
              if k not in skip]
+    strata = strata and not any(k in skip for k in VALUE_KINDS)
     specs = [InputSpec.make(shapes, RAND, KERNELBENCH_SEED)] + [InputSpec.make(shapes, k, 1) for k in kinds]
+    if strata:
+        specs.append(InputSpec.make(shapes, STRATA, 3))
     for label, other in shape_variants(shapes):
         if label.startswith(("prime below", "one past", "all prime")):
             specs.append(InputSpec.make(other, RAND if "mixed" in skip else "mixed", KERNELBENCH_SEED))
             if "normal" not in skip:
                 specs.append(InputSpec.make(other, "normal", 2))
+            if strata:
+                specs.append(InputSpec.make(other, STRATA, 3))
     out = []
     for spec in dict.fromkeys(specs):
         c = None

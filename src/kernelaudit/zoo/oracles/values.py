@@ -10,6 +10,13 @@ dtypes of the case's inputs and replaces their values, one kind at a time:
 ``small``    normal * 2^-40;
 ``mixed``    normal * 2^k, k uniform in [-16, 16] per element;
 
+the suites' composite kind (a candidate input of :mod:`.suite`, not judged here):
+
+``strata``   the rows (blocks of dim 0, else of the first dimension of size >= 2) drawn
+             from each of the kinds above in turn, so that one input holds negative,
+             large, small and mixed rows: a row-wise fault of any of those kinds shows in
+             its rows, and a two-input suite carries every kind;
+
 plus the adversarial kinds the problem lists in ``ADVERSARIAL``:
 
 ``neg_inf_rows``  a quarter of each row set to -inf (masked positions; column 0 stays
@@ -39,6 +46,8 @@ from .base import Comparator, Driver, Subject, combine, free_device_memory, judg
 
 #: Value kinds every problem gets.
 VALUE_KINDS = ("normal", "negative", "large", "small", "mixed")
+#: The suites' composite kind: :data:`VALUE_KINDS` in blocks of rows.
+STRATA = "strata"
 #: Value kinds a problem opts into with ``ADVERSARIAL``.
 ADVERSARIAL_KINDS = ("neg_inf_rows", "ties")
 #: Scale exponents of the ``large`` and ``small`` kinds, and the range of ``mixed``.
@@ -57,29 +66,45 @@ def _generator(device: str, seed: int) -> torch.Generator:
 
 def draw(kind: str, like: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     """Values of ``kind`` with the shape, dtype and device of ``like``."""
-    dev = gen.device
-    base = torch.randn(like.shape, generator=gen, device=dev, dtype=torch.float64)
-    if kind == "normal":
+    base = torch.randn(like.shape, generator=gen, device=gen.device, dtype=torch.float64)
+    if kind == STRATA:
         v = base
-    elif kind == "negative":
-        v = -base.abs()
-    elif kind == "large":
-        v = base * 2.0**LARGE_EXP
-    elif kind == "small":
-        v = base * 2.0**SMALL_EXP
-    elif kind == "mixed":
-        e = torch.randint(-MIXED_EXP, MIXED_EXP + 1, like.shape, generator=gen, device=dev)
-        v = base * torch.pow(2.0, e.to(torch.float64))
-    elif kind == "neg_inf_rows":
-        masked = torch.rand(like.shape, generator=gen, device=dev) < NEG_INF_FRACTION
+        dim = next((d for d in range(base.dim()) if base.shape[d] >= 2), None)
+        if dim is not None:
+            n = base.shape[dim]
+            for i, k in enumerate(VALUE_KINDS):  # rows [i n / 5, (i + 1) n / 5) of kind i
+                lo, hi = i * n // len(VALUE_KINDS), (i + 1) * n // len(VALUE_KINDS)
+                if hi > lo:
+                    rows = base.narrow(dim, lo, hi - lo)
+                    rows.copy_(_scaled(k, rows, gen))
+    else:
+        v = _scaled(kind, base, gen)
+    return v.to(device=like.device, dtype=like.dtype)
+
+
+def _scaled(kind: str, base: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """``kind``'s values from standard normal float64 ``base`` (a new tensor or ``base`` itself)."""
+    dev = gen.device
+    if kind == "normal":
+        return base
+    if kind == "negative":
+        return -base.abs()
+    if kind == "large":
+        return base * 2.0**LARGE_EXP
+    if kind == "small":
+        return base * 2.0**SMALL_EXP
+    if kind == "mixed":
+        e = torch.randint(-MIXED_EXP, MIXED_EXP + 1, base.shape, generator=gen, device=dev)
+        return base * torch.pow(2.0, e.to(torch.float64))
+    if kind == "neg_inf_rows":
+        masked = torch.rand(base.shape, generator=gen, device=dev) < NEG_INF_FRACTION
         if masked.dim() >= 1 and masked.shape[-1] > 0:
             masked[..., 0] = False
-        v = base.masked_fill(masked, float("-inf"))
-    elif kind == "ties":
-        v = torch.round(base * 2) / 2
-    else:
-        raise ValueError(f"unknown value kind {kind!r}: allowed are {', '.join(VALUE_KINDS + ADVERSARIAL_KINDS)}")
-    return v.to(device=like.device, dtype=like.dtype)
+        return base.masked_fill(masked, float("-inf"))
+    if kind == "ties":
+        return torch.round(base * 2) / 2
+    raise ValueError(f"unknown value kind {kind!r}: allowed are "
+                     f"{', '.join(VALUE_KINDS + (STRATA,) + ADVERSARIAL_KINDS)}")
 
 
 def shape_for_kind(v: torch.Tensor, input_kind: str) -> torch.Tensor:

@@ -1,0 +1,78 @@
+"""The suites' composite value kind ``strata``: every value kind in one input, by blocks of rows."""
+
+from __future__ import annotations
+
+import torch
+
+from kernelaudit.zoo.oracles.values import LARGE_EXP, MIXED_EXP, SMALL_EXP, VALUE_KINDS, _generator, draw
+
+
+def test_strata_holds_each_value_kind_in_its_block_of_rows():
+    v = draw("strata", torch.empty(10, 64), _generator("cpu", 3))
+    base = torch.randn(10, 64, generator=_generator("cpu", 3), dtype=torch.float64)
+    assert VALUE_KINDS == ("normal", "negative", "large", "small", "mixed")
+    assert torch.equal(v[0:2], base[0:2].float())                       # normal
+    assert torch.equal(v[2:4], (-base[2:4].abs()).float())             # negative
+    assert torch.equal(v[4:6], (base[4:6] * 2.0**LARGE_EXP).float())   # large
+    assert torch.equal(v[6:8], (base[6:8] * 2.0**SMALL_EXP).float())   # small
+    ratio = (v[8:10].double() / base[8:10]).abs().log2()                # mixed: 2^k, |k| <= 16
+    assert ratio.max() <= MIXED_EXP + 1e-6 and ratio.min() >= -MIXED_EXP - 1e-6 and ratio.std() > 1
+
+
+def test_strata_falls_back_to_the_first_dimension_with_rows_and_to_normal_without_one():
+    v = draw("strata", torch.empty(1, 5, 3), _generator("cpu", 3))
+    assert (v[0, 1] <= 0).all() and v[0, 2].abs().max() > 100 and v[0, 3].abs().max() < 1e-9
+    scalar = draw("strata", torch.empty(()), _generator("cpu", 3))
+    assert torch.equal(scalar, torch.randn((), generator=_generator("cpu", 3), dtype=torch.float64).float())
+
+
+def test_the_other_kinds_draw_the_same_values_as_before_strata():
+    """The refactor into ``_scaled`` keeps every earlier kind's values (suite files replay them)."""
+    like = torch.empty(4, 6)
+    base = torch.randn(4, 6, generator=_generator("cpu", 1), dtype=torch.float64)
+    assert torch.equal(draw("negative", like, _generator("cpu", 1)), (-base.abs()).float())
+    g = _generator("cpu", 1)
+    torch.randn(4, 6, generator=g, dtype=torch.float64)
+    e = torch.randint(-MIXED_EXP, MIXED_EXP + 1, (4, 6), generator=g)
+    assert torch.equal(draw("mixed", like, _generator("cpu", 1)), (base * torch.pow(2.0, e.double())).float())
+
+
+PROBLEM = '''\
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x) + 0.5
+
+
+B = 6
+D = 8
+
+
+def get_inputs():
+    return [torch.randn(B, D)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_suite_candidates_hold_strata_at_the_own_and_boundary_shapes_unless_a_kind_is_skipped(tmp_path):
+    from kernelaudit.zoo.oracles.suite import candidate_specs
+    from kernelaudit.zoo.problems import load_problem
+
+    path = tmp_path / "relu_plus.py"
+    path.write_text(PROBLEM)
+    problem = load_problem(path)
+    specs = candidate_specs(problem)
+    strata = [s for s in specs if s.kind == "strata"]
+    own = specs[0].shapes
+    assert any(s.shapes == own for s in strata) and any(s.shapes != own for s in strata)
+    case = strata[0].case(problem)
+    assert (case.inputs[0] <= 0).any() and case.inputs[0].abs().max() > 100  # negative and large rows
+    assert not [s for s in candidate_specs(problem, strata=False) if s.kind == "strata"]
+    path.write_text(PROBLEM + "\nVALUE_KINDS_SKIP = {'large': 'overflows'}\n")
+    assert not [s for s in candidate_specs(load_problem(path)) if s.kind == "strata"]
