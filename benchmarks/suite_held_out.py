@@ -27,6 +27,7 @@ eligible inputs kill them, by operator family and by operator.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gzip
 import itertools
 import json
@@ -97,6 +98,22 @@ def limits(ms: dict, records: list[dict], k: int, salts: tuple[str, ...]) -> dic
             "missed_in_problems_without_training_mutants": no_training}
 
 
+def without_kinds(ms: dict, kinds: set[str]) -> dict:
+    """The matrices with the inputs of ``kinds`` removed (from the candidates, the kills, the inputs):
+    another candidate set measured on the same mutants."""
+    if not kinds:
+        return ms
+    out = {}
+    for sid, pm in ms.items():
+        drop = {i["label"] for i in pm.inputs if i.get("kind") in kinds}
+        out[sid] = dataclasses.replace(
+            pm, inputs=[i for i in pm.inputs if i["label"] not in drop],
+            eligible=[lab for lab in pm.eligible if lab not in drop],
+            ineligible={lab: why for lab, why in pm.ineligible.items() if lab not in drop},
+            kills={m: frozenset(k - drop) for m, k in pm.kills.items()})
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("records", nargs="+", type=Path, help="records.jsonl[.gz] of campaigns with per-input kills")
@@ -104,6 +121,8 @@ def main() -> None:
     ap.add_argument("--salts", default=",".join(suites.SPLIT_SALTS), help="operator split salts (comma list)")
     ap.add_argument("--confirm", action="store_true", help="also the ten confirmation salts confirm-0..9")
     ap.add_argument("--no-limits", action="store_true", help="skip the bounds and the anatomy of misses")
+    ap.add_argument("--drop-kinds", default="", help="comma list of input value kinds left out of the "
+                    "candidates (e.g. strata: the campaign's rates as if it had not drawn them)")
     ap.add_argument("--out", type=Path, help="write the JSON result here too")
     args = ap.parse_args()
     salts = tuple(s for s in args.salts.split(",") if s)
@@ -111,8 +130,8 @@ def main() -> None:
     for path in args.records:
         start = time.perf_counter()
         records = read_records(path)
-        ms = suites.matrices(records)
-        entry = {"problems": len(ms), "killable": sum(len(pm.killable()) for pm in ms.values())}
+        ms = without_kinds(suites.matrices(records), {k for k in args.drop_kinds.split(",") if k})
+        entry = {"drop_kinds": args.drop_kinds, "problems": len(ms), "killable": sum(len(pm.killable()) for pm in ms.values())}
         for tb in suites.TIE_BREAKS[::-1]:  # local (before), then pooled
             entry[tb] = rates(suites.held_out(ms, args.k, method="exact", salts=salts, tie_break=tb))
             if args.confirm:
