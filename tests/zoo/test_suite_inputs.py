@@ -1,4 +1,5 @@
-"""The suites' composite value kind ``strata``: every value kind in one input, by blocks of rows."""
+"""Suite inputs: the composite value kind ``strata`` (every value kind in one input, by blocks of
+rows), and candidates run with uninitialised memory poisoned."""
 
 from __future__ import annotations
 
@@ -76,3 +77,42 @@ def test_suite_candidates_hold_strata_at_the_own_and_boundary_shapes_unless_a_ki
     assert not [s for s in candidate_specs(problem, strata=False) if s.kind == "strata"]
     path.write_text(PROBLEM + "\nVALUE_KINDS_SKIP = {'large': 'overflows'}\n")
     assert not [s for s in candidate_specs(load_problem(path)) if s.kind == "strata"]
+
+
+UNWRITTEN = '''\
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        out[: x.shape[0] // 2] = torch.relu(x[: x.shape[0] // 2]) + 0.5  # the tail is never written
+        return out
+'''
+
+
+def test_a_suite_input_runs_the_candidate_with_uninitialised_memory_poisoned(tmp_path):
+    """Suite inputs (the campaign's kill matrix and a replayed suite file) run the candidate as a
+    PoisonedSubject: an output tail it never writes is NaN on every input, whatever the allocator
+    hands back; a correct candidate still passes."""
+    import math
+
+    from kernelaudit.verdict import Status
+    from kernelaudit.zoo.oracles import Subject
+    from kernelaudit.zoo.oracles.suite import InputSpec, PoisonedSubject, SuiteOracle, write_suite_file
+    from kernelaudit.zoo.problems import ProblemCase, load_problem
+    from kernelaudit.zoo.problems.loader import load_candidate
+
+    (tmp_path / "relu_plus.py").write_text(PROBLEM)
+    (tmp_path / "unwritten.py").write_text(UNWRITTEN)
+    (tmp_path / "right.py").write_text(PROBLEM.replace("class Model(", "class ModelNew("))
+    problem = load_problem(tmp_path / "relu_plus.py")
+    case = ProblemCase.make(problem)
+    got = PoisonedSubject(Subject(load_candidate(tmp_path / "unwritten.py")))(case)[0]
+    assert all(math.isnan(v) for v in got[3:].flatten().tolist()) and not got[:3].isnan().any()
+    suite = write_suite_file(tmp_path / "suite.json", {problem.name: {
+        "path": str(tmp_path / "relu_plus.py"), "inputs": [InputSpec.make(dict(case.shapes), "normal", 1)]}}, k=1)
+    oracle = SuiteOracle(suite)
+    assert oracle.judge(case, Subject(load_candidate(tmp_path / "unwritten.py"))).status is Status.WRONG
+    assert oracle.judge(ProblemCase.make(problem), Subject(load_candidate(tmp_path / "right.py"))).status is Status.OK

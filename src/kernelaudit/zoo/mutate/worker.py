@@ -147,14 +147,16 @@ def suite_cases(problem, device: str, small: bool) -> list:  # noqa: ANN001
 
 
 def judge_inputs(candidate, cases: list) -> dict[str, int]:  # noqa: ANN001
-    """label -> 1 (killed: wrong, or raising) / 0 (passed) of one candidate on every suite input;
+    """label -> 1 (killed: wrong, or raising) / 0 (passed) of one candidate on every suite input,
+    run as a :class:`~kernelaudit.zoo.oracles.suite.PoisonedSubject` (uninitialised memory NaN);
     an input the comparator cannot judge (skipped) is left out."""
     import torch
 
     from ...verdict import Status
     from ..oracles import Subject
+    from ..oracles.suite import PoisonedSubject
 
-    subject = Subject(candidate)
+    subject = PoisonedSubject(Subject(candidate))  # as a suite file is replayed
     got: dict[str, int] = {}
     for spec, case, comp in cases:
         inputs = [x.clone() if isinstance(x, torch.Tensor) else x for x in case.inputs]

@@ -173,8 +173,31 @@ def read_suite_file(path: str | Path) -> dict[str, dict[str, Any]]:
             for name, e in data.get("problems", {}).items()}
 
 
+class PoisonedSubject(Subject):
+    """``subject`` run with every uninitialised allocation of its forward filled with NaN
+    (integers: their minimum; ``tamper``'s run A): an output the candidate never writes
+    then fails on every input, not only where the allocator happens to hand back memory
+    holding something else. The judge of a suite input, in a campaign's per-input kill
+    matrix and when a suite file is replayed alike."""
+
+    def __init__(self, subject: Subject) -> None:
+        super().__init__(subject.candidate)
+        self._models = subject._models  # the same instances: built outside the poison
+
+    def fresh(self) -> "PoisonedSubject":
+        return PoisonedSubject(Subject(self.candidate))
+
+    def __call__(self, case: ProblemCase, inputs=None) -> list:  # noqa: ANN001
+        from .tamper import PoisonEmpty
+
+        self.model(case)  # build (and initialise) the instance first
+        with PoisonEmpty("A"):
+            return super().__call__(case, inputs)
+
+
 class SuiteOracle(Driver):
-    """The inputs a suite file lists for the case's problem, each judged by ``compare``.
+    """The inputs a suite file lists for the case's problem, each judged by ``compare``
+    (the candidate run as a :class:`PoisonedSubject`).
 
     The problem is found by its file path, else by its name; a problem the suite does
     not list is *skipped* (unjudged), never passed.
@@ -210,5 +233,5 @@ class SuiteOracle(Driver):
                 verdicts[spec.label] = Verdict.skipped(f"suite input {spec.label} cannot be built: "
                                                        f"{type(exc).__name__}: {exc}", reason="input not built")
                 continue
-            verdicts[spec.label] = judge_or_unjudged(self.compare, c, subject)
+            verdicts[spec.label] = judge_or_unjudged(self.compare, c, PoisonedSubject(subject))
         return combine(self.name, verdicts, context=f"suite ({len(specs)} inputs): ")
