@@ -116,3 +116,21 @@ def test_a_suite_input_runs_the_candidate_with_uninitialised_memory_poisoned(tmp
     oracle = SuiteOracle(suite)
     assert oracle.judge(case, Subject(load_candidate(tmp_path / "unwritten.py"))).status is Status.WRONG
     assert oracle.judge(ProblemCase.make(problem), Subject(load_candidate(tmp_path / "right.py"))).status is Status.OK
+
+
+def test_the_pooled_rule_takes_a_strata_input_among_equally_killing_sets_by_enumeration_and_ilp():
+    from kernelaudit.zoo.mutate import suites
+    from kernelaudit.zoo.oracles.values import STRATA
+
+    assert suites.STRATA_KIND == STRATA
+    shapes = {"B": 4}
+    inputs = [{"label": lab, "kind": kind, "shapes": shapes}
+              for lab, kind in (("r", "rand"), ("n", "normal"), ("s", "strata"), ("m", "mixed"))]
+    pm = suites.ProblemMatrix("t", "t", inputs, ["r", "n", "s", "m"],
+                              kills={"a": frozenset({"r", "s"}), "b": frozenset({"n", "m"}), "c": frozenset({"m"})})
+    credit = {("mixed", "own"): 5.0, ("rand", "own"): 3.0}  # credit alone would take r and m
+    for solver in ("enumerate", "milp"):
+        assert sorted(suites.exact(pm, 2, credit=credit, solver=solver)) == ["m", "s"], solver
+    pm.kills["d"] = frozenset({"r", "n"})  # now only {r, m} kills all four: kills come first
+    for solver in ("enumerate", "milp"):
+        assert sorted(suites.exact(pm, 2, credit=credit, solver=solver)) == ["m", "r"], solver

@@ -121,6 +121,10 @@ def greedy(pm: ProblemMatrix, k: int, mutants: list[str] | None = None) -> list[
 
 #: Value kinds from the most general draw to the most special: among suites that kill as many
 #: mutants, the one of more general inputs is chosen (unlisted kinds, the adversarial ones, last).
+#: The composite value kind (:data:`kernelaudit.zoo.oracles.values.STRATA`, named here so that
+#: reading a campaign store needs no torch): among sets killing as many training mutants the
+#: pooled rule takes one that holds such an input, which carries every value kind.
+STRATA_KIND = "strata"
 KIND_ORDER = ("normal", "rand", "mixed", "large", "negative", "small")
 
 
@@ -171,8 +175,9 @@ def exact(pm: ProblemMatrix, k: int, mutants: list[str] | None = None, *, solver
           credit: dict[tuple[str, str], float] | None = None) -> list[str]:
     """The set of at most ``k`` inputs killing the most mutants (``solver``: auto, milp or enumerate).
 
-    Among sets killing as many: with ``credit`` (:func:`role_credit`, pooled over problems) the one
-    whose distinct input roles carry the most credit (a second input of one role adds none), then the
+    Among sets killing as many: with ``credit`` (:func:`role_credit`, pooled over problems) one that
+    holds a ``strata`` input where one can, then the one whose distinct input roles carry the most
+    credit (a second input of one role adds none), then the
     greatest :func:`strength`, then (enumeration) the earliest in candidate order; a slot the mutants
     leave free goes to an input the credit favours (``k`` inputs whenever ``k`` are eligible). Without
     ``credit``: the greatest :func:`strength`, useful inputs only (the ``local`` rule)."""
@@ -236,7 +241,8 @@ def _enumerate_pooled(pm: ProblemMatrix, k: int, killable: list[str], cands: lis
         hit = 0
         for lab in combo:
             hit |= mask[lab]
-        got = (hit.bit_count(), round(sum(credit.get(r, 0.0) for r in {role[lab] for lab in combo}), 9),
+        got = (hit.bit_count(), any(role[lab][0] == STRATA_KIND for lab in combo),
+               round(sum(credit.get(r, 0.0) for r in {role[lab] for lab in combo}), 9),
                sum(score[lab] for lab in combo))
         if got > best[0]:
             best = (got, combo)
@@ -246,13 +252,14 @@ def _enumerate_pooled(pm: ProblemMatrix, k: int, killable: list[str], cands: lis
 def _milp_pooled(pm: ProblemMatrix, k: int, killable: list[str], cands: list[str],
                  credit: dict[tuple[str, str], float], role: dict[str, tuple[str, str]],
                  score: dict[str, int]) -> list[str]:
-    """Two ILPs: the most mutants killed; then, holding that, the most credit of distinct roles (to six
-    digits) and strength. Variables: x (input chosen), y (mutant killed), z (role chosen)."""
+    """Two ILPs: the most mutants killed; then, holding that, a ``strata`` input if any, then the most
+    credit of distinct roles (to six digits) and strength. Variables: x (input chosen), y (mutant
+    killed), z (role chosen), s (a ``strata`` input chosen)."""
     import numpy as np
     from scipy.optimize import Bounds, LinearConstraint, milp
 
     roles = sorted(set(role.values()))
-    n, m, r = len(cands), len(killable), len(roles)
+    n, m, r = len(cands), len(killable), len(roles) + 1  # the last "role" variable is s
     col = {lab: i for i, lab in enumerate(cands)}
     a = np.zeros((1 + m + r, n + m + r))
     a[0, :n] = 1
@@ -265,6 +272,10 @@ def _milp_pooled(pm: ProblemMatrix, k: int, killable: list[str], cands: list[str
         for lab in cands:
             if role[lab] == rl:
                 a[1 + m + q, col[lab]] = -1
+    a[m + r, n + m + r - 1] = 1  # s <= sum of x over the strata inputs
+    for lab in cands:
+        if role[lab][0] == STRATA_KIND:
+            a[m + r, col[lab]] = -1
     lo = np.concatenate([[0], np.full(m + r, -np.inf)])
     hi = np.concatenate([[k], np.zeros(m + r)])
     cons = [LinearConstraint(a, lo, hi)]
@@ -277,8 +288,9 @@ def _milp_pooled(pm: ProblemMatrix, k: int, killable: list[str], cands: list[str
     top = max([credit.get(rl, 0.0) for rl in roles] + [0.0])
     units = [round(1e6 * credit.get(rl, 0.0) / top) if top > 0 else 0 for rl in roles]
     w = k * max([score[lab] for lab in cands] + [0]) + 1  # a unit of credit above any k inputs' strength
+    ws = w * (sum(units) + 1)  # a strata input above any credit
     c = np.concatenate([-np.array([score[lab] for lab in cands], dtype=float), np.zeros(m),
-                        -w * np.array(units, dtype=float)])
+                        -w * np.array(units, dtype=float), [-ws]])
     hold = LinearConstraint(np.concatenate([np.zeros(n), np.ones(m), np.zeros(r)])[None, :], killed, np.inf)
     res = milp(c, constraints=cons + [hold], integrality=np.ones(n + m + r), bounds=Bounds(0, 1), options=opts)
     if res.x is None:
