@@ -28,6 +28,8 @@ export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 # The OpInfo catalogue for the device's torch, derived once (about a minute) and kept in runs/
 # (carry runs/ between calls); copied to $OUT to ship as a snapshot under sweep/ops/data/.
 export KERNELAUDIT_CACHE_DIR=${KERNELAUDIT_CACHE_DIR:-$PWD/runs/cache}
+# KernelBench as carried (.kb/KernelBench): the zoo GPU tests read it from here, not ../shared
+export KERNELAUDIT_KERNELBENCH=${KERNELAUDIT_KERNELBENCH:-$PWD/.kb/KernelBench}
 O=${OUT:-/tmp/out}/h200; mkdir -p "$O"
 log() { echo "== $(date -u +%T) $*"; }
 steps=${*:-kernels verify profile guard demo corpus oracle_cost}
