@@ -71,6 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="JSON rows")
     args = ap.parse_args(argv)
     root = args.root or ock._default_root()
+    if not (root / "level1").is_dir():
+        print(f"{root / 'level1'}: not found (KernelBench as published; set --root or KERNELAUDIT_KERNELBENCH)",
+              file=sys.stderr)
+        return 3
     files = sorted((root / "level1").glob("*.py"))
     rows = []
     for want in args.problems.split(","):
