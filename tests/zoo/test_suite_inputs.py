@@ -134,3 +134,20 @@ def test_the_pooled_rule_takes_a_strata_input_among_equally_killing_sets_by_enum
     pm.kills["d"] = frozenset({"r", "n"})  # now only {r, m} kills all four: kills come first
     for solver in ("enumerate", "milp"):
         assert sorted(suites.exact(pm, 2, credit=credit, solver=solver)) == ["m", "r"], solver
+
+
+def test_then_the_set_with_the_largest_input_by_enumeration_and_ilp():
+    """No strata input to take: among sets killing as many, the one whose largest input is largest
+    (more programs and loop iterations), where credit and strength cannot tell and candidate order
+    would take the small one."""
+    from kernelaudit.zoo.mutate import suites
+
+    inputs = [{"label": "own", "kind": "normal", "shapes": {"B": 8, "D": 64}},
+              {"label": "tiny", "kind": "mixed", "shapes": {"B": 7, "D": 11}},
+              {"label": "past", "kind": "mixed", "shapes": {"B": 9, "D": 65}}]
+    pm = suites.ProblemMatrix("t", "t", inputs, ["own", "tiny", "past"],
+                              kills={"a": frozenset({"own"}), "b": frozenset({"tiny", "past"})})
+    assert suites.input_size(pm, "past") == 9 * 65
+    credit = {("mixed", "boundary"): 1.0}  # both boundary inputs have this role: credit cannot tell
+    for solver in ("enumerate", "milp"):
+        assert sorted(suites.exact(pm, 2, credit=credit, solver=solver)) == ["own", "past"], solver

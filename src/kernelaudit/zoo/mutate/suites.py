@@ -123,7 +123,8 @@ def greedy(pm: ProblemMatrix, k: int, mutants: list[str] | None = None) -> list[
 #: mutants, the one of more general inputs is chosen (unlisted kinds, the adversarial ones, last).
 #: The composite value kind (:data:`kernelaudit.zoo.oracles.values.STRATA`, named here so that
 #: reading a campaign store needs no torch): among sets killing as many training mutants the
-#: pooled rule takes one that holds such an input, which carries every value kind.
+#: pooled rule takes one that holds such an input, which carries every value kind (then the one
+#: with the largest input: more programs and loop iterations of a kernel).
 STRATA_KIND = "strata"
 KIND_ORDER = ("normal", "rand", "mixed", "large", "negative", "small")
 
@@ -153,6 +154,13 @@ def input_role(pm: ProblemMatrix, label: str) -> tuple[str, str]:
     return spec.get("kind", ""), "own" if spec.get("shapes") == own else "boundary"
 
 
+def input_size(pm: ProblemMatrix, label: str) -> int:
+    """The product of an input's shape constants: how large an input is, to compare with the others
+    of its problem (a larger one runs more programs and more loop iterations of a kernel)."""
+    spec = next((i for i in pm.inputs if i.get("label") == label), {})
+    return math.prod(max(1, int(v)) for v in (spec.get("shapes") or {}).values())
+
+
 def role_credit(ms: dict[str, ProblemMatrix], mutants: dict[str, list[str]] | None = None
                 ) -> dict[tuple[str, str], float]:
     """Each input role's (:func:`input_role`) *unique-kill credit*, pooled over every problem: a killable
@@ -176,8 +184,9 @@ def exact(pm: ProblemMatrix, k: int, mutants: list[str] | None = None, *, solver
     """The set of at most ``k`` inputs killing the most mutants (``solver``: auto, milp or enumerate).
 
     Among sets killing as many: with ``credit`` (:func:`role_credit`, pooled over problems) one that
-    holds a ``strata`` input where one can, then the one whose distinct input roles carry the most
-    credit (a second input of one role adds none), then the
+    holds a ``strata`` input where one can, then one whose largest input (:func:`input_size`) is as
+    large as can be, then the one whose distinct input roles carry the most credit (a second input
+    of one role adds none), then the
     greatest :func:`strength`, then (enumeration) the earliest in candidate order; a slot the mutants
     leave free goes to an input the credit favours (``k`` inputs whenever ``k`` are eligible). Without
     ``credit``: the greatest :func:`strength`, useful inputs only (the ``local`` rule)."""
@@ -221,19 +230,20 @@ def _exact_pooled(pm: ProblemMatrix, k: int, killable: list[str], credit: dict[t
         return cands
     score = strength(pm, killable, k)
     role = {lab: input_role(pm, lab) for lab in cands}
+    size = {lab: input_size(pm, lab) for lab in cands}
     if solver == "enumerate" or (solver == "auto" and math.comb(len(cands), k) <= ENUMERATE_LIMIT):
-        return _enumerate_pooled(pm, k, killable, cands, credit, role, score)
+        return _enumerate_pooled(pm, k, killable, cands, credit, role, score, size)
     try:
-        return _milp_pooled(pm, k, killable, cands, credit, role, score)
+        return _milp_pooled(pm, k, killable, cands, credit, role, score, size)
     except ImportError:
         if solver == "milp" or k > ENUMERATE_MAX_K:
             raise
-        return _enumerate_pooled(pm, k, killable, cands, credit, role, score)
+        return _enumerate_pooled(pm, k, killable, cands, credit, role, score, size)
 
 
 def _enumerate_pooled(pm: ProblemMatrix, k: int, killable: list[str], cands: list[str],
                       credit: dict[tuple[str, str], float], role: dict[str, tuple[str, str]],
-                      score: dict[str, int]) -> list[str]:
+                      score: dict[str, int], size: dict[str, int]) -> list[str]:
     bit = {m: 1 << i for i, m in enumerate(killable)}
     mask = {lab: sum(b for m, b in bit.items() if lab in pm.kills[m]) for lab in cands}
     best: tuple[Any, tuple[str, ...]] = ((-1,), ())
@@ -241,7 +251,7 @@ def _enumerate_pooled(pm: ProblemMatrix, k: int, killable: list[str], cands: lis
         hit = 0
         for lab in combo:
             hit |= mask[lab]
-        got = (hit.bit_count(), any(role[lab][0] == STRATA_KIND for lab in combo),
+        got = (hit.bit_count(), any(role[lab][0] == STRATA_KIND for lab in combo), max(size[lab] for lab in combo),
                round(sum(credit.get(r, 0.0) for r in {role[lab] for lab in combo}), 9),
                sum(score[lab] for lab in combo))
         if got > best[0]:
@@ -251,51 +261,56 @@ def _enumerate_pooled(pm: ProblemMatrix, k: int, killable: list[str], cands: lis
 
 def _milp_pooled(pm: ProblemMatrix, k: int, killable: list[str], cands: list[str],
                  credit: dict[tuple[str, str], float], role: dict[str, tuple[str, str]],
-                 score: dict[str, int]) -> list[str]:
-    """Two ILPs: the most mutants killed; then, holding that, a ``strata`` input if any, then the most
-    credit of distinct roles (to six digits) and strength. Variables: x (input chosen), y (mutant
-    killed), z (role chosen), s (a ``strata`` input chosen)."""
+                 score: dict[str, int], size: dict[str, int]) -> list[str]:
+    """ILPs solved in turn, each holding what the ones before reached: the most mutants killed; a
+    ``strata`` input if any; the largest input as large as can be; then the most credit of distinct
+    roles (to six digits) and strength. Variables: x (input chosen), y (mutant killed), z (role
+    chosen), s (a ``strata`` input chosen), t (the input counted as the largest: one, chosen)."""
     import numpy as np
     from scipy.optimize import Bounds, LinearConstraint, milp
 
     roles = sorted(set(role.values()))
-    n, m, r = len(cands), len(killable), len(roles) + 1  # the last "role" variable is s
+    n, m, r = len(cands), len(killable), len(roles)
     col = {lab: i for i, lab in enumerate(cands)}
-    a = np.zeros((1 + m + r, n + m + r))
-    a[0, :n] = 1
-    for j, mid in enumerate(killable):
-        a[1 + j, n + j] = 1
-        for lab in pm.kills[mid]:
-            a[1 + j, col[lab]] = -1
+    nv = n + m + r + 1 + n  # x, y, z, s, t
+    xs, ys, zs, sv, ts = 0, n, n + m, n + m + r, n + m + r + 1
+    rows, lo, hi = [], [], []
+
+    def row(entries: dict[int, float], low: float, high: float) -> None:
+        a = np.zeros(nv)
+        for j, v in entries.items():
+            a[j] += v
+        rows.append(a)
+        lo.append(low)
+        hi.append(high)
+
+    row({xs + i: 1 for i in range(n)}, 0, k)
+    for j, mid in enumerate(killable):  # y_m <= sum of x over the inputs killing m
+        row({ys + j: 1, **{xs + col[lab]: -1 for lab in pm.kills[mid]}}, -np.inf, 0)
     for q, rl in enumerate(roles):  # z_r <= sum of x over the inputs of role r
-        a[1 + m + q, n + m + q] = 1
-        for lab in cands:
-            if role[lab] == rl:
-                a[1 + m + q, col[lab]] = -1
-    a[m + r, n + m + r - 1] = 1  # s <= sum of x over the strata inputs
-    for lab in cands:
-        if role[lab][0] == STRATA_KIND:
-            a[m + r, col[lab]] = -1
-    lo = np.concatenate([[0], np.full(m + r, -np.inf)])
-    hi = np.concatenate([[k], np.zeros(m + r)])
-    cons = [LinearConstraint(a, lo, hi)]
-    opts = {"mip_rel_gap": 0}
-    first = milp(np.concatenate([np.zeros(n), -np.ones(m), np.zeros(r)]), constraints=cons,
-                 integrality=np.ones(n + m + r), bounds=Bounds(0, 1), options=opts)
-    if first.x is None:
-        raise RuntimeError(f"the ILP of {pm.subject} found no solution: {first.message}")
-    killed = round(-first.fun)
+        row({zs + q: 1, **{xs + col[lab]: -1 for lab in cands if role[lab] == rl}}, -np.inf, 0)
+    row({sv: 1, **{xs + col[lab]: -1 for lab in cands if role[lab][0] == STRATA_KIND}}, -np.inf, 0)
+    for i in range(n):  # t_i <= x_i, at most one t
+        row({ts + i: 1, xs + i: -1}, -np.inf, 0)
+    row({ts + i: 1 for i in range(n)}, 0, 1)
+    ranks = {v: i for i, v in enumerate(sorted(set(size.values())))}
     top = max([credit.get(rl, 0.0) for rl in roles] + [0.0])
     units = [round(1e6 * credit.get(rl, 0.0) / top) if top > 0 else 0 for rl in roles]
     w = k * max([score[lab] for lab in cands] + [0]) + 1  # a unit of credit above any k inputs' strength
-    ws = w * (sum(units) + 1)  # a strata input above any credit
-    c = np.concatenate([-np.array([score[lab] for lab in cands], dtype=float), np.zeros(m),
-                        -w * np.array(units, dtype=float), [-ws]])
-    hold = LinearConstraint(np.concatenate([np.zeros(n), np.ones(m), np.zeros(r)])[None, :], killed, np.inf)
-    res = milp(c, constraints=cons + [hold], integrality=np.ones(n + m + r), bounds=Bounds(0, 1), options=opts)
-    if res.x is None:
-        raise RuntimeError(f"the ILP of {pm.subject} found no solution: {res.message}")
-    return [cands[i] for i in range(n) if res.x[i] > 0.5]
+    stages = [{ys + j: 1.0 for j in range(m)}, {sv: 1.0},
+              {ts + col[lab]: float(ranks[size[lab]]) for lab in cands},
+              {**{xs + col[lab]: float(score[lab]) for lab in cands}, **{zs + q: float(w * u) for q, u in enumerate(units)}}]
+    res = None
+    for gain in stages:
+        c = np.zeros(nv)
+        for j, v in gain.items():
+            c[j] = -v
+        res = milp(c, constraints=[LinearConstraint(np.array(rows), np.array(lo), np.array(hi))],
+                   integrality=np.ones(nv), bounds=Bounds(0, 1), options={"mip_rel_gap": 0})
+        if res.x is None:
+            raise RuntimeError(f"the ILP of {pm.subject} found no solution: {res.message}")
+        row(gain, round(-res.fun) - 0.5, np.inf)  # hold it (integer objectives: round, half a unit slack)
+    return [cands[i] for i in range(n) if res.x[xs + i] > 0.5]
 
 
 def topped(pm: ProblemMatrix, chosen: list[str], k: int) -> list[str]:
