@@ -119,13 +119,13 @@ def greedy(pm: ProblemMatrix, k: int, mutants: list[str] | None = None) -> list[
     return chosen
 
 
-#: Value kinds from the most general draw to the most special: among suites that kill as many
-#: mutants, the one of more general inputs is chosen (unlisted kinds, the adversarial ones, last).
 #: The composite value kind (:data:`kernelaudit.zoo.oracles.values.STRATA`, named here so that
 #: reading a campaign store needs no torch): among sets killing as many training mutants the
 #: pooled rule takes one that holds such an input, which carries every value kind (then the one
 #: with the largest input: more programs and loop iterations of a kernel).
 STRATA_KIND = "strata"
+#: Value kinds from the most general draw to the most special: among suites that kill as many
+#: mutants, the one of more general inputs is chosen (unlisted kinds, the adversarial ones, last).
 KIND_ORDER = ("normal", "rand", "mixed", "large", "negative", "small")
 
 
