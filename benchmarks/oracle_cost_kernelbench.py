@@ -390,6 +390,16 @@ def summarise(rows: list[dict]) -> dict:
     }
 
 
+def is_problem(path: Path, want: str) -> bool:
+    """Whether ``want`` (a ``--problems`` item: a file stem or a level 1 number) names ``path``."""
+    return path.stem == want or path.stem.split("_")[0] == want
+
+
+def level1_problem(level1: Path, want: str) -> Path | None:
+    """The level 1 file ``want`` names (a file stem or a number), if any."""
+    return next((p for p in sorted(level1.glob("*.py")) if is_problem(p, want)), None)
+
+
 def _order(p: Path) -> tuple[int, str]:
     head = p.stem.split("_", 1)[0]
     return (int(head) if head.isdigit() else 10**6, p.stem)
@@ -445,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
     paths = sorted(level1.glob("*.py"), key=_order)
     wanted = {p for p in args.problems.split(",") if p}
     if wanted:
-        paths = [p for p in paths if p.stem in wanted or p.stem.split("_")[0] in wanted]
+        paths = [p for p in paths if any(is_problem(p, w) for w in wanted)]
         if not paths:
             print(f"--problems: none of {sorted(wanted)} is a level 1 file stem or number under {level1}",
                   file=sys.stderr)

@@ -75,10 +75,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{root / 'level1'}: not found (KernelBench as published; set --root or KERNELAUDIT_KERNELBENCH)",
               file=sys.stderr)
         return 3
-    files = sorted((root / "level1").glob("*.py"))
     rows = []
     for want in args.problems.split(","):
-        path = next((p for p in files if p.stem == want or p.stem.split("_")[0] == want), None)
+        path = ock.level1_problem(root / "level1", want)
         if path is None:
             print(f"--problems: no level 1 problem {want!r} under {root}", file=sys.stderr)
             return 2

@@ -84,11 +84,11 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     rows = []
     for item in args.problems.split(","):
-        found = sorted(level1.glob(f"{item}_*.py")) or sorted(level1.glob(f"{item}.py"))
-        if not found:
+        path = ock.level1_problem(level1, item)
+        if path is None:
             print(f"Cannot find problem {item!r} in {level1}", file=sys.stderr)
             return 2
-        rows.append(measure(found[0], args.mid))
+        rows.append(measure(path, args.mid))
         print(json.dumps(rows[-1]), flush=True)
     if args.out:
         args.out.write_text(json.dumps({"mid_mib": args.mid, "torch": torch.__version__, "rows": rows}, indent=1) + "\n")
