@@ -5,24 +5,28 @@ from __future__ import annotations
 
 import torch
 
-from kernelaudit.zoo.oracles.values import LARGE_EXP, MIXED_EXP, SMALL_EXP, VALUE_KINDS, _generator, draw
+from kernelaudit.zoo.oracles.values import (LARGE_EXP, MIXED_EXP, SMALL_EXP, STRATA_KINDS, VALUE_KINDS, _generator,
+                                            draw)
 
 
 def test_strata_holds_each_value_kind_in_its_block_of_rows():
-    v = draw("strata", torch.empty(10, 64), _generator("cpu", 3))
-    base = torch.randn(10, 64, generator=_generator("cpu", 3), dtype=torch.float64)
-    assert VALUE_KINDS == ("normal", "negative", "large", "small", "mixed")
+    v = draw("strata", torch.empty(12, 64), _generator("cpu", 3))
+    base = torch.randn(12, 64, generator=_generator("cpu", 3), dtype=torch.float64)
+    assert STRATA_KINDS == VALUE_KINDS + ("rand",) == ("normal", "negative", "large", "small", "mixed", "rand")
     assert torch.equal(v[0:2], base[0:2].float())                       # normal
     assert torch.equal(v[2:4], (-base[2:4].abs()).float())             # negative
     assert torch.equal(v[4:6], (base[4:6] * 2.0**LARGE_EXP).float())   # large
     assert torch.equal(v[6:8], (base[6:8] * 2.0**SMALL_EXP).float())   # small
     ratio = (v[8:10].double() / base[8:10]).abs().log2()                # mixed: 2^k, |k| <= 16
     assert ratio.max() <= MIXED_EXP + 1e-6 and ratio.min() >= -MIXED_EXP - 1e-6 and ratio.std() > 1
+    rand = v[10:12]                                                     # KernelBench's uniform [0, 1)
+    assert (rand >= 0).all() and (rand < 1).all() and rand.std() > 0.1
 
 
 def test_strata_falls_back_to_the_first_dimension_with_rows_and_to_normal_without_one():
-    v = draw("strata", torch.empty(1, 5, 3), _generator("cpu", 3))
+    v = draw("strata", torch.empty(1, 6, 3), _generator("cpu", 3))
     assert (v[0, 1] <= 0).all() and v[0, 2].abs().max() > 100 and v[0, 3].abs().max() < 1e-9
+    assert ((v[0, 5] >= 0) & (v[0, 5] < 1)).all()
     scalar = draw("strata", torch.empty(()), _generator("cpu", 3))
     assert torch.equal(scalar, torch.randn((), generator=_generator("cpu", 3), dtype=torch.float64).float())
 

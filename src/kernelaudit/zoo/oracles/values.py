@@ -13,9 +13,11 @@ dtypes of the case's inputs and replaces their values, one kind at a time:
 the suites' composite kind (a candidate input of :mod:`.suite`, not judged here):
 
 ``strata``   the rows (blocks of dim 0, else of the first dimension of size >= 2) drawn
-             from each of the kinds above in turn, so that one input holds negative,
-             large, small and mixed rows: a row-wise fault of any of those kinds shows in
-             its rows, and a two-input suite carries every kind;
+             from each of the kinds above in turn and then from KernelBench's uniform
+             [0, 1), so that one input holds negative, large, small, mixed and all-positive
+             rows: a row-wise fault of any of those kinds shows in its rows (an all-positive
+             row is what a minimum whose initial value became 0 gets wrong), and a two-input
+             suite carries every kind;
 
 plus the adversarial kinds the problem lists in ``ADVERSARIAL``:
 
@@ -46,8 +48,12 @@ from .base import Comparator, Driver, Subject, combine, free_device_memory, judg
 
 #: Value kinds every problem gets.
 VALUE_KINDS = ("normal", "negative", "large", "small", "mixed")
-#: The suites' composite kind: :data:`VALUE_KINDS` in blocks of rows.
+#: The suites' composite kind: :data:`STRATA_KINDS` in blocks of rows.
 STRATA = "strata"
+#: The blocks of a ``strata`` input, in row order: every value kind, then ``rand`` (uniform [0, 1), the
+#: distribution of KernelBench's ``get_inputs``: all positive). Last, so that a dimension of five rows
+#: drops ``normal``, which a boundary shape's own ``normal`` input carries.
+STRATA_KINDS = VALUE_KINDS + ("rand",)
 #: Value kinds a problem opts into with ``ADVERSARIAL``.
 ADVERSARIAL_KINDS = ("neg_inf_rows", "ties")
 #: Scale exponents of the ``large`` and ``small`` kinds, and the range of ``mixed``.
@@ -72,8 +78,8 @@ def draw(kind: str, like: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
         dim = next((d for d in range(base.dim()) if base.shape[d] >= 2), None)
         if dim is not None:
             n = base.shape[dim]
-            for i, k in enumerate(VALUE_KINDS):  # rows [i n / 5, (i + 1) n / 5) of kind i
-                lo, hi = i * n // len(VALUE_KINDS), (i + 1) * n // len(VALUE_KINDS)
+            for i, k in enumerate(STRATA_KINDS):  # rows [i n / 6, (i + 1) n / 6) of kind i
+                lo, hi = i * n // len(STRATA_KINDS), (i + 1) * n // len(STRATA_KINDS)
                 if hi > lo:
                     rows = base.narrow(dim, lo, hi - lo)
                     rows.copy_(_scaled(k, rows, gen))
@@ -87,6 +93,8 @@ def _scaled(kind: str, base: torch.Tensor, gen: torch.Generator) -> torch.Tensor
     dev = gen.device
     if kind == "normal":
         return base
+    if kind == "rand":
+        return torch.rand(base.shape, generator=gen, device=dev, dtype=torch.float64)
     if kind == "negative":
         return -base.abs()
     if kind == "large":
