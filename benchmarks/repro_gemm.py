@@ -316,24 +316,16 @@ def lanes_decode_candidates(rows: int) -> list[Tiles]:
     the table's 8 x 8 order (bf16): columns per program and warps (``bn x 8`` lane
     chains: 16 x 8 over 4 warps is one per thread at M = 1), K step (``bk``: whole
     rounds of 64 k; more bytes in flight per step, fewer steps), register prefetch or
-    Triton's pipelining; from M = 4 also tiles of M / 2 and M / 4 rows. All compile for
-    sm_90 without spills (Triton 3.9, ptxas)."""
+    Triton's pipelining. All compile for sm_90 without spills (Triton 3.9, ptxas)."""
     big = {1: 512, 2: 256, 4: 256, 8: 256, 16: 256}[rows]
-    out = [Tiles(rows, 16, big, 4, 1, tiled=True, prefetch=True),
-           Tiles(rows, 16, 128, 4, 1, tiled=True, prefetch=True),
-           Tiles(rows, 32, 128 if rows >= 8 else big, 8, 1, tiled=True, prefetch=True),
-           Tiles(rows, 8, 128, 2, 1, tiled=True, prefetch=True),
-           Tiles(rows, 16, 64, 4, 1, tiled=True, prefetch=True),
-           Tiles(rows, 16, 128, 4, 3, tiled=True)]
-    # Fewer rows per program than the bucket, the row blocks of one column block launched
-    # side by side (group_m): more programs and fewer FMAs per loaded weight, the weight
-    # tile read again from L2. At M = 4 the one-program tile runs at 2 TB/s (0.52x cuBLAS)
-    # where M = 1's reaches 3.4: it is short of bytes in flight, not of bandwidth.
-    if rows >= 4:
-        out += [Tiles(rows // 2, 16, 256, 4, 1, tiled=True, prefetch=True, group_m=8),
-                Tiles(rows // 4, 32 if rows == 4 else 16, 512 if rows == 4 else 256, 8 if rows == 4 else 4, 1,
-                      tiled=True, prefetch=True, group_m=8)]
-    return out
+    # (tiles of M / 2 and M / 4 rows, row blocks side by side, were slower at every M on
+    # the H200: benchmarks/results/2026-12-05-h200-repro-decode-row-blocks/)
+    return [Tiles(rows, 16, big, 4, 1, tiled=True, prefetch=True),
+            Tiles(rows, 16, 128, 4, 1, tiled=True, prefetch=True),
+            Tiles(rows, 32, 128 if rows >= 8 else big, 8, 1, tiled=True, prefetch=True),
+            Tiles(rows, 8, 128, 2, 1, tiled=True, prefetch=True),
+            Tiles(rows, 16, 64, 4, 1, tiled=True, prefetch=True),
+            Tiles(rows, 16, 128, 4, 3, tiled=True)]
 
 
 def other_orders(rows: int) -> list[tuple[Lanes, Tiles]]:
