@@ -23,10 +23,17 @@ def test_strata_holds_each_value_kind_in_its_block_of_rows():
     assert (rand >= 0).all() and (rand < 1).all() and rand.std() > 0.1
 
 
-def test_strata_falls_back_to_the_first_dimension_with_rows_and_to_normal_without_one():
-    v = draw("strata", torch.empty(1, 6, 3), _generator("cpu", 3))
-    assert (v[0, 1] <= 0).all() and v[0, 2].abs().max() > 100 and v[0, 3].abs().max() < 1e-9
-    assert ((v[0, 5] >= 0) & (v[0, 5] < 1)).all()
+def test_strata_rows_span_leading_dims_until_every_kind_has_one():
+    """A batch shorter than the kinds: rows are the slices along the first two dims (3 x 4 here),
+    so every kind still gets whole last-dim rows; with fewer elements than kinds, single elements."""
+    v = draw("strata", torch.empty(3, 4, 5), _generator("cpu", 3))
+    rows = v.reshape(12, 5)
+    assert (rows[2:4] <= 0).all() and rows[4:6].abs().min() > 1 and rows[6:8].abs().max() < 1e-9
+    assert ((rows[10:12] >= 0) & (rows[10:12] < 1)).all()
+    wide = draw("strata", torch.empty(1, 6, 3), _generator("cpu", 3))
+    assert (wide[0, 1] <= 0).all() and wide[0, 2].abs().max() > 100 and wide[0, 3].abs().max() < 1e-9
+    tiny = draw("strata", torch.empty(2, 2), _generator("cpu", 3)).flatten()   # blocks of 4 // 6: one each of
+    assert tiny[0] <= 0 and tiny[1].abs() > 1 and 0 <= tiny[3] < 1            # negative, large, mixed, rand
     scalar = draw("strata", torch.empty(()), _generator("cpu", 3))
     assert torch.equal(scalar, torch.randn((), generator=_generator("cpu", 3), dtype=torch.float64).float())
 

@@ -12,8 +12,9 @@ dtypes of the case's inputs and replaces their values, one kind at a time:
 
 the suites' composite kind (a candidate input of :mod:`.suite`, not judged here):
 
-``strata``   the rows (blocks of dim 0, else of the first dimension of size >= 2) drawn
-             from each of the kinds above in turn and then from KernelBench's uniform
+``strata``   the rows (the slices along dim 0, or along the fewest leading dims that
+             hold at least one per kind: a batch of 3 gives its 3 x C slices) drawn in
+             blocks from each of the kinds above in turn and then from KernelBench's uniform
              [0, 1), so that one input holds negative, large, small, mixed and all-positive
              rows: a row-wise fault of any of those kinds shows in its rows (an all-positive
              row is what a minimum whose initial value became 0 gets wrong), and a two-input
@@ -75,13 +76,19 @@ def draw(kind: str, like: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     base = torch.randn(like.shape, generator=gen, device=gen.device, dtype=torch.float64)
     if kind == STRATA:
         v = base
-        dim = next((d for d in range(base.dim()) if base.shape[d] >= 2), None)
-        if dim is not None:
-            n = base.shape[dim]
+        if base.dim() > 0:
+            # rows: the slices along the fewest leading dims that number at least one per kind
+            # (dim 0 when it is that long), so every kind gets whole slices even where a
+            # batch has 3 rows; where the tensor has fewer elements than kinds, elements
+            lead, n = 0, base.shape[0]
+            while n < len(STRATA_KINDS) and lead + 1 < base.dim():
+                lead += 1
+                n *= base.shape[lead]
+            rows_of = base.reshape(n, -1)
             for i, k in enumerate(STRATA_KINDS):  # rows [i n / 6, (i + 1) n / 6) of kind i
                 lo, hi = i * n // len(STRATA_KINDS), (i + 1) * n // len(STRATA_KINDS)
                 if hi > lo:
-                    rows = base.narrow(dim, lo, hi - lo)
+                    rows = rows_of[lo:hi]
                     rows.copy_(_scaled(k, rows, gen))
     else:
         v = _scaled(kind, base, gen)
