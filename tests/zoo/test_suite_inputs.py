@@ -36,6 +36,7 @@ def test_strata_rows_span_leading_dims_until_every_kind_has_one():
     assert tiny[0] <= 0 and tiny[1].abs() > 1 and 0 <= tiny[3] < 1            # negative, large, mixed, rand
     scalar = draw("strata", torch.empty(()), _generator("cpu", 3))
     assert torch.equal(scalar, torch.randn((), generator=_generator("cpu", 3), dtype=torch.float64).float())
+    assert draw("strata", torch.empty(0, 5), _generator("cpu", 3)).shape == (0, 5)
 
 
 def test_the_other_kinds_draw_the_same_values_as_before_strata():

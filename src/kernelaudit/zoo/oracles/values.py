@@ -52,8 +52,8 @@ VALUE_KINDS = ("normal", "negative", "large", "small", "mixed")
 #: The suites' composite kind: :data:`STRATA_KINDS` in blocks of rows.
 STRATA = "strata"
 #: The blocks of a ``strata`` input, in row order: every value kind, then ``rand`` (uniform [0, 1), the
-#: distribution of KernelBench's ``get_inputs``: all positive). Last, so that a dimension of five rows
-#: drops ``normal``, which a boundary shape's own ``normal`` input carries.
+#: distribution of KernelBench's ``get_inputs``: all positive). Last, so that a tensor of fewer elements
+#: than kinds drops ``normal``, which a boundary shape's own ``normal`` input carries.
 STRATA_KINDS = VALUE_KINDS + ("rand",)
 #: Value kinds a problem opts into with ``ADVERSARIAL``.
 ADVERSARIAL_KINDS = ("neg_inf_rows", "ties")
@@ -76,7 +76,7 @@ def draw(kind: str, like: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     base = torch.randn(like.shape, generator=gen, device=gen.device, dtype=torch.float64)
     if kind == STRATA:
         v = base
-        if base.dim() > 0:
+        if base.numel() > 0 and base.dim() > 0:
             # rows: the slices along the fewest leading dims that number at least one per kind
             # (dim 0 when it is that long), so every kind gets whole slices even where a
             # batch has 3 rows; where the tensor has fewer elements than kinds, elements
