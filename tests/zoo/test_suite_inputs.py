@@ -163,3 +163,72 @@ def test_then_the_set_with_the_largest_input_by_enumeration_and_ilp():
     credit = {("mixed", "boundary"): 1.0}  # both boundary inputs have this role: credit cannot tell
     for solver in ("enumerate", "milp"):
         assert sorted(suites.exact(pm, 2, credit=credit, solver=solver)) == ["own", "past"], solver
+
+
+ELU = '''\
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.nn.functional.elu(x)
+
+
+B = 12
+D = 16
+
+
+def get_inputs():
+    return [torch.randn(B, D)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_strata_input_bounds_each_block_by_its_own_magnitude(tmp_path):
+    """ELU through exp(x) - 1 loses every negative value below 2^-24 (their fp32 exp is 1): wrong on
+    the own-shape ``small`` input. In a ``strata`` input those values sit in rows beside rows of
+    2^12, and a floor at the whole output's rms hid the error; each block's own rms shows it, and
+    the correct ELU still passes every block."""
+    from dataclasses import replace
+
+    from kernelaudit.verdict import Status
+    from kernelaudit.zoo.oracles.base import judge_or_unjudged
+    from kernelaudit.zoo.oracles import Subject
+    from kernelaudit.zoo.oracles.suite import InputSpec, PoisonedSubject, default_comparator
+    from kernelaudit.zoo.problems import load_problem
+    from kernelaudit.zoo.problems.loader import load_candidate
+
+    (tmp_path / "elu.py").write_text(ELU)
+    (tmp_path / "exp_minus_one.py").write_text(ELU.replace("class Model(", "class ModelNew(").replace(
+        "torch.nn.functional.elu(x)", "torch.where(x > 0, x, torch.exp(x) - 1)"))
+    (tmp_path / "right.py").write_text(ELU.replace("class Model(", "class ModelNew("))
+    problem = load_problem(tmp_path / "elu.py")
+    spec = InputSpec.make({"B": 12, "D": 16}, "strata", 3)
+    case = spec.case(problem)
+    assert case.block_floor and not InputSpec.make({"B": 12, "D": 16}, "normal", 1).case(problem).block_floor
+    compare = default_comparator()
+
+    def judge(c, name):
+        return judge_or_unjudged(compare, c, PoisonedSubject(Subject(load_candidate(tmp_path / name)))).status
+
+    assert judge(case, "exp_minus_one.py") is Status.WRONG
+    assert judge(spec.case(problem), "right.py") is Status.OK
+    whole = replace(spec.case(problem), block_floor=False, _cache={})   # the floor of the whole output
+    assert judge(whole, "exp_minus_one.py") is Status.OK
+
+
+def test_block_rms_is_the_rms_of_the_kind_block_each_element_was_drawn_in():
+    from kernelaudit.zoo.oracles.values import block_rms, strata_rows
+
+    v = draw("strata", torch.empty(12, 4), _generator("cpu", 5)).double()
+    got = block_rms(v).reshape(12, 4)
+    for i in range(6):  # two rows a kind
+        block = v[2 * i:2 * i + 2]
+        assert torch.allclose(got[2 * i:2 * i + 2], block.pow(2).mean().sqrt().expand(2, 4))
+    assert got[4:6].min() > 1e3 * got[0:2].max() and got[6:8].max() < 1e-9   # large and small blocks
+    assert strata_rows((3, 10, 6)) == 30 and strata_rows((7, 5)) == 7 and strata_rows((2, 2)) == 4
+    assert block_rms(torch.empty(0, 3)).numel() == 0

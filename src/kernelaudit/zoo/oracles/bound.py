@@ -83,8 +83,14 @@ def _model64(case: ProblemCase, *, absolute: bool) -> torch.nn.Module:
     return _model_at(case, torch.float64, absolute=absolute)
 
 
-def _elementwise_scale(ref: torch.Tensor) -> torch.Tensor:
-    """max(|ref|, rms(ref)): relative error, with an absolute floor at the output's typical size."""
+def _elementwise_scale(ref: torch.Tensor, rows: bool = False) -> torch.Tensor:
+    """max(|ref|, rms(ref)): relative error, with an absolute floor at the output's typical size
+    (``rows``: each block's, :func:`.values.block_rms`, for a ``block_floor`` case)."""
+    if rows:
+        from .values import block_rms
+
+        floor = block_rms(ref).reshape(ref.shape).to(ref.dtype)
+        return torch.maximum(torch.nan_to_num(ref.abs(), posinf=0.0), floor)
     finite = ref[torch.isfinite(ref)]
     rms = float(finite.pow(2).mean().sqrt()) if finite.numel() else 0.0
     return torch.nan_to_num(ref.abs(), posinf=0.0).clamp_min(rms)
@@ -96,7 +102,7 @@ def magnitude(case: ProblemCase) -> list[torch.Tensor] | None:
     kind = model.get("kind")
     refs = case.reference()
     if kind == "elementwise":
-        return [_elementwise_scale(r) if r.is_floating_point() else None for r in refs]
+        return [_elementwise_scale(r, case.block_floor) if r.is_floating_point() else None for r in refs]
     if kind == "exact":
         return None
     inputs64 = cast_floating(case.inputs, torch.float64)

@@ -23,7 +23,8 @@ override in :mod:`.bound`):
    absolute-value evaluation ``S`` and ``n``, the number of terms a value
    accumulates, is derived from it: ``n = |model|(1)^2 / E[(model(r) - model(0))^2]``
    over Rademacher inputs ``r`` (exactly ``K`` for a matmul, ``DIM`` for a mean).
-   Elsewhere ``M[i] = max(|ref[i]|, rms(ref))``.
+   Elsewhere ``M[i] = max(|ref[i]|, rms(ref))`` (rms of ``i``'s block for a ``block_floor``
+   case, whose input rows have different magnitudes: :func:`.values.block_rms`).
    A case larger than the problem's small shape (a KernelBench problem at its own
    shape) takes affinity, the sign-flip bound and batch separability, properties of the
    function rather than of its sizes, from the small shape, tested there once per
@@ -802,7 +803,7 @@ def fingerprint(case: ProblemCase) -> tuple:
     regenerated from seeds), so one derivation serves both.
     """
     parts: list[Any] = [id(case.problem.Model), str(case.device), str(case.dtype), tuple(sorted(case.shapes.items())),
-                        case.problem.allow_tf32]
+                        case.problem.allow_tf32, case.block_floor]
     for x in case.inputs:
         if isinstance(x, torch.Tensor):
             flat = x.detach().reshape(-1)
@@ -902,8 +903,15 @@ def _derive(case: ProblemCase) -> DerivedModel:
             continue
         mag = ml.magnitude[k] if ml is not None else None
         rf = ref.reshape(-1)
-        mag_floor = 0.0 if ml is not None else _rms_chunked(
-            rf.numel(), lambda lo, hi: torch.nan_to_num(rf[lo:hi], nan=0.0, posinf=0.0, neginf=0.0))
+        if ml is not None:
+            mag_floor: float | torch.Tensor = 0.0
+        elif case.block_floor:  # blocks of different magnitudes (a strata input): each block's own
+            from .values import block_rms
+
+            mag_floor = block_rms(ref)
+        else:
+            mag_floor = _rms_chunked(rf.numel(), lambda lo, hi: torch.nan_to_num(rf[lo:hi], nan=0.0, posinf=0.0,
+                                                                                 neginf=0.0))
         scale = _scale_from_sigma(ref, mag, mag_floor, fold.sigma, u)
         native = None
         if fold.native_sigma is not None:
@@ -993,7 +1001,7 @@ class _Fold:
                 self.all_equal = _exactly_equal(o.to(self.dtype), r.to(self.dtype))
 
 
-def _scale_from_sigma(ref: torch.Tensor, mag: torch.Tensor | None, mag_floor: float, sigma: torch.Tensor,
+def _scale_from_sigma(ref: torch.Tensor, mag: torch.Tensor | None, mag_floor: float | torch.Tensor, sigma: torch.Tensor,
                       u: float) -> torch.Tensor:
     """``max(sigma, c * M, u * |ref|)`` of the module docs, in a new tensor, chunk by chunk
     (``M`` is ``mag``, or ``max(|ref|, mag_floor)`` where ``mag`` is ``None``)."""
@@ -1014,7 +1022,11 @@ def _scale_from_sigma(ref: torch.Tensor, mag: torch.Tensor | None, mag_floor: fl
     return out
 
 
-def _mag_span(mag: torch.Tensor | None, ref: torch.Tensor, mag_floor: float, lo: int, hi: int) -> torch.Tensor:
+def _mag_span(mag: torch.Tensor | None, ref: torch.Tensor, mag_floor: float | torch.Tensor, lo: int,
+              hi: int) -> torch.Tensor:
     if mag is not None:
         return mag.reshape(-1)[lo:hi]
-    return torch.nan_to_num(ref.reshape(-1)[lo:hi], nan=0.0, posinf=0.0, neginf=0.0).abs().clamp_min(mag_floor)
+    m = torch.nan_to_num(ref.reshape(-1)[lo:hi], nan=0.0, posinf=0.0, neginf=0.0).abs()
+    if isinstance(mag_floor, torch.Tensor):  # per element (a block_floor case's blocks)
+        return torch.maximum(m, mag_floor[lo:hi].to(m.dtype))
+    return m.clamp_min(mag_floor)

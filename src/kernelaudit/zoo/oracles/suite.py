@@ -77,7 +77,7 @@ class InputSpec:
         base = ProblemCase.make(problem, seed=self.seed, device=device, shapes=dict(self.shapes), label=self.label)
         if self.kind == RAND:
             return base
-        return base.with_inputs(value_inputs(base, self.kind, self.seed), self.label)
+        return base.with_inputs(value_inputs(base, self.kind, self.seed), self.label, block_floor=self.kind == STRATA)
 
 
 def candidate_specs(problem, *, small: bool = True, device: str = "cpu",  # noqa: ANN001

@@ -77,13 +77,7 @@ def draw(kind: str, like: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     if kind == STRATA:
         v = base
         if base.numel() > 0 and base.dim() > 0:
-            # rows: the slices along the fewest leading dims that number at least one per kind
-            # (dim 0 when it is that long), so every kind gets whole slices even where a
-            # batch has 3 rows; where the tensor has fewer elements than kinds, elements
-            lead, n = 0, base.shape[0]
-            while n < len(STRATA_KINDS) and lead + 1 < base.dim():
-                lead += 1
-                n *= base.shape[lead]
+            n = strata_rows(base.shape)
             rows_of = base.reshape(n, -1)
             for i, k in enumerate(STRATA_KINDS):  # rows [i n / 6, (i + 1) n / 6) of kind i
                 lo, hi = i * n // len(STRATA_KINDS), (i + 1) * n // len(STRATA_KINDS)
@@ -93,6 +87,40 @@ def draw(kind: str, like: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     else:
         v = _scaled(kind, base, gen)
     return v.to(device=like.device, dtype=like.dtype)
+
+
+def strata_rows(shape) -> int:  # noqa: ANN001 - a torch.Size or a tuple of ints
+    """How many rows a ``strata`` tensor of ``shape`` has: its slices along the fewest leading
+    dims that number at least one per kind of :data:`STRATA_KINDS` (dim 0's where it is that
+    long), so every kind gets whole slices even where a batch has 3 rows; where the tensor
+    has fewer elements than kinds, its elements."""
+    dims = list(shape)
+    if not dims:
+        return 1
+    lead, n = 0, dims[0]
+    while n < len(STRATA_KINDS) and lead + 1 < len(dims):
+        lead += 1
+        n *= dims[lead]
+    return n
+
+
+def block_rms(t: torch.Tensor) -> torch.Tensor:
+    """Each element's block's root mean square, float64, flat: ``t``'s rows (:func:`strata_rows`)
+    dealt into the blocks a ``strata`` input of ``t``'s shape gives each kind, so for an output
+    shaped like its input, the typical magnitude of the kind an element was drawn from (the
+    floor of a ``block_floor`` case's error bound: each kind judged as if alone). Non-finite
+    values count as 0."""
+    flat = torch.nan_to_num(t.detach().to(torch.float64).reshape(-1), nan=0.0, posinf=0.0, neginf=0.0)
+    if flat.numel() == 0:
+        return flat
+    n = strata_rows(t.shape)
+    rows = flat.reshape(n, -1)
+    out = torch.empty_like(rows)
+    for i in range(len(STRATA_KINDS)):
+        lo, hi = i * n // len(STRATA_KINDS), (i + 1) * n // len(STRATA_KINDS)
+        if hi > lo:
+            out[lo:hi] = rows[lo:hi].pow(2).mean().sqrt()
+    return out.reshape(-1)
 
 
 def _scaled(kind: str, base: torch.Tensor, gen: torch.Generator) -> torch.Tensor:

@@ -121,7 +121,11 @@ class ProblemCase:
 
     ``inputs`` are on ``device``; ``shapes`` are the shape constants in effect;
     ``label`` says where the case comes from (``fixed``, ``shape N=17``,
-    ``values large``, ``trial 3``) and appears in verdict messages.
+    ``values large``, ``trial 3``) and appears in verdict messages. ``block_floor``: the
+    inputs stack blocks of rows of different magnitudes (a suite's ``strata`` input), so
+    an error bound's floor at "the output's typical magnitude" is taken per block of the
+    output (:func:`kernelaudit.zoo.oracles.values.block_rms`), as if each kind were judged
+    alone.
     """
 
     problem: Problem
@@ -132,6 +136,7 @@ class ProblemCase:
     dtype: torch.dtype
     shapes: dict[str, int]
     label: str = "fixed"
+    block_floor: bool = False
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     # -- construction ---------------------------------------------------------
@@ -164,9 +169,9 @@ class ProblemCase:
         inputs = to_device(inputs, device)
         return cls(problem, inputs, to_device(init, device), seed, str(device), floating_dtype(inputs), in_effect, label)
 
-    def with_inputs(self, inputs: Sequence[Any], label: str) -> "ProblemCase":
-        """The same problem, shape and models, with other input values."""
-        return replace(self, inputs=list(inputs), label=label, _cache={})
+    def with_inputs(self, inputs: Sequence[Any], label: str, *, block_floor: bool = False) -> "ProblemCase":
+        """The same problem, shape and models, with other input values (``block_floor``: see the class)."""
+        return replace(self, inputs=list(inputs), label=label, block_floor=block_floor, _cache={})
 
     # -- description ----------------------------------------------------------
     def describe(self) -> str:
