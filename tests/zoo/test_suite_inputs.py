@@ -165,27 +165,8 @@ def test_then_the_set_with_the_largest_input_by_enumeration_and_ilp():
         assert sorted(suites.exact(pm, 2, credit=credit, solver=solver)) == ["own", "past"], solver
 
 
-ELU = '''\
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def forward(self, x):
-        return torch.nn.functional.elu(x)
-
-
-B = 12
-D = 16
-
-
-def get_inputs():
-    return [torch.randn(B, D)]
-
-
-def get_init_inputs():
-    return []
-'''
+ELU = (PROBLEM.replace("torch.relu(x) + 0.5", "torch.nn.functional.elu(x)")
+       .replace("B = 6", "B = 12").replace("D = 8", "D = 16"))
 
 
 def test_a_strata_input_bounds_each_block_by_its_own_magnitude(tmp_path):
