@@ -83,10 +83,10 @@ def _model64(case: ProblemCase, *, absolute: bool) -> torch.nn.Module:
     return _model_at(case, torch.float64, absolute=absolute)
 
 
-def _elementwise_scale(ref: torch.Tensor, rows: bool = False) -> torch.Tensor:
+def _elementwise_scale(ref: torch.Tensor, blocks: bool = False) -> torch.Tensor:
     """max(|ref|, rms(ref)): relative error, with an absolute floor at the output's typical size
-    (``rows``: each block's, :func:`.values.block_rms`, for a ``block_floor`` case)."""
-    if rows:
+    (``blocks``: each block's, :func:`.values.block_rms`, for a ``block_floor`` case)."""
+    if blocks:
         from .values import block_rms
 
         floor = block_rms(ref).reshape(ref.shape).to(ref.dtype)

@@ -79,11 +79,9 @@ def draw(kind: str, like: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
         if base.numel() > 0 and base.dim() > 0:
             n = strata_rows(base.shape)
             rows_of = base.reshape(n, -1)
-            for i, k in enumerate(STRATA_KINDS):  # rows [i n / 6, (i + 1) n / 6) of kind i
-                lo, hi = i * n // len(STRATA_KINDS), (i + 1) * n // len(STRATA_KINDS)
-                if hi > lo:
-                    rows = rows_of[lo:hi]
-                    rows.copy_(_scaled(k, rows, gen))
+            for k, lo, hi in strata_blocks(n):
+                rows = rows_of[lo:hi]
+                rows.copy_(_scaled(k, rows, gen))
     else:
         v = _scaled(kind, base, gen)
     return v.to(device=like.device, dtype=like.dtype)
@@ -104,6 +102,14 @@ def strata_rows(shape) -> int:  # noqa: ANN001 - a torch.Size or a tuple of ints
     return n
 
 
+def strata_blocks(n: int) -> list[tuple[str, int, int]]:
+    """``(kind, lo, hi)``: the rows [lo, hi) of ``n`` that a ``strata`` input draws from each kind
+    of :data:`STRATA_KINDS` (rows [i n / 6, (i + 1) n / 6) for kind i; kinds left without a row
+    where ``n`` is under 6 are not listed)."""
+    m = len(STRATA_KINDS)
+    return [(k, i * n // m, (i + 1) * n // m) for i, k in enumerate(STRATA_KINDS) if (i + 1) * n // m > i * n // m]
+
+
 def block_rms(t: torch.Tensor) -> torch.Tensor:
     """Each element's block's root mean square, float64, flat: ``t``'s rows (:func:`strata_rows`)
     dealt into the blocks a ``strata`` input of ``t``'s shape gives each kind, so for an output
@@ -116,10 +122,8 @@ def block_rms(t: torch.Tensor) -> torch.Tensor:
     n = strata_rows(t.shape)
     rows = flat.reshape(n, -1)
     out = torch.empty_like(rows)
-    for i in range(len(STRATA_KINDS)):
-        lo, hi = i * n // len(STRATA_KINDS), (i + 1) * n // len(STRATA_KINDS)
-        if hi > lo:
-            out[lo:hi] = rows[lo:hi].pow(2).mean().sqrt()
+    for _, lo, hi in strata_blocks(n):
+        out[lo:hi] = rows[lo:hi].pow(2).mean().sqrt()
     return out.reshape(-1)
 
 
