@@ -183,7 +183,7 @@ def test_models_are_built_on_the_cases_device_and_on_the_cpu_when_their_construc
             self.scale = float(self.lin.weight.abs().max())  # a value read back: not on meta
 
     m = new_model(Plain, [], "meta")
-    assert seen == ["meta"] and m.lin.weight.device.type == "meta" and not m.training
+    assert seen == ["meta"] and m.lin.weight.device.type == "meta" and m.training
     seen.clear()
     r = new_model(ReadsBack, [], "meta")
     assert seen == ["meta", "cpu"] and r.lin.weight.device.type == "meta" and r.scale > 0

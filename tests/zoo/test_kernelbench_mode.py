@@ -1,4 +1,7 @@
-"""The kernelbench oracle runs models as KernelBench's checker does: in training mode."""
+"""Every oracle runs models in KernelBench's mode: training mode, as its checker leaves
+them (a BatchNorm normalises with the batch's statistics); the checks other than
+``kernelbench`` put dropout in eval mode, so the reference and a candidate compute one
+function."""
 
 from __future__ import annotations
 
@@ -84,6 +87,57 @@ def test_kernelbench_rejects_a_batchnorm_that_uses_running_statistics_like_the_o
 def test_kernelbench_accepts_a_batchnorm_that_uses_batch_statistics(tmp_path):
     res = run_check(*_files(tmp_path, BATCH_STATS), "kernelbench", device="cpu")
     assert res.verdict.status is Status.OK, res.verdict.explain()
+
+
+def test_strongest_rejects_a_batchnorm_that_uses_running_statistics(tmp_path):
+    # the shortcut (inference semantics) the official checker rejects: every oracle must too
+    res = run_check(*_files(tmp_path, RUNNING_STATS), "strongest", device="cpu")
+    assert res.verdict.status is Status.WRONG, res.verdict.explain()
+
+
+def test_strongest_accepts_a_batchnorm_that_uses_batch_statistics(tmp_path):
+    # a correct KernelBench kernel: a false rejection in eval mode
+    res = run_check(*_files(tmp_path, BATCH_STATS), "strongest", device="cpu")
+    assert res.verdict.status is Status.OK, res.verdict.explain()
+
+
+DROPOUT_PROBLEM = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.fc = nn.Linear(n, n)
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, x):
+        return torch.softmax(self.drop(self.fc(x)), dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(6, 16)]
+
+
+def get_init_inputs():
+    return [16]
+'''
+
+
+def test_checks_judge_a_dropout_problem_without_drawing_masks(tmp_path):
+    (tmp_path / "drop_problem.py").write_text(textwrap.dedent(DROPOUT_PROBLEM))
+    (tmp_path / "drop_candidate.py").write_text(textwrap.dedent(DROPOUT_PROBLEM).replace("class Model(", "class ModelNew("))
+    res = run_check(tmp_path / "drop_problem.py", tmp_path / "drop_candidate.py", "strongest", device="cpu")
+    assert res.verdict.status is Status.OK, res.verdict.explain()
+
+
+def test_check_mode_keeps_training_mode_and_turns_random_modules_off():
+    from kernelaudit.zoo.problems.problem_case import check_mode
+
+    m = check_mode(torch.nn.Sequential(torch.nn.BatchNorm1d(4), torch.nn.Dropout(0.5),
+                                       torch.nn.LSTM(4, 4, num_layers=2, dropout=0.5)))
+    assert m.training and m[0].training and not m[1].training and not m[2].training
 
 
 def test_the_official_checks_diff_is_measured_a_chunk_at_a_time_without_changing_it(monkeypatch):

@@ -633,11 +633,11 @@ def time_candidate(
         return result
 
     try:
-        ref_model = case.model(eval_mode=False)
+        ref_model = case.model(deterministic=False)
     except Exception as exc:  # noqa: BLE001
         return finish(Verdict.skipped(str(exc), reason="reference failed"))
     try:
-        cand_model = subject.fresh().model(case, eval_mode=False)
+        cand_model = subject.fresh().model(case, deterministic=False)
     except (Exception, SystemExit) as exc:  # noqa: BLE001
         return finish(candidate_error(case, exc))
 

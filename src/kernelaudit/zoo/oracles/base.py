@@ -61,11 +61,12 @@ class Subject:
         one, so a stateful candidate's verdict does not depend on oracle order."""
         return Subject(self.candidate)
 
-    def model(self, case: ProblemCase, *, eval_mode: bool = True) -> torch.nn.Module:
-        """This subject's ``ModelNew`` instance for the case's shape, device and mode (built once)."""
-        key = (str(case.device), tuple(sorted(case.shapes.items())), eval_mode)
+    def model(self, case: ProblemCase, *, deterministic: bool = True) -> torch.nn.Module:
+        """This subject's ``ModelNew`` instance for the case's shape, device and mode (built
+        once): the checks' mode, or with ``deterministic=False`` KernelBench's own."""
+        key = (str(case.device), tuple(sorted(case.shapes.items())), deterministic)
         if key not in self._models:
-            self._models[key] = build_candidate_model(case, self.candidate, eval_mode=eval_mode)
+            self._models[key] = build_candidate_model(case, self.candidate, deterministic=deterministic)
         return self._models[key]
 
     def __call__(self, case: ProblemCase, inputs: Sequence[Any] | None = None) -> list[torch.Tensor]:

@@ -78,9 +78,9 @@ class KernelBenchOracle(Driver):
     def drive(self, case: ProblemCase, subject: Subject) -> Verdict:
         # Both in training mode, as the official checker leaves them: a BatchNorm
         # problem then normalises with batch statistics, and a candidate must too.
-        model = case.model(eval_mode=False)
+        model = case.model(deterministic=False)
         try:
-            model_new = subject.model(case, eval_mode=False)
+            model_new = subject.model(case, deterministic=False)
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - sys.exit() in a kernel is an error too
             return candidate_error(case, exc)
         diffs = []

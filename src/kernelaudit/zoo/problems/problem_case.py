@@ -183,16 +183,16 @@ class ProblemCase:
         return [tuple(v.shape) for v in self.inputs if isinstance(v, torch.Tensor)]
 
     # -- models and the reference -------------------------------------------
-    def model(self, *, eval_mode: bool = True) -> torch.nn.Module:
-        """The problem's ``Model`` built KernelBench-style, cached per shape and device;
-        ``eval_mode=False``: a fresh one left in training mode, as KernelBench's own
-        checker runs it (it never calls ``.eval()``).
+    def model(self, *, deterministic: bool = True) -> torch.nn.Module:
+        """The problem's ``Model`` built KernelBench-style, cached per shape and device, in
+        the checks' mode (:func:`check_mode`); ``deterministic=False``: a fresh one exactly
+        as KernelBench's own checker runs it (training mode, dropout drawing its masks).
 
         Raises :class:`ReferenceFailed` when the constructor raises.
         """
         try:
-            if not eval_mode:
-                return new_model(self.problem.Model, self.init_inputs, self.device, eval_mode=False)
+            if not deterministic:
+                return new_model(self.problem.Model, self.init_inputs, self.device, deterministic=False)
             return build_model(self.problem, self.problem.Model, self.init_inputs, self.device, self.shapes)
         except Exception as exc:  # noqa: BLE001 - the problem's code failed, not the candidate's
             raise reference_failure(self, "Model(*get_init_inputs())", exc) from exc
@@ -297,7 +297,8 @@ def cast_floating(values: Sequence[Any], dtype: torch.dtype) -> list[Any]:
 def build_model(
     problem: Problem, cls: type, init_inputs: Sequence[Any], device: str, shapes: Mapping[str, int]
 ) -> torch.nn.Module:
-    """``cls(*init_inputs)`` after seeding with 42, on ``device``, in eval mode; cached per problem."""
+    """``cls(*init_inputs)`` after seeding with 42, on ``device``, in the checks' mode
+    (:func:`check_mode`); cached per problem."""
     cache = problem.__dict__.setdefault("_model_cache", {})
     key = (id(cls), str(device), tuple(sorted(shapes.items())))
     hit = cache.get(key)
@@ -369,8 +370,28 @@ def release_case(case: ProblemCase) -> None:
             del case._cache[key]
 
 
-def new_model(cls: type, init_inputs: Sequence[Any], device: str, *, eval_mode: bool = True) -> torch.nn.Module:
-    """A fresh ``cls(*init_inputs)`` after seeding with 42, on ``device`` (eval mode unless told).
+#: Modules whose training mode draws random numbers (dropout masks, between an RNN's
+#: layers and inside attention): :func:`check_mode` puts them in eval mode.
+RANDOM_IN_TRAINING: tuple[type, ...] = (torch.nn.modules.dropout._DropoutNd, torch.nn.MultiheadAttention,
+                                        torch.nn.RNNBase)
+
+
+def check_mode(model: torch.nn.Module) -> torch.nn.Module:
+    """``model`` in the mode every check but ``kernelbench`` runs it: the mode it was built
+    in (training, unless its constructor says otherwise), as KernelBench's checker leaves it,
+    so a BatchNorm normalises with the batch's statistics and a candidate must too; and
+    every module of :data:`RANDOM_IN_TRAINING` in eval mode, so the reference and a
+    candidate compute one function rather than two draws of dropout masks (dropout called
+    functionally with ``training=True`` stays random: such a problem is random by design)."""
+    for m in model.modules():
+        if isinstance(m, RANDOM_IN_TRAINING):
+            m.eval()
+    return model
+
+
+def new_model(cls: type, init_inputs: Sequence[Any], device: str, *, deterministic: bool = True) -> torch.nn.Module:
+    """A fresh ``cls(*init_inputs)`` after seeding with 42, on ``device``, in the checks'
+    mode (:func:`check_mode`); ``deterministic=False``: as built (KernelBench's checker).
 
     Off the CPU the constructor runs under ``device`` as the default device, so parameters
     are created and initialised there: on the H200 host a level-3 CNN's random
@@ -393,12 +414,13 @@ def new_model(cls: type, init_inputs: Sequence[Any], device: str, *, eval_mode: 
             m = cls(*init_inputs)
     if isinstance(m, torch.nn.Module):
         m = m.to(device)
-        if eval_mode:
-            m = m.eval()
+        if deterministic:
+            m = check_mode(m)
     return m
 
 
-def build_candidate_model(case: ProblemCase, candidate: Candidate, *, eval_mode: bool = True) -> torch.nn.Module:
+def build_candidate_model(case: ProblemCase, candidate: Candidate, *, deterministic: bool = True
+                          ) -> torch.nn.Module:
     """A fresh ``ModelNew`` for the case's shape, built like ``Model`` (never shared: a
     stateful candidate must not carry state from one oracle into the next)."""
-    return new_model(candidate.ModelNew, case.init_inputs, case.device, eval_mode=eval_mode)
+    return new_model(candidate.ModelNew, case.init_inputs, case.device, deterministic=deterministic)

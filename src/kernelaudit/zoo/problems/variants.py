@@ -44,7 +44,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .loader import Candidate, Problem, load_candidate
-from .problem_case import ProblemCase, as_tensors, cast_floating
+from .problem_case import ProblemCase, as_tensors, cast_floating, check_mode
 
 #: Float64 agreement (relative to the output's largest magnitude) that counts as separable.
 SEPARABLE_RTOL = 1e-9
@@ -232,6 +232,8 @@ def separable_plan(case: ProblemCase, *, training: bool) -> tuple[int, ...] | No
     """The inputs whose rows can be run in chunks with the same result (float64, on the
     case's inputs, in eval or training mode), or None when the model is not separable."""
     model = copy.deepcopy(case.model()).to(torch.float64).train(training)
+    if training:
+        check_mode(model)  # training as the checks run it: dropout off
     # On the case's inputs and on signed normal ones: structured inputs (triangular
     # matrices) can hide a dependence between rows that other values show.
     from ..oracles.values import value_inputs
