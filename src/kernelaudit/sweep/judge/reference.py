@@ -132,6 +132,7 @@ def _reference_chunk(case: Case, ctx: RefContext, b0: int, b1: int, outs) -> lis
     if spec.reference is not None:
         return list(spec.reference(ctx, b0, b1)), None
     bwd = case.direction == "bwd"
+    call = spec.ref_call or spec.call
     views, leaves = [], []
     for i in range(len(ctx.placed)):
         v, leaf = ctx.operand(i, b0, b1, leaf=bwd and ctx.placed[i].operand.grad)
@@ -140,9 +141,9 @@ def _reference_chunk(case: Case, ctx: RefContext, b0: int, b1: int, outs) -> lis
     if not bwd:
         with torch.no_grad():
             scales = list(spec.ref_scale(*views)) if spec.ref_scale else None
-            return list(_as_tuple(spec.call(*views))), scales
+            return list(_as_tuple(call(*views))), scales
     with torch.enable_grad():
-        res = _as_tuple(spec.call(*views))[: spec.bwd_outputs]
+        res = _as_tuple(call(*views))[: spec.bwd_outputs]
         grads_in = []
         for j, r in enumerate(res):
             R = r.numel() // (b1 - b0)
@@ -177,7 +178,7 @@ def _shared_grad_scales(spec, ctx: RefContext, views, leaves, grads_in):
         abs_leaves.append(a)
         abs_views.append(a if v is leaf else a.as_strided(v.shape, v.stride(), v.storage_offset()))
     with torch.enable_grad():
-        res = _as_tuple(spec.call(*abs_views))[: spec.bwd_outputs]
+        res = _as_tuple((spec.ref_call or spec.call)(*abs_views))[: spec.bwd_outputs]
         used = [a for a in abs_leaves if a is not None]
         gs = torch.autograd.grad(res, used, [g.abs() for g in grads_in], allow_unused=True)
     flags = [f for f, leaf in zip(shared, leaves) if leaf is not None]

@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 import torch
 
+from .routes import ROUTES
 from .spec import Operand, OpSpec, Series
 
 #: Value transforms tried, in order, when the generated values ([-1, 1)) leave an op's
@@ -168,11 +169,12 @@ def _flat_outputs(res) -> list[torch.Tensor]:
     return out
 
 
-def make_call(recipe: dict, widen: bool = False) -> Callable:
+def make_call(recipe: dict, widen: bool = False, fn: Callable | None = None) -> Callable:
     """The call of a derived op: operands arrive batch-first (the scaled dim is dim 0 of
     storage), go back to the sample's dim order, through the domain transform, into the
-    function; the judged outputs leave batch-first."""
-    fn_cache: list = []
+    function (the recipe's, or ``fn``: a route to its values, :mod:`.routes`); the judged
+    outputs leave batch-first."""
+    fn_cache: list = [] if fn is None else [fn]
     operands, outs, template = recipe["operands"], recipe["outs"], recipe["template"]
     domain = DOMAINS[recipe.get("domain", "none")]
 
@@ -285,6 +287,7 @@ def spec_from_recipe(name: str, family: str, recipe: dict) -> OpSpec:
         {recipe["series"]: Series(recipe["series"], lambda th: per * k(th))},
         dtypes=tuple(recipe["dtypes"]), directions=judged_directions(name, recipe["directions"]),
         out_rows=lambda s, th: rows, exact=bool(recipe.get("exact")), bwd_outputs=len(rows),
+        ref_call=make_call(recipe, widen=wide, fn=ROUTES[recipe["fn"]]) if recipe["fn"] in ROUTES else None,
         notes=f"derived from OpInfo {recipe['opinfo']}", extra={"opinfo": recipe["opinfo"]})
 
 

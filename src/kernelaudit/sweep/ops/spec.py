@@ -159,6 +159,10 @@ class OpSpec:
     bwd_outputs: int = 1                     # how many leading outputs the backward uses
     bilinear: Callable | None = None         # matmul family: (tensors) -> (A, B, M, alpha, beta)
     reference: Callable | None = None        # custom reference (see judge/reference.py); None = generic
+    #: The generic reference's route to ``call``'s values (same arguments), where the op's own
+    #: kernel is slow on a chunk's many small problems; it serves the float64 reference and
+    #: the bit-equality pre-check alike. None = ``call``.
+    ref_call: Callable | None = None
     notes: str = ""
     # ``extra``: "factory" (a length -> tensor function), "global" (a custom reference
     # in global_refs.py), "dilutes" (reduces the whole crossing tensor to a scalar),
