@@ -320,12 +320,19 @@ def lanes_decode_candidates(rows: int) -> list[Tiles]:
     big = {1: 512, 2: 256, 4: 256, 8: 256, 16: 256}[rows]
     # (tiles of M / 2 and M / 4 rows, row blocks side by side, were slower at every M on
     # the H200: benchmarks/results/2026-12-05-h200-repro-decode-row-blocks/)
+    # from 4 rows: 64 columns over 4 warps, 4 columns a thread, so each activation value
+    # read from shared memory (the layout change of the broadcast) feeds 4 FMAs, not 1:
+    # compiled for sm_90 (Triton 3.9), the K loop's FFMA share at 4 / 8 / 16 rows is
+    # 0.57 / 0.70 / 0.77 (bk 128) and 0.55 / 0.69 / 0.76 (bk 64) against the table tile's
+    # 0.48 / 0.53 / 0.56, no spills (benchmarks/repro_ieee_compile.py)
+    wide = ([Tiles(rows, 64, 128, 4, 1, tiled=True, prefetch=True),
+             Tiles(rows, 64, 64, 4, 1, tiled=True, prefetch=True)] if rows >= 4 else [])
     return [Tiles(rows, 16, big, 4, 1, tiled=True, prefetch=True),
             Tiles(rows, 16, 128, 4, 1, tiled=True, prefetch=True),
             Tiles(rows, 32, 128 if rows >= 8 else big, 8, 1, tiled=True, prefetch=True),
             Tiles(rows, 8, 128, 2, 1, tiled=True, prefetch=True),
             Tiles(rows, 16, 64, 4, 1, tiled=True, prefetch=True),
-            Tiles(rows, 16, 128, 4, 3, tiled=True)]
+            Tiles(rows, 16, 128, 4, 3, tiled=True)] + wide
 
 
 def other_orders(rows: int) -> list[tuple[Lanes, Tiles]]:
