@@ -51,6 +51,18 @@ def read_records(path: Path) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+def combined(paths: list[Path]) -> list[dict]:
+    """The records of several campaigns as one; a subject found in several keeps the first
+    file's records (its subject record and mutants), so no mutant counts twice."""
+    out, owner = [], {}
+    for path in paths:
+        for r in read_records(path):
+            sid = r.get("subject")
+            if owner.setdefault(sid, path) == path:
+                out.append(r)
+    return out
+
+
 def rates(h: dict) -> dict:
     return {"min_rate": h["min_rate"], "min_split": h["min_split"], "all": [h["all_killed"], h["all_killable"]],
             "all_rate": h["all_rate"], "splits": {f"{s['salt']} {s['direction']}": [s["killed"], s["killable"]]
@@ -123,13 +135,17 @@ def main() -> None:
     ap.add_argument("--no-limits", action="store_true", help="skip the bounds and the anatomy of misses")
     ap.add_argument("--drop-kinds", default="", help="comma list of input value kinds left out of the "
                     "candidates (e.g. strata: the campaign's rates as if it had not drawn them)")
+    ap.add_argument("--combine", action="store_true", help="judge the record files as one campaign "
+                    "(a subject in several: the first file's)")
     ap.add_argument("--out", type=Path, help="write the JSON result here too")
     args = ap.parse_args()
     salts = tuple(s for s in args.salts.split(",") if s)
     result = {"k": args.k, "salts": list(salts), "campaigns": {}}
-    for path in args.records:
+    sets = ([(" + ".join(f"{p.parent.name}/{p.name}" for p in args.records), args.records)] if args.combine
+            else [(f"{p.parent.name}/{p.name}", [p]) for p in args.records])
+    for label, paths in sets:
         start = time.perf_counter()
-        records = read_records(path)
+        records = combined(paths)
         ms = without_kinds(suites.matrices(records), {k for k in args.drop_kinds.split(",") if k})
         entry = {"drop_kinds": args.drop_kinds, "problems": len(ms), "killable": sum(len(pm.killable()) for pm in ms.values())}
         for tb in suites.TIE_BREAKS[::-1]:  # local (before), then pooled
@@ -145,10 +161,10 @@ def main() -> None:
         if not args.no_limits:
             entry["limits"] = limits(ms, records, args.k, salts)
         entry["seconds"] = round(time.perf_counter() - start, 1)
-        result["campaigns"][str(path)] = entry
+        result["campaigns"][label] = entry
         for tb in suites.TIE_BREAKS[::-1]:
             e = entry[tb]
-            line = (f"{path.parent.name}/{path.name} k={args.k} {tb:6s}: min {e['min_rate']:.2%} ({e['min_split']}), "
+            line = (f"{label} k={args.k} {tb:6s}: min {e['min_rate']:.2%} ({e['min_split']}), "
                     f"all splits {e['all_rate']:.2%}, leave one operator out {e['leave_one_operator_out'][2]:.2%}")
             if "confirm" in e:
                 line += f"; confirm salts min {e['confirm']['min_rate']:.2%}, all {e['confirm']['all_rate']:.2%}"
