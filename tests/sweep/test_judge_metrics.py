@@ -117,3 +117,18 @@ def test_spot_coordinates_are_cached_for_common_shapes_and_rebuilt_for_huge_batc
     monkeypatch.setattr(matmul, "SPOT_CACHE_MAX_BATCHES", 39)
     rebuilt = matmul._spot_coords(*args)
     assert rebuilt[0] is not first[0] and all(torch.equal(a, b) for a, b in zip(rebuilt, first))
+
+
+def test_batches_recorded_exact_judge_as_a_tensor_of_zero_metrics_does():
+    for tol in (None, 1e-6):
+        summed, exact = Judgement("out0", "rel", tol, 400), Judgement("out0", "rel", tol, 400)
+        for b0 in (0, 100, 200):
+            summed.add(b0, torch.zeros(100, dtype=torch.float64))
+            exact.add_exact(b0)
+        assert summed == exact and exact.verdict().status.value == "ok"
+        # a bad chunk after exact ones is located as before
+        bad = torch.zeros(100, dtype=torch.float64)
+        bad[7] = 1.0
+        summed.add(300, bad)
+        exact.add(300, bad)
+        assert summed == exact

@@ -242,7 +242,7 @@ def _bit_equal_chunk(case, same: dict, b0: int, b1: int, outs, out_rows, batched
     if not _matches_alone(case, same["ctx"], b0, b1, outs, out_rows, batched, device):
         return False
     for j in batched:
-        js_rows[j].add(b0, torch.zeros(b1 - b0, dtype=torch.float64))
+        js_rows[j].add_exact(b0)
     same["equal"] += 1
     return True
 

@@ -45,6 +45,13 @@ class Judgement:
         if per_batch.numel():
             self.add_summary(b0, summarize(per_batch.detach().reshape(1, -1), [self.tol]).cpu()[0], first_bad_local)
 
+    def add_exact(self, b0: int) -> None:
+        """Record batches b0.. whose every metric is 0 (equal to their reference bit for
+        bit): what :meth:`add` records for a tensor of zeros, without summarizing one (on
+        the host that cost about 10 ms per 2^27-element chunk, ten passes over its batches:
+        most of a 2^32-element ``abs`` case's judge on the H200)."""
+        self.add_summary(b0, torch.zeros(5, dtype=torch.float64))
+
     def add_summary(self, b0: int, summary: torch.Tensor, first_bad_local=None) -> None:
         """Record batches b0.. from their :func:`summarize` row (worst, its batch, bad
         count, first and last bad batch; batches counted from 0 at b0)."""
