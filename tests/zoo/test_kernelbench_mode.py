@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import textwrap
 
+import pytest
 import torch
 
 from kernelaudit.verdict import Status
@@ -79,25 +80,17 @@ def _files(tmp_path, candidate: str):
     return tmp_path / "bn_problem.py", tmp_path / "bn_candidate.py"
 
 
-def test_kernelbench_rejects_a_batchnorm_that_uses_running_statistics_like_the_official_checker(tmp_path):
-    res = run_check(*_files(tmp_path, RUNNING_STATS), "kernelbench", device="cpu")
+@pytest.mark.parametrize("oracle", ["kernelbench", "strongest", "bound", "values"])
+def test_every_oracle_rejects_a_batchnorm_that_uses_running_statistics_like_the_official_checker(tmp_path, oracle):
+    # the inference shortcut: the official check runs training mode and rejects it
+    res = run_check(*_files(tmp_path, RUNNING_STATS), oracle, device="cpu")
     assert res.verdict.status is Status.WRONG, res.verdict.explain()
 
 
-def test_kernelbench_accepts_a_batchnorm_that_uses_batch_statistics(tmp_path):
-    res = run_check(*_files(tmp_path, BATCH_STATS), "kernelbench", device="cpu")
-    assert res.verdict.status is Status.OK, res.verdict.explain()
-
-
-def test_strongest_rejects_a_batchnorm_that_uses_running_statistics(tmp_path):
-    # the shortcut (inference semantics) the official checker rejects: every oracle must too
-    res = run_check(*_files(tmp_path, RUNNING_STATS), "strongest", device="cpu")
-    assert res.verdict.status is Status.WRONG, res.verdict.explain()
-
-
-def test_strongest_accepts_a_batchnorm_that_uses_batch_statistics(tmp_path):
-    # a correct KernelBench kernel: a false rejection in eval mode
-    res = run_check(*_files(tmp_path, BATCH_STATS), "strongest", device="cpu")
+@pytest.mark.parametrize("oracle", ["kernelbench", "strongest", "bound", "values"])
+def test_every_oracle_accepts_a_batchnorm_that_uses_batch_statistics(tmp_path, oracle):
+    # a correct KernelBench kernel (rejected by all but kernelbench while they ran eval mode)
+    res = run_check(*_files(tmp_path, BATCH_STATS), oracle, device="cpu")
     assert res.verdict.status is Status.OK, res.verdict.explain()
 
 
