@@ -54,7 +54,8 @@ for s in $steps; do
       python3 benchmarks/experimental/verify_cost.py --ncu --dtypes ${NCU_DTYPES:-bfloat16} --out /tmp/ncu.json > "$O/ncu.txt" 2>&1
     grep -E '^  _[a-z_]+|Duration|DRAM Throughput|Compute \(SM\) Throughput|Registers Per Thread|Achieved Occupancy|inst_executed|pipe_' "$O/ncu.txt" | tail -150 ;;
   profile) log profile; timeout ${PROFILE_TIMEOUT_S:-200} python3 benchmarks/sweep_profile.py --out "$O/sweep_profile_h200.json" \
-      ${PROFILE_CASES:+--cases $PROFILE_CASES} ${PROFILE_OPS:+--profile $PROFILE_OPS} > "$O/sweep_profile.log" 2>&1
+      ${PROFILE_CASES:+--cases $PROFILE_CASES} ${PROFILE_OPS:+--profile $PROFILE_OPS} ${PROFILE_JUDGED:+--judged} \
+      > "$O/sweep_profile.log" 2>&1
     grep '^{' "$O/sweep_profile.log" | python3 -c "
 import sys,json
 for l in sys.stdin:
