@@ -81,13 +81,13 @@ def test_outputs_alone_match_by_value_with_nan_meeting_nan_and_never_by_luck(mon
              "last_bit": torch.tensor([[1.0, nan], [0.0, torch.nextafter(torch.tensor(3.0), torch.tensor(4.0))]])}
     expect = {"same": True, "nan_vs_value": False, "last_bit": False}
     for name, small in alone.items():
-        monkeypatch.setattr(execution, "_reference_chunk", lambda *a, small=small: ([small], None))
+        monkeypatch.setattr(execution, "_reference_chunk", lambda *a, small=small, **k: ([small], None))
         assert execution._matches_alone(None, None, 0, 2, [got], [1], [0], "cpu") is expect[name], name
     c = torch.tensor([1 + 2j, 3 - 1j], dtype=torch.complex128)  # no 16-byte integer view: by value
-    monkeypatch.setattr(execution, "_reference_chunk", lambda *a: ([c.clone()], None))
+    monkeypatch.setattr(execution, "_reference_chunk", lambda *a, **k: ([c.clone()], None))
     assert execution._matches_alone(None, None, 0, 2, [c], [1], [0], "cpu") is True
 
-    def fails(*a):
+    def fails(*a, **k):
         raise RuntimeError("the op refuses the small call")
 
     monkeypatch.setattr(execution, "_reference_chunk", fails)

@@ -126,8 +126,11 @@ def chunk_batches(case: Case, placed: list[Placed], outs, chunk: int) -> int:
     return max(1, chunk // max(per, 1))
 
 
-def _reference_chunk(case: Case, ctx: RefContext, b0: int, b1: int, outs) -> list[torch.Tensor]:
-    """Reference outputs (fwd) or input gradients (bwd) for batches [b0, b1)."""
+def _reference_chunk(case: Case, ctx: RefContext, b0: int, b1: int, outs, *, scales: bool = True
+                     ) -> list[torch.Tensor]:
+    """Reference outputs (fwd) or input gradients (bwd) for batches [b0, b1), and their
+    error scales (None where the op has none, or without ``scales``: a bit comparison
+    needs none, and a reduction's scale is one more pass over its inputs)."""
     spec = case.spec
     if spec.reference is not None:
         return list(spec.reference(ctx, b0, b1)), None
@@ -140,8 +143,8 @@ def _reference_chunk(case: Case, ctx: RefContext, b0: int, b1: int, outs) -> lis
         leaves.append(leaf)
     if not bwd:
         with torch.no_grad():
-            scales = list(spec.ref_scale(*views)) if spec.ref_scale else None
-            return list(_as_tuple(call(*views))), scales
+            scale = list(spec.ref_scale(*views)) if spec.ref_scale and scales else None
+            return list(_as_tuple(call(*views))), scale
     with torch.enable_grad():
         res = _as_tuple(call(*views))[: spec.bwd_outputs]
         grads_in = []
@@ -152,12 +155,12 @@ def _reference_chunk(case: Case, ctx: RefContext, b0: int, b1: int, outs) -> lis
             grads_in.append(gv.view(r.shape))
         used = [leaf for leaf in leaves if leaf is not None]
         gs = torch.autograd.grad(res, used, grads_in, allow_unused=True)
-        scales = _shared_grad_scales(spec, ctx, views, leaves, grads_in)
+        scale = _shared_grad_scales(spec, ctx, views, leaves, grads_in) if scales else None
     out = []
     for leaf, gr in zip(used, gs):
         out.append(gr if gr is not None else torch.zeros_like(leaf))
     # Shared leaves return whole-storage gradients; batched leaves their rows.
-    return out, scales
+    return out, scale
 
 
 def _shared_grad_scales(spec, ctx: RefContext, views, leaves, grads_in):
