@@ -106,8 +106,10 @@ def test_held_out_selects_on_some_operators_and_measures_on_the_others():
 
 
 def _matrix(subject, inputs, kills, ops=None):
-    """A hand-made kill matrix: ``inputs`` (label, kind, shape N), ``kills`` mutant -> killing labels."""
-    specs = [{"shapes": {"N": n}, "kind": kind, "seed": 1, "label": lab} for lab, kind, n in inputs]
+    """A hand-made kill matrix: ``inputs`` (label, kind, shape N or a dict of shape constants),
+    ``kills`` mutant -> killing labels."""
+    specs = [{"shapes": {"N": n} if isinstance(n, int) else n, "kind": kind, "seed": 1, "label": lab}
+             for lab, kind, n in inputs]
     return suites.ProblemMatrix(subject, f"/p/{subject}.py", specs, [lab for lab, _, _ in inputs],
                                 kills={m: frozenset(ks) for m, ks in kills.items()},
                                 operator=dict(ops or {m: "op" for m in kills}))
@@ -129,31 +131,43 @@ def test_role_credit_gives_a_lone_kill_a_whole_point_and_a_shared_kill_a_share()
     assert suites.role_credit({"s": pm}, {}) == {}  # a subject left out counts none of its mutants
 
 
+#: Two inputs of one kind at two shapes of one size (12 x 7 and 7 x 12): their kills, strength and
+#: size tie, so only the pooled credit of their roles (own shape, boundary shape) tells them apart.
+TWINS = [("a", "mixed", {"N": 12, "M": 7}), ("b", "mixed", {"N": 7, "M": 12})]
+
+
 @pytest.mark.parametrize("solver", ["milp", "enumerate"])
-def test_pooled_credit_breaks_a_tie_toward_the_kind_that_makes_lone_kills_elsewhere(solver):
-    """Every input of p kills p's two mutants: its own mutants cannot choose. In q only mixed values
-    kill one mutant; pooled over both problems, p's suite takes mixed where the local rule (kind
-    order) takes normal."""
-    inputs = [("n", "normal", 12), ("m", "mixed", 12), ("s", "small", 12)]
-    ms = {"p": _matrix("p", inputs, {"p1": "nms", "p2": "nms"}), "q": _matrix("q", inputs, {"q1": "m", "q2": "nms"})}
-    assert suites.exact(ms["p"], 1, solver=solver) == ["n"]
+def test_pooled_credit_breaks_a_tie_toward_the_role_that_makes_lone_kills_elsewhere(solver):
+    """Both inputs of p kill p's two mutants: its own mutants cannot choose. In q only the boundary
+    shape kills one mutant; pooled over both problems, p's suite takes it where the local rule
+    (candidate order among equals) takes the first."""
+    ms = {"p": _matrix("p", TWINS, {"p1": "ab", "p2": "ab"}), "q": _matrix("q", TWINS, {"q1": "b", "q2": "ab"})}
+    assert suites.exact(ms["p"], 1, solver="enumerate") == ["a"]
     credit = suites.role_credit(ms)
-    assert suites.exact(ms["p"], 1, solver=solver, credit=credit) == ["m"]
-    assert suites.choose(ms, 1) == {"p": ["m"], "q": ["m"]} and suites.choose(ms, 1, tie_break="local")["p"] == ["n"]
+    assert suites.exact(ms["p"], 1, solver=solver, credit=credit) == ["b"]
+    assert suites.choose(ms, 1) == {"p": ["b"], "q": ["b"]}
 
 
 @pytest.mark.parametrize("solver", ["milp", "enumerate"])
-def test_two_inputs_of_one_role_count_its_credit_once_so_the_pair_spans_two_roles(solver):
-    """Every input kills the one mutant. a1 and a2 (normal values at two boundary shapes) share the
-    role of most credit; the pair takes one of them and b (the next role), not both: a second input
-    of a role adds none. The local rule (kind order alone) takes the two normal inputs."""
-    pm = _matrix("s", [("b", "negative", 12), ("c", "large", 12), ("a1", "normal", 7), ("a2", "normal", 5)],
-                 {"m1": ("a1", "a2", "b", "c")})
-    credit = {("normal", "boundary"): 3.0, ("negative", "own"): 2.0, ("large", "own"): 1.0}
-    chosen = suites.exact(pm, 2, solver=solver, credit=credit)
-    assert {suites.input_role(pm, lab) for lab in chosen} == {("negative", "own"), ("normal", "boundary")}
-    assert chosen == ["b", "a1"] or solver == "milp"  # enumeration: the first of equals in candidate order
-    assert set(suites.exact(pm, 2, solver=solver)) == {"a1", "a2"}
+def test_among_equal_sets_the_pooled_rule_spans_two_shapes_before_taking_stronger_inputs(solver):
+    """Every input kills the one mutant. n and r (normal and rand, the most general kinds) share the
+    problem's shape; the pair takes one of them and m7 (mixed, at a boundary shape): two shapes reach
+    more of a kernel's tails. The local rule (strength alone) takes n and r."""
+    pm = _matrix("s", [("n", "normal", 12), ("r", "rand", 12), ("m7", "mixed", 7)], {"m1": ("n", "r", "m7")})
+    chosen = suites.exact(pm, 2, solver=solver, credit={})
+    assert set(chosen) == {"n", "m7"}
+    assert set(suites.exact(pm, 2, solver=solver)) == {"n", "r"}
+
+
+@pytest.mark.parametrize("solver", ["milp", "enumerate"])
+def test_then_the_inputs_that_kill_more_on_their_own_before_the_largest(solver):
+    """{big, a} and {a, b} kill both mutants at two shapes each; a and b kill both on their own, big
+    (the largest input) one: strength comes before size. Once big kills as much, size decides."""
+    pm = _matrix("s", [("big", "mixed", 20), ("a", "mixed", 7), ("b", "mixed", 5)],
+                 {"m1": ("big", "a", "b"), "m2": ("a", "b")})
+    assert set(suites.exact(pm, 2, solver=solver, credit={})) == {"a", "b"}
+    pm.kills["m2"] = frozenset({"big", "a", "b"})
+    assert "big" in suites.exact(pm, 2, solver=solver, credit={})
 
 
 @pytest.mark.parametrize("solver", ["milp", "enumerate"])
@@ -182,19 +196,19 @@ def test_held_out_reports_each_split_in_both_directions_and_the_least():
 
 
 def test_held_out_takes_the_pooled_credit_from_the_training_operators_only():
-    """Trained on op-x: mixed alone kills q's op-x mutant, so p (whose op-x mutant every input kills)
-    takes mixed and kills its op-y mutant, which only mixed kills. Had the credit counted the held-out
-    op-y mutants too (three of q's, small alone kills them), p would have taken small: killed 0."""
-    inputs = [("n", "normal", 12), ("m", "mixed", 12), ("s", "small", 12)]
-    ms = {"p": _matrix("p", inputs, {"px": "nms", "py": "m"}, {"px": "op-x", "py": "op-y"}),
-          "q": _matrix("q", inputs, {"qx": "m", "qy1": "s", "qy2": "s", "qy3": "s"},
+    """Trained on op-x: only the boundary shape (b) kills q's op-x mutant, so p (whose op-x mutant
+    both inputs kill) takes b and kills its op-y mutant, which only b kills. Had the credit counted
+    the held-out op-y mutants too (three of q's, the own shape alone kills them), p would have taken
+    a: killed 0."""
+    ms = {"p": _matrix("p", TWINS, {"px": "ab", "py": "b"}, {"px": "op-x", "py": "op-y"}),
+          "q": _matrix("q", TWINS, {"qx": "b", "qy1": "a", "qy2": "a", "qy3": "a"},
                        {"qx": "op-x", "qy1": "op-y", "qy2": "op-y", "qy3": "op-y"})}
     h = suites.held_out(ms, 1, method="exact", salts=("suites",))
     on_y = [s for s in h["splits"] if s["killable"] == 4]  # measured on op-y: py and q's three
     on_x = [s for s in h["splits"] if s["killable"] == 2]  # measured on op-x: px and qx
     assert len(on_y) == len(on_x) == 1
-    assert on_y[0]["killed"] == 1  # py, by mixed
-    assert on_x[0]["killed"] == 1  # px, by small (trained on op-y, small carries the credit); qx missed
+    assert on_y[0]["killed"] == 1  # py, by b
+    assert on_x[0]["killed"] == 1  # px, by a (trained on op-y, the own shape carries the credit); qx missed
 
 
 def test_leave_one_operator_out_measures_each_operator_on_suites_chosen_on_the_others():
