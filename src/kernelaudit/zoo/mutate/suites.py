@@ -121,8 +121,8 @@ def greedy(pm: ProblemMatrix, k: int, mutants: list[str] | None = None) -> list[
 
 #: The composite value kind (:data:`kernelaudit.zoo.oracles.values.STRATA`, named here so that
 #: reading a campaign store needs no torch): among sets killing as many training mutants the
-#: pooled rule takes one that holds such an input, which carries every value kind (then the one
-#: with the largest input: more programs and loop iterations of a kernel).
+#: pooled rule takes one that holds such an input, which carries every value kind (then the
+#: rest of :func:`exact`'s order).
 STRATA_KIND = "strata"
 #: Value kinds from the most general draw to the most special: among suites that kill as many
 #: mutants, the one of more general inputs is chosen (unlisted kinds, the adversarial ones, last).
@@ -145,11 +145,16 @@ def strength(pm: ProblemMatrix, killable: list[str], k: int) -> dict[str, int]:
     return out
 
 
+def _input_spec(pm: ProblemMatrix, label: str) -> dict[str, Any]:
+    """The candidate input ``label`` of the problem as the campaign recorded it ({} if none)."""
+    return next((i for i in pm.inputs if i.get("label") == label), {})
+
+
 def input_role(pm: ProblemMatrix, label: str) -> tuple[str, str]:
     """``(value kind, "own" | "boundary")``: an input is at the problem's own shape (that of its first
     candidate input, :func:`kernelaudit.zoo.oracles.suite.candidate_specs`) or at a boundary shape.
     What an input of one problem has in common with inputs of the others."""
-    spec = next((i for i in pm.inputs if i.get("label") == label), {})
+    spec = _input_spec(pm, label)
     own = pm.inputs[0].get("shapes") if pm.inputs else None
     return spec.get("kind", ""), "own" if spec.get("shapes") == own else "boundary"
 
@@ -157,14 +162,14 @@ def input_role(pm: ProblemMatrix, label: str) -> tuple[str, str]:
 def input_size(pm: ProblemMatrix, label: str) -> int:
     """The product of an input's shape constants: how large an input is, to compare with the others
     of its problem (a larger one runs more programs and more loop iterations of a kernel)."""
-    spec = next((i for i in pm.inputs if i.get("label") == label), {})
+    spec = _input_spec(pm, label)
     return math.prod(max(1, int(v)) for v in (spec.get("shapes") or {}).values())
 
 
 def input_shapes(pm: ProblemMatrix, label: str) -> tuple[tuple[str, int], ...]:
     """An input's shape constants, as a key: two inputs at one shape run the same programs and
     loop bounds, so a suite spanning two shapes reaches more of a kernel's tails."""
-    spec = next((i for i in pm.inputs if i.get("label") == label), {})
+    spec = _input_spec(pm, label)
     return tuple(sorted((str(k), int(v)) for k, v in (spec.get("shapes") or {}).items()))
 
 
