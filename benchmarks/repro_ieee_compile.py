@@ -41,7 +41,7 @@ from kernelaudit.repro import tiles as tiles_mod  # noqa: E402
 from kernelaudit.repro.ieee_kernels import ieee_lanes_kernel, ieee_tiled_kernel  # noqa: E402
 
 BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
-CONSTEXPR = ("HAS_BIAS", "OUT_BF16", "BM", "BN", "BK", "LANES", "LB", "GROUP_M", "PREFETCH")
+CONSTEXPR = ("HAS_BIAS", "OUT_BF16", "BM", "BN", "BK", "LANES", "LB", "GROUP_M", "PREFETCH", "WORDS")
 UNIT = ("s_ak", "s_bk", "s_cn", "s_xn")      # linear: x and the weight K-contiguous
 DIV16 = ("a_ptr", "b_ptr", "bias_ptr", "c_ptr", "N", "K", "s_am", "s_bn", "s_cm", "s_ab", "s_bb", "s_cb",
          "s_a0", "s_b0", "s_x0", "s_c0", "s_xb", "s_xm")
@@ -58,7 +58,8 @@ def _kernel_for(t: tiles_mod.Tiles, lanes: tiles_mod.Lanes | None):
     return gemm._ieee_lane_sums_kernel if (t.split_lanes and lanes is not None) else gemm._ieee_kernel
 
 
-def compile_stats(t: tiles_mod.Tiles, capability: int = 90, lanes: tiles_mod.Lanes | None = None) -> dict:
+def compile_stats(t: tiles_mod.Tiles, capability: int = 90, lanes: tiles_mod.Lanes | None = None,
+                  words: bool = True) -> dict:
     """Registers, spills, shared memory and SASS mix of ``t`` (bf16 operands and output);
     with ``lanes``, of the launch in that order: the K-lanes kernel (``tiled``), the first
     pass of ``split_lanes``, or the plain kernel lane after lane (``dot``/explicit loop)."""
@@ -71,7 +72,7 @@ def compile_stats(t: tiles_mod.Tiles, capability: int = 90, lanes: tiles_mod.Lan
     const.update(HAS_BIAS=False, OUT_BF16=True, BM=t.bm, BN=t.bn, BK=t.bk, GROUP_M=t.group_m,
                  PREFETCH=t.prefetch, TILE8=t.tile8, DOT=t.dot, LANES=1, LB=1, **{n: 1 for n in UNIT})
     if lanes is not None:
-        const.update(LANES=lanes.count, LB=lanes.block)
+        const.update(LANES=lanes.count, LB=lanes.block, WORDS=words)
         if t.tiled:
             const.update(BK=max(t.bk, lanes.round))
     const = {n: v for n, v in const.items() if n in names}

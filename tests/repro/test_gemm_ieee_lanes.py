@@ -286,3 +286,21 @@ def test_lanes_with_the_mma_order_raise_invalid_argument():
         gemm.mm(torch.ones(2, 3), torch.ones(3, 2), order="mma", lanes=Lanes(2, 2))
     with pytest.raises(InvalidArgument, match="Cannot have lanes"):
         gemm.mm(torch.ones(2, 3), torch.ones(3, 2), lanes=(2, 2))
+
+
+@pytest.mark.parametrize("k, lanes", [(64, Lanes(8, 8)), (150, Lanes(8, 8)), (46, Lanes(4, 2)), (96, Lanes(2, 16))])
+def test_bf16_weights_read_as_words_equal_emulator_bit_for_bit(k, lanes, bits_equal, draw, monkeypatch):
+    """K-contiguous bf16 weights with even strides go through the word path (two weights a
+    32-bit load word, taken apart by shift and mask); an odd row stride (K odd) or fp16
+    weights do not. Either way the bits are the emulator's, K tail included."""
+    taken = []
+    real = gemm._weight_words
+    monkeypatch.setattr(gemm, "_weight_words", lambda b3: taken.append(real(b3)) or taken[-1])
+    tiles = Tiles(4, 8, 64, num_warps=1, tiled=True, prefetch=True)
+    for kk, wdt in ((k, torch.bfloat16), (k + 1, torch.bfloat16), (k, torch.float16)):
+        x = draw((3, kk), torch.float32, kk, 300.0)
+        w = draw((10, kk), wdt, kk + 1)
+        b = draw((10,), wdt, kk + 2)
+        got = gemm.linear(x, w, b, tiles=tiles, lanes=lanes)
+        assert bits_equal(got, emulate.linear_ieee(x, w, b, lanes=lanes)), (kk, wdt)
+    assert taken == [True, False, False]

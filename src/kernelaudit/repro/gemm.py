@@ -326,6 +326,16 @@ def out_dtype_for(a: torch.Tensor, b: torch.Tensor) -> torch.dtype:
     return torch.promote_types(a.dtype, b.dtype)
 
 
+def _weight_words(b3: torch.Tensor) -> bool:
+    """Whether the K-lanes kernel may read ``b3`` ([B0, B, K, N] by strides) as 32-bit words of
+    two bf16 weights (``ieee_lanes_kernel``'s ``WORDS``): bf16, K-contiguous, every other stride
+    even and the data 4-byte aligned, so that every word holds k = 2j and 2j + 1 of one row
+    (the launch also asks for an even lane block, so that no word spans two lanes)."""
+    *outer, sk, sn = b3.stride()
+    return (b3.dtype == torch.bfloat16 and sk == 1 and all(st % 2 == 0 for st in (*outer, sn))
+            and b3.data_ptr() % 4 == 0)
+
+
 def _launch(a3, b3, bias3, out3, order: str, tiles: Tiles | None, alpha: float, beta: float,
             lanes: Lanes | None = None):
     # a3: [B, M, K], b3: [B, K, N], bias3: broadcastable view [B, M, N] or None, out3: [B, M, N];
@@ -365,6 +375,7 @@ def _launch(a3, b3, bias3, out3, order: str, tiles: Tiles | None, alpha: float, 
             *args, HAS_BIAS=bias3 is not None, OUT_BF16=out3.dtype == torch.bfloat16,
             BM=tiles.bm, BN=tiles.bn, BK=max(tiles.bk, lanes.round), LANES=lanes.count, LB=lanes.block,
             GROUP_M=tiles.group_m, PREFETCH=tiles.prefetch,
+            WORDS=tiles.prefetch and lanes.block % 2 == 0 and _weight_words(b3),
             num_warps=tiles.num_warps, num_stages=tiles.num_stages)
     elif order == "ieee" and tiles.tiled:
         ieee_tiled_kernel[(grid[0] * grid[1], B, B0)](

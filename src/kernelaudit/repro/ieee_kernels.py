@@ -172,6 +172,32 @@ def _lane_columns(acc, at, bt, NB: tl.constexpr):
 
 
 @triton.jit
+def _lane_words(acc, at, bw, NW: tl.constexpr):
+    """:func:`_lane_columns` for 16-bit weights read as 32-bit words: ``bw`` [BN, L, NW] int32,
+    word i holding the bf16 weights of k = 2i (low half) and 2i + 1 (high half), ``at`` [BM, L,
+    2 NW] fp32. A bf16 value is the top half of its fp32 value, so ``w << 16`` and
+    ``w & 0xffff0000`` are the two weights as fp32 bit patterns: one instruction a value, and
+    no repacking of 16-bit halves between registers. The FMAs run k = 0, 1, ..., 2 NW - 1 in
+    order, as :func:`_lane_columns` does (the bits are the same)."""
+    if NW == 1:
+        BM: tl.constexpr = at.shape[0]
+        BN: tl.constexpr = bw.shape[0]
+        L: tl.constexpr = at.shape[1]
+        a_even, a_odd = tl.split(tl.reshape(at, (BM, L, 2)))
+        w = tl.reshape(bw, (BN, L))
+        lo = (w << 16).to(tl.float32, bitcast=True)
+        hi = (w & -65536).to(tl.float32, bitcast=True)
+        acc = tl.fma(a_even[:, None, :], lo[None, :, :], acc)
+        acc = tl.fma(a_odd[:, None, :], hi[None, :, :], acc)
+    else:
+        a_lo, a_hi = _block_halves(at)
+        w_lo, w_hi = _block_halves(bw)
+        acc = _lane_words(acc, a_lo, w_lo, NW // 2)
+        acc = _lane_words(acc, a_hi, w_hi, NW // 2)
+    return acc
+
+
+@triton.jit
 def _round_halves(t):
     """The first and second half of ``t`` [R2, X, Y] along dim 0 (rounds in order)."""
     R: tl.constexpr = t.shape[0] // 2
@@ -189,7 +215,10 @@ def _lane_rounds(acc, at, bt, LANES: tl.constexpr, LB: tl.constexpr, NR: tl.cons
     if NR == 1:
         BM: tl.constexpr = at.shape[1]
         BN: tl.constexpr = bt.shape[1]
-        acc = _lane_columns(acc, tl.reshape(at, (BM, LANES, LB)), tl.reshape(bt, (BN, LANES, LB)), LB)
+        if bt.dtype == tl.int32:  # 16-bit weights as words (:func:`_lane_words`)
+            acc = _lane_words(acc, tl.reshape(at, (BM, LANES, LB)), tl.reshape(bt, (BN, LANES, LB // 2)), LB // 2)
+        else:
+            acc = _lane_columns(acc, tl.reshape(at, (BM, LANES, LB)), tl.reshape(bt, (BN, LANES, LB)), LB)
     else:
         a_lo, a_hi = _round_halves(at)
         b_lo, b_hi = _round_halves(bt)
@@ -221,7 +250,7 @@ def ieee_lanes_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
                       HAS_BIAS: tl.constexpr, OUT_BF16: tl.constexpr,
                       BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                       LANES: tl.constexpr, LB: tl.constexpr,
-                      GROUP_M: tl.constexpr, PREFETCH: tl.constexpr):
+                      GROUP_M: tl.constexpr, PREFETCH: tl.constexpr, WORDS: tl.constexpr = False):
     """``c[b] = epilogue(a[b] @ b[b])`` in the K-lanes order (:class:`.tiles.Lanes`:
     ``LANES`` lanes, interleaved blocks of ``LB`` k, pairwise tree); a [B, M, K], b [B, K, N]
     by strides; grid (cdiv(M, BM) * cdiv(N, BN), B).
@@ -233,7 +262,12 @@ def ieee_lanes_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
     the rounds in order, ``LB`` FMAs to every lane at once per round, so k increases
     within each lane. The K tail is one masked step padded with fma(+0, -1, acc) = acc
     (the padded k of every lane leave its bits unchanged, as in the sequential kernel).
-    Then :func:`lane_tree`, then the shared epilogue."""
+    Then :func:`lane_tree`, then the shared epilogue.
+
+    ``WORDS`` (bf16 weights, K-contiguous, every weight offset even and the base 4-byte
+    aligned: the launch checks): the main loop loads the weights as 32-bit words and takes
+    the two bf16 values of each apart in one instruction each (:func:`_lane_words`), the same
+    FMAs in the same order."""
     tl.static_assert(BK % (LANES * LB) == 0)
     RK: tl.constexpr = LANES * LB            # k per round
     NR: tl.constexpr = BK // RK              # rounds per K step
@@ -252,7 +286,21 @@ def ieee_lanes_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
     acc = tl.zeros((BM, BN, LANES), dtype=tl.float32)
     k_main = (K // BK) * BK
     k_main64 = tl.cast(k_main, tl.int64)
-    if PREFETCH:
+    if PREFETCH and WORDS:
+        # as below, the weights as words: word j of row n holds k = 2j and 2j + 1 (s_bk == 1)
+        kw = tl.arange(0, NR)[:, None, None] * (RK // 2) + tl.arange(0, RK // 2)[None, None, :]
+        w_t = (b_ptr.to(tl.pointer_type(tl.int32)) + (pid_b * s_bb) // 2
+               + rn[None, :, None] * (s_bn // 2) + kw)                               # [NR, BN, RK / 2]
+        at = tl.load(a_t, mask=mask_a & (kr < K), other=0.0).to(tl.float32)
+        bt = tl.load(w_t, mask=mask_b & (2 * kw + 1 < K), other=0)
+        for k0 in range(0, k_main, BK):
+            k_next = tl.cast(tl.minimum(k0 + BK, k_main - BK), tl.int64)
+            at_next = tl.load(a_t + k_next * s_ak, mask=mask_a, other=0.0).to(tl.float32)
+            bt_next = tl.load(w_t + k_next // 2, mask=mask_b, other=0)
+            acc = _lane_rounds(acc, at, bt, LANES, LB, NR)
+            at = at_next
+            bt = bt_next
+    elif PREFETCH:
         # as ieee_tiled_kernel: the next step's tiles load during this step's FMAs (the
         # first tile is unused when K < BK; the last step reloads its own tile)
         at = tl.load(a_t, mask=mask_a & (kr < K), other=0.0).to(tl.float32)
