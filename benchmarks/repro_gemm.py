@@ -322,9 +322,9 @@ def lanes_decode_candidates(rows: int) -> list[Tiles]:
     # the H200: benchmarks/results/2026-12-05-h200-repro-decode-row-blocks/)
     # from 4 rows: 64 columns over 4 warps, 4 columns a thread, so each activation value
     # read from shared memory (the layout change of the broadcast) feeds 4 FMAs, not 1:
-    # compiled for sm_90 (Triton 3.9), the K loop's FFMA share at 4 / 8 / 16 rows is
-    # 0.57 / 0.70 / 0.77 (bk 128) and 0.55 / 0.69 / 0.76 (bk 64) against the table tile's
-    # 0.48 / 0.53 / 0.56, no spills (benchmarks/repro_ieee_compile.py)
+    # compiled for sm_90 (Triton 3.9, bf16 weights read as words), the K loop's FFMA share
+    # at 4 / 8 / 16 rows is 0.62 / 0.74 / 0.79 (bk 128) and 0.58 / 0.72 / 0.78 (bk 64)
+    # against the table tile's 0.51 / 0.56 / 0.57, no spills (benchmarks/repro_ieee_compile.py)
     wide = ([Tiles(rows, 64, 128, 4, 1, tiled=True, prefetch=True),
              Tiles(rows, 64, 64, 4, 1, tiled=True, prefetch=True)] if rows >= 4 else [])
     return [Tiles(rows, 16, big, 4, 1, tiled=True, prefetch=True),
