@@ -321,12 +321,13 @@ def lanes_decode_candidates(rows: int) -> list[Tiles]:
     # (tiles of M / 2 and M / 4 rows, row blocks side by side, were slower at every M on
     # the H200: benchmarks/results/2026-12-05-h200-repro-decode-row-blocks/)
     # from 4 rows: 64 columns over 4 warps, 4 columns a thread, so each activation value
-    # read from shared memory (the layout change of the broadcast) feeds 4 FMAs, not 1:
-    # compiled for sm_90 (Triton 3.9, bf16 weights read as words), the K loop's FFMA share
-    # at 4 / 8 / 16 rows is 0.62 / 0.74 / 0.79 (bk 128) and 0.58 / 0.72 / 0.78 (bk 64)
-    # against the table tile's 0.51 / 0.56 / 0.57, no spills (benchmarks/repro_ieee_compile.py)
-    wide = ([Tiles(rows, 64, 128, 4, 1, tiled=True, prefetch=True),
-             Tiles(rows, 64, 64, 4, 1, tiled=True, prefetch=True)] if rows >= 4 else [])
+    # read from shared memory (the layout change of the broadcast) feeds 4 FMAs, not 1.
+    # Compiled for sm_90 with the H200's Triton 3.6 (bf16 weights read as words), the K
+    # loop's FFMA share at 4 / 8 / 16 rows is 0.58 / 0.72 / 0.78 at bk 64 against the table
+    # tile's 0.49 / 0.56 / 0.57, no spills; bk 128 only at 4 rows (0.58): it spills 16 bytes
+    # at 8 rows and 3.9 KB at 16 (benchmarks/repro_ieee_compile.py)
+    wide = ([Tiles(rows, 64, 128, 4, 1, tiled=True, prefetch=True)] if rows == 4 else []) + \
+        ([Tiles(rows, 64, 64, 4, 1, tiled=True, prefetch=True)] if rows >= 4 else [])
     return [Tiles(rows, 16, big, 4, 1, tiled=True, prefetch=True),
             Tiles(rows, 16, 128, 4, 1, tiled=True, prefetch=True),
             Tiles(rows, 32, 128 if rows >= 8 else big, 8, 1, tiled=True, prefetch=True),
