@@ -155,11 +155,22 @@ def _block_halves(t):
 def _lane_columns(acc, at, bt, NB: tl.constexpr):
     """``acc[m, n, l] = fma(at[m, l, j], bt[n, l, j], acc[m, n, l])`` for j = 0..NB-1 in
     order (at [BM, L, NB], bt [BN, L, NB], acc [BM, BN, L]): every lane takes the j-th k
-    of its block at once; the first half of the block, then the second."""
-    if NB == 1:
-        BM: tl.constexpr = at.shape[0]
-        BN: tl.constexpr = bt.shape[0]
-        L: tl.constexpr = at.shape[1]
+    of its block at once; the first half of the block, then the second.
+
+    ``bt`` may hold 16-bit weights as int32 words ([BN, L, NB / 2]: word i holds the bf16
+    weights of j = 2i in its low half and 2i + 1 in its high half). A bf16 value is the top
+    half of its fp32 value, so ``w << 16`` and ``w & 0xffff0000`` are the two weights as fp32
+    bit patterns: one instruction a value and no repacking of 16-bit halves between
+    registers; the FMAs and their order are the same."""
+    BM: tl.constexpr = at.shape[0]
+    BN: tl.constexpr = bt.shape[0]
+    L: tl.constexpr = at.shape[1]
+    if bt.dtype == tl.int32 and NB == 2:
+        a_even, a_odd = tl.split(tl.reshape(at, (BM, L, 2)))
+        w = tl.reshape(bt, (BN, L))
+        acc = tl.fma(a_even[:, None, :], (w << 16).to(tl.float32, bitcast=True)[None, :, :], acc)
+        acc = tl.fma(a_odd[:, None, :], (w & -65536).to(tl.float32, bitcast=True)[None, :, :], acc)
+    elif NB == 1:
         a = tl.reshape(at, (BM, L)).to(tl.float32)
         b = tl.reshape(bt, (BN, L)).to(tl.float32)
         acc = tl.fma(a[:, None, :], b[None, :, :], acc)
@@ -168,32 +179,6 @@ def _lane_columns(acc, at, bt, NB: tl.constexpr):
         b_lo, b_hi = _block_halves(bt)
         acc = _lane_columns(acc, a_lo, b_lo, NB // 2)
         acc = _lane_columns(acc, a_hi, b_hi, NB // 2)
-    return acc
-
-
-@triton.jit
-def _lane_words(acc, at, bw, NW: tl.constexpr):
-    """:func:`_lane_columns` for 16-bit weights read as 32-bit words: ``bw`` [BN, L, NW] int32,
-    word i holding the bf16 weights of k = 2i (low half) and 2i + 1 (high half), ``at`` [BM, L,
-    2 NW] fp32. A bf16 value is the top half of its fp32 value, so ``w << 16`` and
-    ``w & 0xffff0000`` are the two weights as fp32 bit patterns: one instruction a value, and
-    no repacking of 16-bit halves between registers. The FMAs run k = 0, 1, ..., 2 NW - 1 in
-    order, as :func:`_lane_columns` does (the bits are the same)."""
-    if NW == 1:
-        BM: tl.constexpr = at.shape[0]
-        BN: tl.constexpr = bw.shape[0]
-        L: tl.constexpr = at.shape[1]
-        a_even, a_odd = tl.split(tl.reshape(at, (BM, L, 2)))
-        w = tl.reshape(bw, (BN, L))
-        lo = (w << 16).to(tl.float32, bitcast=True)
-        hi = (w & -65536).to(tl.float32, bitcast=True)
-        acc = tl.fma(a_even[:, None, :], lo[None, :, :], acc)
-        acc = tl.fma(a_odd[:, None, :], hi[None, :, :], acc)
-    else:
-        a_lo, a_hi = _block_halves(at)
-        w_lo, w_hi = _block_halves(bw)
-        acc = _lane_words(acc, a_lo, w_lo, NW // 2)
-        acc = _lane_words(acc, a_hi, w_hi, NW // 2)
     return acc
 
 
@@ -215,10 +200,8 @@ def _lane_rounds(acc, at, bt, LANES: tl.constexpr, LB: tl.constexpr, NR: tl.cons
     if NR == 1:
         BM: tl.constexpr = at.shape[1]
         BN: tl.constexpr = bt.shape[1]
-        if bt.dtype == tl.int32:  # 16-bit weights as words (:func:`_lane_words`)
-            acc = _lane_words(acc, tl.reshape(at, (BM, LANES, LB)), tl.reshape(bt, (BN, LANES, LB // 2)), LB // 2)
-        else:
-            acc = _lane_columns(acc, tl.reshape(at, (BM, LANES, LB)), tl.reshape(bt, (BN, LANES, LB)), LB)
+        WB: tl.constexpr = LB // 2 if bt.dtype == tl.int32 else LB   # 16-bit weights as words: half
+        acc = _lane_columns(acc, tl.reshape(at, (BM, LANES, LB)), tl.reshape(bt, (BN, LANES, WB)), LB)
     else:
         a_lo, a_hi = _round_halves(at)
         b_lo, b_hi = _round_halves(bt)
@@ -266,7 +249,7 @@ def ieee_lanes_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
 
     ``WORDS`` (bf16 weights, K-contiguous, every weight offset even and the base 4-byte
     aligned: the launch checks): the main loop loads the weights as 32-bit words and takes
-    the two bf16 values of each apart in one instruction each (:func:`_lane_words`), the same
+    the two bf16 values of each apart in one instruction each (:func:`_lane_columns`), the same
     FMAs in the same order."""
     tl.static_assert(BK % (LANES * LB) == 0)
     RK: tl.constexpr = LANES * LB            # k per round
