@@ -269,29 +269,24 @@ def ieee_lanes_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
     acc = tl.zeros((BM, BN, LANES), dtype=tl.float32)
     k_main = (K // BK) * BK
     k_main64 = tl.cast(k_main, tl.int64)
-    if PREFETCH and WORDS:
-        # as below, the weights as words: word j of row n holds k = 2j and 2j + 1 (s_bk == 1)
-        kw = tl.arange(0, NR)[:, None, None] * (RK // 2) + tl.arange(0, RK // 2)[None, None, :]
-        w_t = (b_ptr.to(tl.pointer_type(tl.int32)) + (pid_b * s_bb) // 2
-               + rn[None, :, None] * (s_bn // 2) + kw)                               # [NR, BN, RK / 2]
-        at = tl.load(a_t, mask=mask_a & (kr < K), other=0.0).to(tl.float32)
-        bt = tl.load(w_t, mask=mask_b & (2 * kw + 1 < K), other=0)
-        for k0 in range(0, k_main, BK):
-            k_next = tl.cast(tl.minimum(k0 + BK, k_main - BK), tl.int64)
-            at_next = tl.load(a_t + k_next * s_ak, mask=mask_a, other=0.0).to(tl.float32)
-            bt_next = tl.load(w_t + k_next // 2, mask=mask_b, other=0)
-            acc = _lane_rounds(acc, at, bt, LANES, LB, NR)
-            at = at_next
-            bt = bt_next
-    elif PREFETCH:
+    if PREFETCH:
         # as ieee_tiled_kernel: the next step's tiles load during this step's FMAs (the
         # first tile is unused when K < BK; the last step reloads its own tile)
+        if WORDS:  # the weights as words: word j of row n holds k = 2j and 2j + 1 (s_bk == 1)
+            kw = tl.arange(0, NR)[:, None, None] * (RK // 2) + tl.arange(0, RK // 2)[None, None, :]
+            b_s = (b_ptr.to(tl.pointer_type(tl.int32)) + (pid_b * s_bb) // 2
+                   + rn[None, :, None] * (s_bn // 2) + kw)                               # [NR, BN, RK / 2]
+            b_last = 2 * kw + 1                                                          # a word's last k
+        else:
+            b_s = b_t
+            b_last = kr
+        PER: tl.constexpr = 2 if WORDS else 1                                            # k per element
         at = tl.load(a_t, mask=mask_a & (kr < K), other=0.0).to(tl.float32)
-        bt = tl.load(b_t, mask=mask_b & (kr < K), other=0.0)
+        bt = tl.load(b_s, mask=mask_b & (b_last < K), other=0)
         for k0 in range(0, k_main, BK):
             k_next = tl.cast(tl.minimum(k0 + BK, k_main - BK), tl.int64)
             at_next = tl.load(a_t + k_next * s_ak, mask=mask_a, other=0.0).to(tl.float32)
-            bt_next = tl.load(b_t + k_next * s_bk, mask=mask_b, other=0.0)
+            bt_next = tl.load(b_s + k_next * s_bk // PER, mask=mask_b, other=0)
             acc = _lane_rounds(acc, at, bt, LANES, LB, NR)
             at = at_next
             bt = bt_next
