@@ -76,10 +76,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path)
     a = p.parse_args(argv)
 
+    import torch
+
     from kernelaudit.errors import InvalidArgument
+    from kernelaudit.verdict import Status
+    from kernelaudit.zoo.oracles import Subject
+    from kernelaudit.zoo.oracles.suite import PoisonedSubject
     from kernelaudit.zoo.mutate.generate import Mutant, materialise
     from kernelaudit.zoo.mutate.subjects import select_subjects
-    from kernelaudit.zoo.mutate.worker import judge_inputs, suite_cases
+    from kernelaudit.zoo.mutate.worker import suite_cases
     from kernelaudit.zoo.problems import load_candidate, load_problem
 
     by_subject: dict[str, list[str]] = {}
@@ -112,21 +117,18 @@ def main(argv: list[str] | None = None) -> int:
             mat = materialise(subject, m)
             path = scratch / f"{sid.replace('/', '_')}_{n}.py"
             path.write_text(mat.source)
-            cand = load_candidate(path)
-            kills = judge_inputs(cand, cases)
-            ratios = {}
+            subject_run = PoisonedSubject(Subject(load_candidate(path)))  # as the campaign runs it
+            ratios, kills = {}, {}
             for spec, case, comp in cases:
-                import torch
-
-                from kernelaudit.zoo.oracles import Subject
-                from kernelaudit.zoo.oracles.suite import PoisonedSubject
-
                 try:
                     inputs = [x.clone() if isinstance(x, torch.Tensor) else x for x in case.inputs]
-                    v = comp.compare(case, PoisonedSubject(Subject(cand))(case, inputs))
+                    v = comp.compare(case, subject_run(case, inputs))
                     ratios[spec.label] = [v.status.name, v.value]
-                except Exception as exc:  # noqa: BLE001
+                    if v.status is not Status.SKIPPED:  # the campaign's kill matrix (worker.judge_inputs)
+                        kills[spec.label] = int(v.status is not Status.OK)
+                except Exception as exc:  # noqa: BLE001 - raising on an input is a kill there
                     ratios[spec.label] = ["RAISED", f"{type(exc).__name__}"]
+                    kills[spec.label] = 1
             entry["mutants"][mid] = {"before": mat.before, "after": mat.after, "kills": kills, "verdicts": ratios}
             print(f"{mid}: {mat.before.strip()!r} -> {mat.after.strip()!r}")
             for lab, (st, val) in ratios.items():
