@@ -23,6 +23,9 @@ config.use_interpreter_without_cuda()
 import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
+from ..interpreter import skip_dead_overflow_checks  # noqa: E402
+
+skip_dead_overflow_checks()  # under the interpreter only: kernelaudit.interpreter
 
 from .faults import FAULTS, get_fault, swapped_order  # noqa: E402
 from .operands import TORCH_DTYPES, check_call, scale_vector  # noqa: E402

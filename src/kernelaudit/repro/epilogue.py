@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+from ..interpreter import skip_dead_overflow_checks
+
+skip_dead_overflow_checks()  # under the interpreter only: kernelaudit.interpreter
 
 
 @triton.jit

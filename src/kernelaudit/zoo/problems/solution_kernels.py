@@ -23,6 +23,9 @@ use_interpreter_without_cuda()  # must precede the first `import triton`
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
+from ...interpreter import skip_dead_overflow_checks  # noqa: E402
+
+skip_dead_overflow_checks()  # under the interpreter only: kernelaudit.interpreter
 
 # ---------------------------------------------------------------------------
 # helpers
