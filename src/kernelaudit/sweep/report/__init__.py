@@ -6,28 +6,30 @@ Everything reads a run store (``manifest.json`` + ``verdicts.jsonl``) through
     run = load_run("runs/2026-12-02-mps")
     print_summary(run)                    # rich tables in the terminal
     write_reports("runs/2026-12-02-mps")  # boundary_map.png + report.html in the run dir
+
+Names load on first use: reading a store (``run``) imports no matplotlib.
 """
 
-from .figure import render_boundary_map
-from .grid import STATUS_COLOURS, Panel, PanelGrid, boundary_grid
-from .html import render_html
-from .run import CaseRecord, Device, Manifest, Run, RunStoreError, load_run
-from .summary import print_summary
-from .write import write_reports
+from __future__ import annotations
 
-__all__ = [
-    "STATUS_COLOURS",
-    "CaseRecord",
-    "Device",
-    "Manifest",
-    "Panel",
-    "PanelGrid",
-    "Run",
-    "RunStoreError",
-    "boundary_grid",
-    "load_run",
-    "print_summary",
-    "render_boundary_map",
-    "render_html",
-    "write_reports",
-]
+from ..._lazy import lazy_exports
+
+_EXPORTS = {
+    "render_boundary_map": "figure",
+    "STATUS_COLOURS": "grid",
+    "Panel": "grid",
+    "PanelGrid": "grid",
+    "boundary_grid": "grid",
+    "render_html": "html",
+    "CaseRecord": "run",
+    "Device": "run",
+    "Manifest": "run",
+    "Run": "run",
+    "RunStoreError": "run",
+    "load_run": "run",
+    "print_summary": "summary",
+    "write_reports": "write",
+}
+__all__ = sorted(_EXPORTS)
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
