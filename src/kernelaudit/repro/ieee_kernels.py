@@ -262,8 +262,12 @@ def ieee_lanes_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
     kr = tl.arange(0, NR)[:, None, None] * RK + tl.arange(0, RK)[None, None, :]     # [NR, 1, RK]
     mask_m = rm < M
     mask_n = rn < N
-    a_t = a_ptr + pid_b * s_ab + rm[None, :, None] * s_am + kr * s_ak      # [NR, BM, RK]
-    b_t = b_ptr + pid_b * s_bb + rn[None, :, None] * s_bn + kr * s_bk      # [NR, BN, RK]: b as [N, K]
+    # rows and columns past M and N read row M - 1 and column N - 1: the main loop's
+    # loads need no mask (their outputs are never stored)
+    rm_in = tl.minimum(rm, M - 1)
+    rn_in = tl.minimum(rn, N - 1)
+    a_t = a_ptr + pid_b * s_ab + rm_in[None, :, None] * s_am + kr * s_ak      # [NR, BM, RK]
+    b_t = b_ptr + pid_b * s_bb + rn_in[None, :, None] * s_bn + kr * s_bk      # [NR, BN, RK]: b as [N, K]
     mask_a = mask_m[None, :, None]
     mask_b = mask_n[None, :, None]
     acc = tl.zeros((BM, BN, LANES), dtype=tl.float32)
@@ -275,7 +279,7 @@ def ieee_lanes_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
         if WORDS:  # the weights as words: word j of row n holds k = 2j and 2j + 1 (s_bk == 1)
             kw = tl.arange(0, NR)[:, None, None] * (RK // 2) + tl.arange(0, RK // 2)[None, None, :]
             b_s = (b_ptr.to(tl.pointer_type(tl.int32)) + (pid_b * s_bb) // 2
-                   + rn[None, :, None] * (s_bn // 2) + kw)                               # [NR, BN, RK / 2]
+                   + rn_in[None, :, None] * (s_bn // 2) + kw)                            # [NR, BN, RK / 2]
             b_last = 2 * kw + 1                                                          # a word's last k
         else:
             b_s = b_t
@@ -285,8 +289,8 @@ def ieee_lanes_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
         bt = tl.load(b_s, mask=mask_b & (b_last < K), other=0)
         for k0 in range(0, k_main, BK):
             k_next = tl.cast(tl.minimum(k0 + BK, k_main - BK), tl.int64)
-            at_next = tl.load(a_t + k_next * s_ak, mask=mask_a, other=0.0).to(tl.float32)
-            bt_next = tl.load(b_s + k_next * s_bk // PER, mask=mask_b, other=0)
+            at_next = tl.load(a_t + k_next * s_ak).to(tl.float32)
+            bt_next = tl.load(b_s + k_next * s_bk // PER)
             acc = _lane_rounds(acc, at, bt, LANES, LB, NR)
             at = at_next
             bt = bt_next
