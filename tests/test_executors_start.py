@@ -27,3 +27,45 @@ def test_a_worker_that_dies_before_its_hello_fails_with_its_exit_status():
         spawn_worker(sys.exit)  # sys.exit(conn): exit status 1, no hello
     assert not mp.active_children()
 
+
+
+
+def _say_environment(conn, name: str) -> None:
+    """A worker that says hello, then one environment variable's value, then waits."""
+    import os
+
+    conn.send({"ready": True})
+    conn.send(os.environ.get(name))
+    conn.recv()
+
+
+@pytest.mark.parametrize("method", ["forkserver", "spawn"])
+def test_a_worker_runs_in_the_environment_of_the_moment_it_was_asked_for(method, monkeypatch):
+    from kernelaudit.config import WORKER_START
+    from kernelaudit.executors import start_method, stop_worker
+
+    if method not in mp.get_all_start_methods():
+        pytest.skip(f"no {method} on this platform")
+    monkeypatch.setenv(WORKER_START.name, method)
+    assert start_method() == method
+    seen = []
+    for value in ("first", "second"):  # the second starts after the forkserver is up
+        monkeypatch.setenv("KERNELAUDIT_TEST_WORKER_ENV", value)
+        proc, conn = spawn_worker(_say_environment, ("KERNELAUDIT_TEST_WORKER_ENV",))
+        seen.append(conn.recv())
+        stop_worker(proc, conn)
+    assert seen == ["first", "second"]
+
+
+def test_auto_forks_workers_from_a_server_on_linux_and_spawns_them_elsewhere(monkeypatch):
+    from kernelaudit.config import WORKER_START
+    from kernelaudit.errors import InvalidArgument
+    from kernelaudit.executors import start_method
+
+    monkeypatch.delenv(WORKER_START.name, raising=False)
+    assert start_method() == ("forkserver" if sys.platform.startswith("linux") else "spawn")
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert start_method() == "spawn"  # fork after torch's import is not safe on macOS
+    monkeypatch.setenv(WORKER_START.name, "fork")
+    with pytest.raises(InvalidArgument, match="KERNELAUDIT_WORKER_START.*forkserver"):
+        start_method()

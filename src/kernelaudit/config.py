@@ -99,6 +99,13 @@ WORKER_DEVICE = _knob(
     "KERNELAUDIT_WORKER_DEVICE", "",
     "Set in each executor worker process: the device it is pinned to, as it names it (cuda:0, cpu:N).")
 
+WORKER_START = _knob(
+    "KERNELAUDIT_WORKER_START", "auto",
+    "How worker processes start: forkserver (forked from a server that imported torch once: "
+    "about 0.1 s a worker instead of 2), spawn (a fresh interpreter each), or auto (forkserver on "
+    "Linux, spawn elsewhere). Either way a worker gets this process's environment of the moment.",
+    ("auto", "forkserver", "spawn"))
+
 CACHE_DIR = _knob(
     "KERNELAUDIT_CACHE_DIR", "",
     "Directory of the sweep's OpInfo-derived op catalogue, one JSON file per torch version "

@@ -16,8 +16,8 @@ append-only file whatever runs the tasks.
 
 A **slot** runs one task at a time on one device: ``run(task) -> value`` (raising
 when the task could not run), ``stop()``, and optionally ``prestart()``. The default,
-:class:`ProcessSlot`, runs picklable zero-argument callables in a spawned process
-pinned to its device (``CUDA_VISIBLE_DEVICES``): a task that kills the process, or
+:class:`ProcessSlot`, runs picklable zero-argument callables in a worker process
+(:func:`spawn_worker`) pinned to its device (``CUDA_VISIBLE_DEVICES``): a task that kills the process, or
 runs past ``timeout_s``, fails alone and a fresh process takes the next one. A product
 can pass its own slot factory (the sweep passes its
 :class:`~kernelaudit.sweep.worker.WorkerPool`, which adds device health probes).
@@ -39,6 +39,7 @@ import os
 import queue
 import re
 import signal
+import sys
 import threading
 import time
 import traceback
@@ -46,7 +47,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .config import WORKER_DEVICE
+from .config import WORKER_DEVICE, WORKER_START
 from .errors import InvalidArgument, check_choice
 
 #: Engines ``--executor`` accepts.
@@ -157,19 +158,49 @@ def worker_device() -> str:
 
 
 # --- worker processes -------------------------------------------------------------------
+#: Imported once by the forkserver, so a worker starts with them loaded (torch: about
+#: 2 s of a spawned worker's start on a CPU). Nothing that reads the environment when
+#: imported in a way a worker could need changed (Triton's kernels read TRITON_INTERPRET).
+FORKSERVER_PRELOAD = ("torch",)
+
+
+def start_method() -> str:
+    """How :func:`spawn_worker` starts processes (:data:`~kernelaudit.config.WORKER_START`):
+    ``forkserver`` on Linux by default, else ``spawn``."""
+    method = WORKER_START.get()
+    if method == "auto":
+        method = "forkserver" if sys.platform.startswith("linux") else "spawn"
+    return method
+
+
+def _in_environment(env: dict[str, str], target: Callable[..., None], conn, *args) -> None:
+    """A worker's first step: the environment of the parent when it asked for the worker
+    (a forkserver's children would otherwise inherit the server's, from its start)."""
+    os.environ.clear()
+    os.environ.update(env)
+    target(conn, *args)
+
+
 def spawn_worker(target: Callable[..., None], args: tuple = (), *, what: str = "worker",
                  timeout_s: float | None = None):
-    """Start ``target(conn, *args)`` in a spawned daemon process and wait for its hello on
+    """Start ``target(conn, *args)`` in a fresh daemon process and wait for its hello on
     ``conn``: ``{"ready": True, ...}`` or ``{"ready": False, "error": ...}``. Returns
     ``(process, parent end of the pipe)``. Raises :class:`TaskFailed` (``what`` names the
     worker in the message) when no hello comes within ``timeout_s`` (default
     :data:`START_TIMEOUT_S`; the process is killed), the process dies before its hello,
     or the hello says it could not start.
-    ``spawn``: nothing of the parent's state (or CUDA context) leaks into the worker."""
+
+    Started by :func:`start_method`: ``forkserver`` forks it from a server process that
+    imported :data:`FORKSERVER_PRELOAD` and nothing else, ``spawn`` runs a new
+    interpreter; either way nothing of this process's state (or CUDA context) leaks into
+    the worker, and it runs in this process's current environment."""
     timeout_s = START_TIMEOUT_S if timeout_s is None else timeout_s
-    ctx = mp.get_context("spawn")
+    method = start_method()
+    ctx = mp.get_context(method)
+    if method == "forkserver":
+        ctx.set_forkserver_preload(list(FORKSERVER_PRELOAD))
     parent, child = ctx.Pipe()
-    proc = ctx.Process(target=target, args=(child, *args), daemon=True)
+    proc = ctx.Process(target=_in_environment, args=(dict(os.environ), target, child, *args), daemon=True)
     proc.start()
     child.close()
     if not parent.poll(timeout_s):
@@ -225,7 +256,7 @@ def _process_main(conn, env: dict[str, str]) -> None:
 
 
 class ProcessSlot:
-    """A spawned process pinned to ``device`` that runs picklable zero-argument
+    """A worker process pinned to ``device`` that runs picklable zero-argument
     callables; it is replaced after a task kills it or runs past ``timeout_s``."""
 
     def __init__(self, device: str, timeout_s: float | None = None) -> None:
