@@ -41,7 +41,7 @@ from kernelaudit.repro import tiles as tiles_mod  # noqa: E402
 from kernelaudit.repro.ieee_kernels import ieee_lanes_kernel, ieee_tiled_kernel  # noqa: E402
 
 BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
-CONSTEXPR = ("HAS_BIAS", "OUT_BF16", "BM", "BN", "BK", "LANES", "LB", "GROUP_M", "PREFETCH", "WORDS")
+CONSTEXPR = ("HAS_BIAS", "OUT_BF16", "BM", "BN", "BK", "LANES", "LB", "GROUP_M", "PREFETCH", "WORDS", "TMA", "STAGES")
 UNIT = ("s_ak", "s_bk", "s_cn", "s_xn")      # linear: x and the weight K-contiguous
 DIV16 = ("a_ptr", "b_ptr", "bias_ptr", "c_ptr", "N", "K", "s_am", "s_bn", "s_cm", "s_ab", "s_bb", "s_cb",
          "s_a0", "s_b0", "s_x0", "s_c0", "s_xb", "s_xm")
@@ -72,9 +72,10 @@ def compile_stats(t: tiles_mod.Tiles, capability: int = 90, lanes: tiles_mod.Lan
     const.update(HAS_BIAS=False, OUT_BF16=True, BM=t.bm, BN=t.bn, BK=t.bk, GROUP_M=t.group_m,
                  PREFETCH=t.prefetch, TILE8=t.tile8, DOT=t.dot, LANES=1, LB=1, **{n: 1 for n in UNIT})
     if lanes is not None:
-        const.update(LANES=lanes.count, LB=lanes.block, WORDS=words)
+        const.update(LANES=lanes.count, LB=lanes.block, WORDS=words and t.prefetch and not t.tma)
         if t.tiled:
-            const.update(BK=max(t.bk, lanes.round))
+            const.update(BK=max(t.bk, lanes.round), TMA=words and t.tma, PREFETCH=t.prefetch and not (words and t.tma),
+                         STAGES=t.num_stages if (words and t.tma) else 1)
     const = {n: v for n, v in const.items() if n in names}
     attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in DIV16 + SUMS_DIV16 if n in names}
     src = triton.compiler.ASTSource(fn=kernel, signature=sig, constexprs=const, attrs=attrs)

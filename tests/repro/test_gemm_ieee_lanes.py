@@ -304,3 +304,38 @@ def test_bf16_weights_read_as_words_equal_emulator_bit_for_bit(k, lanes, bits_eq
         got = gemm.linear(x, w, b, tiles=tiles, lanes=lanes)
         assert bits_equal(got, emulate.linear_ieee(x, w, b, lanes=lanes)), (kk, wdt)
     assert taken == [True, False, False]
+
+
+_TMA_TILES = st.builds(lambda bm, bn, bk, stages, pre: Tiles(bm, bn, bk, num_warps=1, num_stages=stages, tiled=True,
+                                                             tma=True, prefetch=pre),
+                       st.sampled_from([1, 4, 16]), st.sampled_from([4, 8, 16]), st.sampled_from([8, 32, 64]),
+                       st.sampled_from([1, 3]), st.booleans())
+
+
+@settings(max_examples=8, deadline=None)
+@given(m=st.integers(1, 9), n=st.integers(1, 20), k8=st.integers(1, 24), tail=st.sampled_from([0, 3]),
+       lanes=st.builds(Lanes, st.sampled_from([2, 4, 8]), st.sampled_from([2, 4, 8])), tiles=_TMA_TILES,
+       adt=st.sampled_from(DTYPES + (torch.float32,)), bias=st.booleans(), seed=st.integers(0, 2**16))
+def test_tma_weight_tiles_equal_emulator_bit_for_bit_and_fall_back_where_tma_cannot_describe_them(
+        m, n, k8, tail, lanes, tiles, adt, bias, seed, bits_equal, draw):
+    """``tma`` K-lanes tiles: bf16 weights with K a multiple of 8 arrive by tensor
+    descriptor (the main loop; the tail as before); an odd K, which TMA cannot describe as
+    words, runs the same order without it. Both equal the emulator."""
+    from kernelaudit.repro import mma_tma
+
+    k = 8 * k8 + tail
+    x = draw((m, k), adt, seed, 1.0)
+    w = draw((n, k), torch.bfloat16, seed + 1)
+    b = draw((n,), torch.bfloat16, seed + 2) if bias else None
+    b3 = w.t()[None, None]
+    assert (gemm._weight_words(b3) and mma_tma.weights_eligible(b3)) == (tail == 0)  # the path this case takes
+    got = gemm.linear(x, w, b, tiles=tiles, lanes=lanes)
+    assert bits_equal(got, emulate.linear_ieee(x, w, b, lanes=lanes))
+
+
+def test_tma_is_refused_with_tile8_or_dot_and_ignored_where_the_order_is_sequential(bits_equal, draw):
+    with pytest.raises(InvalidArgument, match="tma=True with tile8 or dot"):
+        Tiles(16, 16, 16, dot=True, tma=True)
+    x, w = draw((3, 64), torch.bfloat16, 1), draw((8, 64), torch.bfloat16, 2)
+    got = gemm.linear(x, w, None, tiles=Tiles(4, 8, 8, num_warps=1, tiled=True, tma=True), lanes=SEQUENTIAL)
+    assert bits_equal(got, emulate.linear_ieee(x, w, None, lanes=SEQUENTIAL))

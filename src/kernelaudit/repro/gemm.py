@@ -359,10 +359,7 @@ def _launch(a3, b3, bias3, out3, order: str, tiles: Tiles | None, alpha: float, 
     if order == "ieee" and tiles.split_lanes and not lanes.sequential:
         _launch_split_lanes(a3, b3, bias3, out3, tiles, lanes, alpha, beta)
         return out3
-    if tiles.tma:
-        if order != "mma":
-            raise InvalidArgument(f"Cannot have tiles with tma=True with order={order!r}: allowed values are "
-                                  "tma=True with order='mma', else tma=False")
+    if tiles.tma and order == "mma":   # ieee: the K-lanes kernel below, where it can
         if mma_tma.eligible(a3, b3, bias3, out3):
             mma_tma.launch(a3, b3, bias3, out3, tiles, alpha, beta)
             return out3
@@ -371,11 +368,15 @@ def _launch(a3, b3, bias3, out3, order: str, tiles: Tiles | None, alpha: float, 
     args = (a3, b3, xb, out3, M, N, K, *a3.stride()[1:], *b3.stride()[1:], *xb.stride()[1:], *out3.stride()[1:],
             float(alpha), float(beta), a3.stride(0), b3.stride(0), xb.stride(0), out3.stride(0))
     if order == "ieee" and tiles.tiled and not lanes.sequential:
+        words = lanes.block % 2 == 0 and _weight_words(b3)
+        tma = tiles.tma and words and mma_tma.weights_eligible(b3)   # else the same order without
+        if tma:
+            mma_tma.ensure_allocator()
         ieee_lanes_kernel[(grid[0] * grid[1], B, B0)](
             *args, HAS_BIAS=bias3 is not None, OUT_BF16=out3.dtype == torch.bfloat16,
             BM=tiles.bm, BN=tiles.bn, BK=max(tiles.bk, lanes.round), LANES=lanes.count, LB=lanes.block,
-            GROUP_M=tiles.group_m, PREFETCH=tiles.prefetch,
-            WORDS=tiles.prefetch and lanes.block % 2 == 0 and _weight_words(b3),
+            GROUP_M=tiles.group_m, PREFETCH=tiles.prefetch and not tma,
+            WORDS=tiles.prefetch and words, TMA=tma, STAGES=tiles.num_stages if tma else 1,
             num_warps=tiles.num_warps, num_stages=tiles.num_stages)
     elif order == "ieee" and tiles.tiled:
         ieee_tiled_kernel[(grid[0] * grid[1], B, B0)](

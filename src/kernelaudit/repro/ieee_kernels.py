@@ -233,7 +233,8 @@ def ieee_lanes_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
                       HAS_BIAS: tl.constexpr, OUT_BF16: tl.constexpr,
                       BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                       LANES: tl.constexpr, LB: tl.constexpr,
-                      GROUP_M: tl.constexpr, PREFETCH: tl.constexpr, WORDS: tl.constexpr = False):
+                      GROUP_M: tl.constexpr, PREFETCH: tl.constexpr, WORDS: tl.constexpr = False,
+                      TMA: tl.constexpr = False, STAGES: tl.constexpr = 1):
     """``c[b] = epilogue(a[b] @ b[b])`` in the K-lanes order (:class:`.tiles.Lanes`:
     ``LANES`` lanes, interleaved blocks of ``LB`` k, pairwise tree); a [B, M, K], b [B, K, N]
     by strides; grid (cdiv(M, BM) * cdiv(N, BN), B).
@@ -250,7 +251,14 @@ def ieee_lanes_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
     ``WORDS`` (bf16 weights, K-contiguous, every weight offset even and the base 4-byte
     aligned: the launch checks): the main loop loads the weights as 32-bit words and takes
     the two bf16 values of each apart in one instruction each (:func:`_lane_columns`), the same
-    FMAs in the same order."""
+    FMAs in the same order.
+
+    ``TMA`` (a plain 2-d launch whose weights qualify for ``WORDS`` and whose rows TMA can
+    describe: the launch checks): the main loop's weight tiles arrive as words by tensor
+    descriptor loads, which Triton pipelines ``STAGES`` deep in shared memory (bytes in
+    flight without registers: decode is bound by them; a loop without a dot is pipelined
+    only when asked), the activations by plain loads; again the same FMAs in the same
+    order."""
     tl.static_assert(BK % (LANES * LB) == 0)
     RK: tl.constexpr = LANES * LB            # k per round
     NR: tl.constexpr = BK // RK              # rounds per K step
@@ -273,7 +281,17 @@ def ieee_lanes_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
     acc = tl.zeros((BM, BN, LANES), dtype=tl.float32)
     k_main = (K // BK) * BK
     k_main64 = tl.cast(k_main, tl.int64)
-    if PREFETCH:
+    if TMA:
+        b_desc = tl.make_tensor_descriptor(b_ptr.to(tl.pointer_type(tl.int32)), shape=[N, K // 2],
+                                           strides=[s_bn // 2, 1], block_shape=[BN, BK // 2])
+        n0 = (grouped_pid(pid, M, N, BM, BN, GROUP_M)[1] * BN).to(tl.int32)
+        for k0 in tl.range(0, k_main, BK, num_stages=STAGES):
+            # [BN, BK / 2] words, word c of a step holding k = 2c and 2c + 1 -> [NR, BN, RK / 2]
+            bw = b_desc.load([n0, k0 // 2])
+            bt = tl.permute(tl.reshape(bw, (BN, NR, RK // 2)), (1, 0, 2))
+            at = tl.load(a_t + tl.cast(k0, tl.int64) * s_ak).to(tl.float32)
+            acc = _lane_rounds(acc, at, bt, LANES, LB, NR)
+    elif PREFETCH:
         # as ieee_tiled_kernel: the next step's tiles load during this step's FMAs (the
         # first tile is unused when K < BK; the last step reloads its own tile)
         if WORDS:  # the weights as words: word j of row n holds k = 2j and 2j + 1 (s_bk == 1)

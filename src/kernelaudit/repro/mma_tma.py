@@ -104,12 +104,27 @@ def programs(device: torch.device, tiles: int) -> int:
     return max(1, min(torch.cuda.get_device_properties(device).multi_processor_count, tiles))
 
 
-def launch(a3, b3, bias3, out3, tiles, alpha: float, beta: float) -> None:
-    """Run :func:`mma_tma_kernel` on an :func:`eligible` launch."""
+def ensure_allocator() -> None:
+    """Give Triton the scratch allocator that device-side tensor descriptors need (once;
+    none under the interpreter)."""
     global _ALLOCATOR_SET
     if not _ALLOCATOR_SET and not config.interpreter_requested():
         triton.set_allocator(_alloc)
         _ALLOCATOR_SET = True
+
+
+def weights_eligible(b3: torch.Tensor) -> bool:
+    """Whether TMA can describe the weights of a plain 2-d launch ([1, 1, K, N] by strides,
+    K contiguous) as rows of 32-bit words: the K-lanes ``ieee`` kernel's ``TMA``. The
+    caller also checks that the words hold bf16 pairs (``gemm._weight_words``)."""
+    if b3.shape[0] != 1 or b3.shape[1] != 1 or b3.stride(2) != 1:
+        return False
+    return _aligned(b3.data_ptr(), b3.stride(3) * b3.element_size())
+
+
+def launch(a3, b3, bias3, out3, tiles, alpha: float, beta: float) -> None:
+    """Run :func:`mma_tma_kernel` on an :func:`eligible` launch."""
+    ensure_allocator()
     a, b, c = a3[0, 0], b3[0, 0], out3[0, 0]
     M, K = a.shape
     N = b.shape[1]

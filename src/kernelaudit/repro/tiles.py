@@ -96,8 +96,12 @@ class Tiles:
     tiled: bool = False
     group_m: int = 1
     prefetch: bool = False
-    #: ``mma`` only: plain 2-d GEMMs that TMA can describe run the persistent, TMA-fed
-    #: kernel (:mod:`.mma_tma`; the same bits); every other launch the plain one.
+    #: ``mma``: plain 2-d GEMMs that TMA can describe run the persistent, TMA-fed kernel
+    #: (:mod:`.mma_tma`; the same bits); every other launch the plain one. ``ieee`` with
+    #: ``tiled`` in a K-lanes order: in plain 2-d launches whose bf16 weights TMA can
+    #: describe as words, the main loop's weight tiles arrive by tensor descriptor,
+    #: ``num_stages`` deep in shared memory (decode: bytes in flight without registers);
+    #: every other launch runs as without (``prefetch`` if set). The same bits either way.
     tma: bool = False
     #: ``ieee`` in a K-lanes order only (prefill): one program per (output tile, lane)
     #: computes that lane's chain (``dot`` or the explicit loop) on a ``bm x bn`` tile with
@@ -123,9 +127,9 @@ class Tiles:
                                   "of tiled, dot, tile8 or none")
         if self.group_m < 1:
             raise InvalidArgument(f"Cannot have group_m={self.group_m}: allowed values are integers >= 1")
-        if self.tma and (self.tile8 or self.dot or self.tiled or self.prefetch):
-            raise InvalidArgument("Cannot have tma=True with tile8, dot, tiled or prefetch: allowed values "
-                                  "are tma=True alone (an mma tile) or tma=False")
+        if self.tma and (self.tile8 or self.dot):
+            raise InvalidArgument("Cannot have tma=True with tile8 or dot: allowed values are tma=True alone "
+                                  "(an mma tile), with tiled (a K-lanes ieee tile), or tma=False")
         if self.prefetch and not self.tiled:
             raise InvalidArgument("Cannot have prefetch=True without tiled=True: allowed values are "
                                   "prefetch=False")
