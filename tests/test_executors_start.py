@@ -69,3 +69,32 @@ def test_auto_forks_workers_from_a_server_on_linux_and_spawns_them_elsewhere(mon
     monkeypatch.setenv(WORKER_START.name, "fork")
     with pytest.raises(InvalidArgument, match="KERNELAUDIT_WORKER_START.*forkserver"):
         start_method()
+
+
+def test_a_forkserver_that_cannot_start_is_said_once_and_workers_are_spawned(monkeypatch, capsys):
+    from kernelaudit import executors
+    from kernelaudit.config import WORKER_START
+
+    real = executors._start
+    tried = []
+
+    def start(method, target, args):
+        tried.append(method)
+        if method == "forkserver":
+            raise OSError("no Unix sockets here")
+        return real(method, target, args)
+
+    monkeypatch.setattr(executors, "_start", start)
+    monkeypatch.setattr(executors, "_FORKSERVER_FAILED", [])
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.delenv(WORKER_START.name, raising=False)
+    for _ in range(2):
+        proc, conn = spawn_worker(_say_environment, ("PATH",))
+        assert conn.recv() is not None
+        executors.stop_worker(proc, conn)
+    assert tried == ["forkserver", "spawn", "spawn"]   # tried once, then spawned
+    err = capsys.readouterr().err
+    assert err.count("the forkserver did not start (OSError: no Unix sockets here)") == 1
+    monkeypatch.setenv(WORKER_START.name, "forkserver")   # asked for by name: its failure is the user's to see
+    with pytest.raises(OSError, match="no Unix sockets"):
+        spawn_worker(_say_environment, ("PATH",))

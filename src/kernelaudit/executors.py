@@ -164,12 +164,17 @@ def worker_device() -> str:
 FORKSERVER_PRELOAD = ("torch",)
 
 
+#: Set when this process could not start its forkserver: ``auto`` spawns from then on.
+_FORKSERVER_FAILED: list[str] = []
+
+
 def start_method() -> str:
     """How :func:`spawn_worker` starts processes (:data:`~kernelaudit.config.WORKER_START`):
-    ``forkserver`` on Linux by default, else ``spawn``."""
+    ``forkserver`` on Linux by default, else ``spawn`` (and ``spawn`` once a forkserver
+    could not start in this process, unless ``forkserver`` was asked for by name)."""
     method = WORKER_START.get()
     if method == "auto":
-        method = "forkserver" if sys.platform.startswith("linux") else "spawn"
+        method = "forkserver" if sys.platform.startswith("linux") and not _FORKSERVER_FAILED else "spawn"
     return method
 
 
@@ -179,6 +184,23 @@ def _in_environment(env: dict[str, str], target: Callable[..., None], conn, *arg
     os.environ.clear()
     os.environ.update(env)
     target(conn, *args)
+
+
+def _start(method: str, target: Callable[..., None], args: tuple):
+    """The started process and the parent's end of its pipe."""
+    ctx = mp.get_context(method)
+    if method == "forkserver":
+        ctx.set_forkserver_preload(list(FORKSERVER_PRELOAD))
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=_in_environment, args=(dict(os.environ), target, child, *args), daemon=True)
+    try:
+        proc.start()
+    except BaseException:
+        parent.close()
+        raise
+    finally:
+        child.close()
+    return proc, parent
 
 
 def spawn_worker(target: Callable[..., None], args: tuple = (), *, what: str = "worker",
@@ -196,13 +218,17 @@ def spawn_worker(target: Callable[..., None], args: tuple = (), *, what: str = "
     the worker, and it runs in this process's current environment."""
     timeout_s = START_TIMEOUT_S if timeout_s is None else timeout_s
     method = start_method()
-    ctx = mp.get_context(method)
-    if method == "forkserver":
-        ctx.set_forkserver_preload(list(FORKSERVER_PRELOAD))
-    parent, child = ctx.Pipe()
-    proc = ctx.Process(target=_in_environment, args=(dict(os.environ), target, child, *args), daemon=True)
-    proc.start()
-    child.close()
+    try:
+        proc, parent = _start(method, target, args)
+    except (OSError, EOFError, RuntimeError) as e:
+        if method != "forkserver" or WORKER_START.get() == "forkserver":
+            raise
+        # a host where the forkserver cannot run (no Unix sockets, a locked-down /tmp):
+        # say so once, and spawn from now on
+        _FORKSERVER_FAILED.append(f"{type(e).__name__}: {e}")
+        print(f"kernelaudit: worker processes are spawned: the forkserver did not start ({_FORKSERVER_FAILED[0]})",
+              file=sys.stderr)
+        proc, parent = _start("spawn", target, args)
     if not parent.poll(timeout_s):
         kill_worker(proc)
         raise TaskFailed(f"{what} did not start within {timeout_s:.0f} s")
