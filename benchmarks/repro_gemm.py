@@ -332,14 +332,16 @@ def lanes_decode_candidates(rows: int) -> list[Tiles]:
     # prefetch tiles hold one step in flight in registers, and registers cap them at 2
     # programs an SM at 4 rows (214 registers) where the programs of a decode GEMM need 3-4:
     # about 2 MB in flight over the H200, where 4 MB (2 rows' tile) ran 1.7x as fast. These
-    # compile for sm_90 (Triton 3.6; activations upcast by the launch) to 70-166 registers,
-    # 19-70 KB of stages, no spills; 600-685 instructions for 256 FFMA at 4-16 rows.
+    # compile for sm_90 (Triton 3.6; activations upcast by the launch) to 62-166 registers,
+    # 19-70 KB of stages, no spills; 600-685 instructions for 256 FFMA at 4-16 rows. At 16
+    # rows the table tile (72 registers, 2 KB a step) keeps only about 1 MB in flight.
     tma = {1: [Tiles(1, 32, 512, 8, 3, tiled=True, tma=True)],
            2: [Tiles(2, 16, 256, 4, 4, tiled=True, tma=True)],
            4: [Tiles(4, 16, 256, 4, 3, tiled=True, tma=True), Tiles(4, 16, 256, 4, 5, tiled=True, tma=True),
                Tiles(4, 32, 128, 4, 4, tiled=True, tma=True)],
-           8: [Tiles(8, 16, 128, 4, 4, tiled=True, tma=True)],
-           16: [Tiles(16, 16, 64, 4, 4, tiled=True, tma=True)]}[rows]
+           8: [Tiles(8, 16, 128, 4, 4, tiled=True, tma=True), Tiles(8, 16, 64, 4, 6, tiled=True, tma=True)],
+           16: [Tiles(16, 16, 64, 4, 4, tiled=True, tma=True), Tiles(16, 16, 64, 4, 6, tiled=True, tma=True),
+                Tiles(16, 32, 64, 4, 4, tiled=True, tma=True)]}[rows]
     return [Tiles(rows, 16, big, 4, 1, tiled=True, prefetch=True),
             Tiles(rows, 16, 128, 4, 1, tiled=True, prefetch=True),
             Tiles(rows, 32, 128 if rows >= 8 else big, 8, 1, tiled=True, prefetch=True),
