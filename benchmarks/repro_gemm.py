@@ -169,7 +169,12 @@ IEEE_DECODE = [Tiles(16, 64, 64, 4, 3, dot=True), Tiles(16, 128, 64, 4, 3, dot=T
 IEEE_PREFILL = [Tiles(128, 128, 32, 8, 2, dot=True), Tiles(128, 128, 16, 4, 2, dot=True),
                 Tiles(128, 128, 16, 4, 3, dot=True), Tiles(128, 256, 16, 8, 2, dot=True),
                 Tiles(256, 128, 16, 8, 2, dot=True), Tiles(128, 128, 32, 4, 2, dot=True),
-                Tiles(128, 128, 16, 8, 2, dot=True)]
+                Tiles(128, 128, 16, 8, 2, dot=True),
+                # more programs an SM: the 128 x 128 rows hold one (244-255 registers a thread
+                # at 8 warps, spills at 4); these compile for sm_90 (Triton 3.6) to 128-168
+                # registers, no spills, FFMA share of the K loop 0.84-0.85
+                Tiles(128, 64, 16, 4, 3, dot=True, group_m=8), Tiles(64, 128, 16, 4, 4, dot=True, group_m=8),
+                Tiles(128, 64, 32, 8, 3, dot=True, group_m=8)]
 MMA_PREFILL = [Tiles(128, 128, 64, 8, 3), Tiles(128, 256, 64, 8, 3), Tiles(128, 128, 64, 4, 4)]
 
 
@@ -375,7 +380,13 @@ LANES_PREFILL_CANDIDATES = [Tiles(64, 64, 16, 8, 2, dot=True), Tiles(64, 64, 32,
                             Tiles(128, 128, 16, 4, 2, dot=True, split_lanes=True, group_m=8),
                             Tiles(128, 128, 32, 8, 2, dot=True, split_lanes=True, group_m=8),
                             Tiles(128, 256, 16, 8, 2, dot=True, split_lanes=True, group_m=8),
-                            Tiles(64, 64, 16, 4, 2, dot=True, split_lanes=True, group_m=8)]
+                            Tiles(64, 64, 16, 4, 2, dot=True, split_lanes=True, group_m=8),
+                            # the table's split_lanes row (128 x 128 x 32, 4 warps) spills 144 bytes
+                            # a thread on sm_90 with Triton 3.6 and runs one program an SM; these
+                            # compile to 102-168 registers, no spills (2-4 programs an SM)
+                            Tiles(128, 64, 16, 4, 3, dot=True, split_lanes=True, group_m=8),
+                            Tiles(64, 128, 16, 4, 4, dot=True, split_lanes=True, group_m=8),
+                            Tiles(128, 64, 32, 8, 3, dot=True, split_lanes=True, group_m=8)]
 
 
 def fma_ceiling_tflops() -> float:
