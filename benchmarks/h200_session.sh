@@ -11,7 +11,8 @@
 #   official checks timed on their first trial, an upper bound of each ratio), mutate (the 10k-mutant campaign,
 #   MUTATE_BUDGET_S), quicksweep (issue 16's 3-minute --quick CUDA sweep), heads (sdpa.heads and
 #   sdpa.flash on the attn_batch axis: the heads rule), gemm (issue 19: repro_gemm's decode,
-#   prefill, bits and invariance sections, then the repro GPU tests).
+#   prefill, bits and invariance sections (GEMM_SECTIONS), then the repro GPU tests (GEMM_TESTS=0
+#   skips them; GEMM_TESTS_TIMEOUT_S, default 300; they took 198 s on 2026-12-05 before 12 tma cases)).
 #   profile: sweep cases' phase times; PROFILE_CASES (op/dtype/direction list) and PROFILE_OPS (the
 #   torch.profiler tables) override benchmarks/sweep_profile.py's defaults; PROFILE_JUDGED=1 runs
 #   them judged (calibrated tolerances, the bit-equality pre-check), as a sweep does.
@@ -128,8 +129,10 @@ PY
     tail -8 "$O/heads_sweep.log"; cp -r runs/heads-h200 "$O/" ;;
   gemm) log repro_gemm; timeout ${GEMM_TIMEOUT_S:-500} python3 benchmarks/repro_gemm.py --out "$O/repro" \
       --sections ${GEMM_SECTIONS:-ceilings,decode,prefill,bits,invariance} > "$O/repro_gemm.log" 2>&1
-    tail -20 "$O/repro_gemm.log"; timeout 240 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_repro_ieee_tiled_gpu.py \
-      tests/gpu/test_repro_gpu.py > "$O/repro_gpu_tests.log" 2>&1; tail -5 "$O/repro_gpu_tests.log" ;;
+    tail -20 "$O/repro_gemm.log"
+    if [ "${GEMM_TESTS:-1}" = 1 ]; then timeout ${GEMM_TESTS_TIMEOUT_S:-300} python3 -m pytest -q -p no:cacheprovider \
+      tests/gpu/test_repro_ieee_tiled_gpu.py tests/gpu/test_repro_gpu.py > "$O/repro_gpu_tests.log" 2>&1
+      tail -5 "$O/repro_gpu_tests.log"; fi ;;
   quicksweep) log quick_sweep; rm -rf runs/quick-h200  # issue 16: every family within 3 minutes
     /usr/bin/time -f "quick sweep wall %e s" timeout 300 python3 -m kernelaudit sweep --device cuda --quick ${QUICK_SWEEP_OPS:+--ops "$QUICK_SWEEP_OPS"} \
       --out runs/quick-h200 ${QUICK_CASE_TIMEOUT_S:+--case-timeout $QUICK_CASE_TIMEOUT_S} > "$O/quick_sweep.log" 2>&1; tail -8 "$O/quick_sweep.log"
