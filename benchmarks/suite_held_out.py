@@ -137,6 +137,8 @@ def main() -> None:
                     "candidates (e.g. strata: the campaign's rates as if it had not drawn them)")
     ap.add_argument("--combine", action="store_true", help="judge the record files as one campaign "
                     "(a subject in several: the first file's)")
+    ap.add_argument("--ignore-bounds", action="store_true", help="treat every input as sharp (the rule "
+                    "before the records carried clean_bounds): both rules measured on the same mutants")
     ap.add_argument("--out", type=Path, help="write the JSON result here too")
     args = ap.parse_args()
     salts = tuple(s for s in args.salts.split(",") if s)
@@ -147,7 +149,9 @@ def main() -> None:
         start = time.perf_counter()
         records = combined(paths)
         ms = without_kinds(suites.matrices(records), {k for k in args.drop_kinds.split(",") if k})
-        entry = {"drop_kinds": args.drop_kinds, "problems": len(ms), "killable": sum(len(pm.killable()) for pm in ms.values())}
+        if args.ignore_bounds:
+            ms = {sid: dataclasses.replace(pm, sharp=frozenset(pm.eligible)) for sid, pm in ms.items()}
+        entry = {"drop_kinds": args.drop_kinds, "ignore_bounds": args.ignore_bounds, "problems": len(ms), "killable": sum(len(pm.killable()) for pm in ms.values())}
         for tb in suites.TIE_BREAKS[::-1]:  # local (before), then pooled
             entry[tb] = rates(suites.held_out(ms, args.k, method="exact", salts=salts, tie_break=tb))
             if args.confirm:

@@ -171,6 +171,26 @@ def test_then_the_inputs_that_kill_more_on_their_own_before_the_largest(solver):
 
 
 @pytest.mark.parametrize("solver", ["milp", "enumerate"])
+def test_then_a_set_holding_an_input_with_a_tight_bound_before_stronger_inputs(solver):
+    """As in a BatchNorm model in training mode: {n3, s7} and {n7, s3} both kill all four mutants
+    with a strata input at two shapes, and n3 + s7 kill more on their own; but only n7's error
+    bound is tight (a batch of 3 leaves the model ill-conditioned), and faults smaller than a loose
+    bound pass it: the set holding the sharp input wins. Without bounds, strength decides."""
+    pm = _matrix("s", [("n3", "normal", 29), ("s7", "strata", 7), ("n7", "normal", 7), ("s3", "strata", 29)],
+                 {"m1": ("n3", "n7"), "m2": ("s3", "s7"), "m3": ("n3", "s3"), "m4": ("n3", "s7", "s3")})
+    assert set(suites.exact(pm, 2, solver=solver, credit={})) == {"n3", "s7"}
+    pm.sharp = suites._sharp(pm.eligible, {"n3": 1.13, "s7": 0.204, "n7": 0.0044, "s3": 0.193})
+    assert pm.sharp == {"n7"}
+    assert set(suites.exact(pm, 2, solver=solver, credit={})) == {"n7", "s3"}
+
+
+def test_sharp_inputs_are_those_within_the_factor_of_the_tightest_bound_and_exact_ones_count_as_zero():
+    assert suites._sharp(["a", "b", "c"], {"a": 0.004, "b": 0.2, "c": 0.016}) == {"a", "c"}
+    assert suites._sharp(["a", "b", "x"], {"a": 0.004, "b": 0.2}) == {"x"}    # x judged exactly
+    assert suites._sharp(["a", "b"], None) == {"a", "b"} == suites._sharp(["a", "b"], {})   # no bounds: neutral
+
+
+@pytest.mark.parametrize("solver", ["milp", "enumerate"])
 def test_pooled_credit_never_outranks_killing_more_mutants(solver):
     pm = _matrix("s", [("n", "normal", 12), ("m", "mixed", 12)], {"m1": "n", "m2": "n", "m3": "m"})
     assert suites.exact(pm, 1, solver=solver, credit={("mixed", "own"): 100.0}) == ["n"]
@@ -299,6 +319,8 @@ def _check_per_input_records(recs):
     assert mutant["oracles"] == {"kernelbench": "survived"}  # torch.rand inputs: the official check misses it
     assert set(subj["clean_inputs"].values()) == {0} and len(subj["suite_inputs"]) >= 5
     assert set(mutant["inputs"]) == {s["label"] for s in subj["suite_inputs"]}
+    # relu(x) * 2 is exact in float32: judged exactly, no bound recorded (the suites count it 0)
+    assert subj["clean_bounds"] == {}
     killers = {lab for lab, k in mutant["inputs"].items() if k}
     assert killers and all(not lab.startswith("rand ") for lab in killers)  # only signed inputs kill it
     assert {"load", "equivalence", "oracles", "inputs"} <= set(mutant["timing"])
@@ -326,3 +348,35 @@ def test_worker_records_which_input_kills_each_mutant(tmp_path):
     _check_per_input_records([e for e in events if e["type"] != "start"])
     task = pickle.loads(pickle.dumps(UnitTask(Unit(subject, ids, True), {"log": "/nonexistent/w.log"})))
     assert task.unit.subject == subject  # a batch travels to another host whole (--executor ray)
+
+
+MATMUL_PROBLEM = textwrap.dedent('''
+    import torch
+    import torch.nn as nn
+
+    N = 16
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+
+        def forward(self, a, b):
+            return a @ b
+
+    def get_inputs():
+        return [torch.rand(N, N), torch.rand(N, N)]
+
+    def get_init_inputs():
+        return []
+''')
+
+
+def test_input_bounds_give_each_rounded_input_its_bound_over_its_output(tmp_path):
+    from kernelaudit.zoo.mutate.worker import input_bounds, suite_cases
+
+    path = tmp_path / "mm.py"
+    path.write_text(MATMUL_PROBLEM)
+    cases = suite_cases(load_problem(path), "cpu", True)
+    bounds = input_bounds(cases)
+    assert set(bounds) == {spec.label for spec, _, _ in cases}   # every input has a derived bound
+    assert all(0 < b < 1e-3 for b in bounds.values())             # float32 rounding of 16-term sums

@@ -47,6 +47,13 @@ TIE_BREAKS = ("pooled", "local")
 #: Salts of the operator splits :func:`held_out` measures, each in both directions ("suites" first:
 #: the split reported before there were several).
 SPLIT_SALTS = ("suites", "a", "b", "c", "d", "e", "f", "g", "h", "i")
+#: An input is *sharp* where its error bound (the subject record's ``clean_bounds``:
+#: rms(allowed) / rms(reference), :func:`~.worker.input_bounds`) is at most this many times the
+#: problem's tightest eligible one; inputs judged exactly count as bound 0. Measured on the CPU
+#: records of 2026-12-05 (``benchmarks/results/2026-12-05-cpu-suite-rule-sharp-input/``): 4 to 30
+#: give the same suites; 2 is worse on every set, 100 no longer tells an EfficientNet's batch-7
+#: input (bound 0.4% of its output) from its batch-3 ones (19-26%).
+SHARP_FACTOR = 10.0
 
 
 @dataclass
@@ -60,6 +67,9 @@ class ProblemMatrix:
     ineligible: dict[str, str] = field(default_factory=dict)
     kills: dict[str, frozenset[str]] = field(default_factory=dict)
     operator: dict[str, str] = field(default_factory=dict)
+    #: Eligible inputs whose bound is within :data:`SHARP_FACTOR` of the tightest (every
+    #: eligible input where the record has no bounds: then the rule ignores sharpness).
+    sharp: frozenset[str] = frozenset()
 
     def killable(self, mutants: list[str] | None = None) -> list[str]:
         ids = self.kills if mutants is None else mutants
@@ -95,7 +105,8 @@ def matrices(records: list[dict[str, Any]]) -> dict[str, ProblemMatrix]:
                         bad[lab] = f"correct variant {name} fails it"
                         break
         eligible = [lab for lab in labels if lab not in bad]
-        out[sid] = ProblemMatrix(sid, rec.get("problem", sid), rec["suite_inputs"], eligible, bad)
+        out[sid] = ProblemMatrix(sid, rec.get("problem", sid), rec["suite_inputs"], eligible, bad,
+                                 sharp=_sharp(eligible, rec.get("clean_bounds")))
     for mid, r in mutants.items():
         pm = out.get(r.get("subject"))
         if pm is None or r.get("outcome") not in ("killed", "survived") or "inputs" not in r:
@@ -103,6 +114,15 @@ def matrices(records: list[dict[str, Any]]) -> dict[str, ProblemMatrix]:
         pm.kills[mid] = frozenset(lab for lab, k in r["inputs"].items() if k == 1 and lab in pm.eligible)
         pm.operator[mid] = r.get("operator", "?")
     return out
+
+
+def _sharp(eligible: list[str], bounds: dict[str, float] | None) -> frozenset[str]:
+    """The eligible inputs within :data:`SHARP_FACTOR` of the tightest bound (all without bounds)."""
+    if not bounds:
+        return frozenset(eligible)
+    b = {lab: bounds.get(lab, 0.0) for lab in eligible}
+    tightest = min(b.values(), default=0.0)
+    return frozenset(lab for lab, v in b.items() if v <= SHARP_FACTOR * tightest)
 
 
 def greedy(pm: ProblemMatrix, k: int, mutants: list[str] | None = None) -> list[str]:
@@ -197,7 +217,9 @@ def exact(pm: ProblemMatrix, k: int, mutants: list[str] | None = None, *, solver
 
     Among sets killing as many, with ``credit`` (:func:`role_credit`, pooled over problems: the
     ``pooled`` rule): one that holds a ``strata`` input where one can; then one spanning the most
-    distinct shapes (:func:`input_shapes`); then the greatest :func:`strength` (its inputs' own kills,
+    distinct shapes (:func:`input_shapes`); then one holding a sharp input (``ProblemMatrix.sharp``:
+    an error bound within :data:`SHARP_FACTOR` of the problem's tightest); then the greatest
+    :func:`strength` (its inputs' own kills,
     then the generality of their value kinds: inputs that each kill much are the ones whose kills
     carry over to faults of other operators); then one whose largest input (:func:`input_size`) is
     as large as can be; then the one whose distinct input roles carry the most credit (a second
@@ -208,7 +230,10 @@ def exact(pm: ProblemMatrix, k: int, mutants: list[str] | None = None, *, solver
     Strength and shapes before size were measured on held-out operator splits (k = 2, worst of 20 /
     worst of 10 confirmation splits): corpus 99.34 / 99.23% -> 99.50 / 99.43%, levels 1-2 99.51 /
     99.59% -> 99.80 / 99.80%, the H200 records of 2026-12-05 97.37 / 98.46% -> 97.61 / 98.64%
-    (``benchmarks/results/2026-12-05-cpu-suite-rule-strength-first/``)."""
+    (``benchmarks/results/2026-12-05-cpu-suite-rule-strength-first/``). The sharp input after
+    shapes: levels 1-2 with level 3's six hardest subjects 98.96 / 99.10% -> 99.36 / 99.38%, those
+    six alone 84.95 / 86.24% -> 94.17 / 93.48%, levels 1-2 alone 99.80 / 99.80% -> 99.63 / 99.71%,
+    corpus unchanged (``benchmarks/results/2026-12-05-cpu-suite-rule-sharp-input/``)."""
     from ...errors import check_choice
 
     check_choice("solver", solver, ("auto", "milp", "enumerate"))
@@ -273,7 +298,7 @@ def _enumerate_pooled(pm: ProblemMatrix, k: int, killable: list[str], cands: lis
         for lab in combo:
             hit |= mask[lab]
         got = (hit.bit_count(), any(role[lab][0] == STRATA_KIND for lab in combo), len({shape[lab] for lab in combo}),
-               sum(score[lab] for lab in combo), max(size[lab] for lab in combo),
+               any(lab in pm.sharp for lab in combo), sum(score[lab] for lab in combo), max(size[lab] for lab in combo),
                round(sum(credit.get(r, 0.0) for r in {role[lab] for lab in combo}), 9))
         if got > best[0]:
             best = (got, combo)
@@ -284,10 +309,10 @@ def _milp_pooled(pm: ProblemMatrix, k: int, killable: list[str], cands: list[str
                  credit: dict[tuple[str, str], float], role: dict[str, tuple[str, str]],
                  score: dict[str, int], size: dict[str, int], shape: dict[str, tuple]) -> list[str]:
     """ILPs solved in turn, each holding what the ones before reached: the most mutants killed; a
-    ``strata`` input if any; the most distinct shapes; the greatest strength; the largest input as
-    large as can be; then the most credit of distinct roles (to six digits). Variables: x (input
-    chosen), y (mutant killed), z (role chosen), s (a ``strata`` input chosen), t (the input counted
-    as the largest: one, chosen), u (shape spanned)."""
+    ``strata`` input if any; the most distinct shapes; a sharp input if any; the greatest strength;
+    the largest input as large as can be; then the most credit of distinct roles (to six digits).
+    Variables: x (input chosen), y (mutant killed), z (role chosen), s (a ``strata`` input chosen), t
+    (the input counted as the largest: one, chosen), u (shape spanned), h (a sharp input chosen)."""
     import numpy as np
     from scipy.optimize import Bounds, LinearConstraint, milp
 
@@ -295,8 +320,9 @@ def _milp_pooled(pm: ProblemMatrix, k: int, killable: list[str], cands: list[str
     shapes = sorted(set(shape.values()))
     n, m, r, q = len(cands), len(killable), len(roles), len(shapes)
     col = {lab: i for i, lab in enumerate(cands)}
-    nv = n + m + r + 1 + n + q  # x, y, z, s, t, u
+    nv = n + m + r + 1 + n + q + 1  # x, y, z, s, t, u, h
     xs, ys, zs, sv, ts, us = 0, n, n + m, n + m + r, n + m + r + 1, n + m + r + 1 + n
+    hv = us + q
     rows, lo, hi = [], [], []
 
     def row(entries: dict[int, float], low: float, high: float) -> None:
@@ -315,13 +341,14 @@ def _milp_pooled(pm: ProblemMatrix, k: int, killable: list[str], cands: list[str
     for j, sh in enumerate(shapes):  # u_s <= sum of x over the inputs at shape s
         row({us + j: 1, **{xs + col[lab]: -1 for lab in cands if shape[lab] == sh}}, -np.inf, 0)
     row({sv: 1, **{xs + col[lab]: -1 for lab in cands if role[lab][0] == STRATA_KIND}}, -np.inf, 0)
+    row({hv: 1, **{xs + col[lab]: -1 for lab in cands if lab in pm.sharp}}, -np.inf, 0)
     for i in range(n):  # t_i <= x_i, at most one t
         row({ts + i: 1, xs + i: -1}, -np.inf, 0)
     row({ts + i: 1 for i in range(n)}, 0, 1)
     ranks = {v: i for i, v in enumerate(sorted(set(size.values())))}
     top = max([credit.get(rl, 0.0) for rl in roles] + [0.0])
     units = [round(1e6 * credit.get(rl, 0.0) / top) if top > 0 else 0 for rl in roles]
-    stages = [{ys + j: 1.0 for j in range(m)}, {sv: 1.0}, {us + j: 1.0 for j in range(q)},
+    stages = [{ys + j: 1.0 for j in range(m)}, {sv: 1.0}, {us + j: 1.0 for j in range(q)}, {hv: 1.0},
               {xs + col[lab]: float(score[lab]) for lab in cands},
               {ts + col[lab]: float(ranks[size[lab]]) for lab in cands},
               {zs + j: float(u) for j, u in enumerate(units)}]

@@ -172,6 +172,34 @@ def judge_inputs(candidate, cases: list) -> dict[str, int]:  # noqa: ANN001
     return got
 
 
+def input_bounds(cases: list) -> dict[str, float]:  # noqa: ANN001
+    """label -> how loose each suite input's error bound is: the largest, over the outputs the
+    derived model bounds, of rms(allowed error) / rms(reference). The suites prefer inputs whose
+    bound is near the problem's tightest (:data:`~.suites.SHARP_FACTOR`): where a model's
+    conditioning varies with the input (a BatchNorm in training mode over a batch of 2 or 3
+    maps each channel to about +-1), a loose bound hides faults of every size below it. Inputs
+    judged exactly, or without a derived model, are left out."""
+    import torch
+
+    from ..oracles.bound import derive_or_none
+
+    out: dict[str, float] = {}
+    for spec, case, _ in cases:
+        dm = derive_or_none(case)
+        if isinstance(dm, str):
+            continue
+        ratios = []
+        for a, r in zip(dm.allowed, case.reference()):
+            if a is None or not isinstance(r, torch.Tensor) or r.numel() == 0:
+                continue
+            ref = torch.nan_to_num(r.detach().double(), nan=0.0, posinf=0.0, neginf=0.0)
+            rms = ref.pow(2).mean().sqrt().item()
+            ratios.append(a.detach().double().pow(2).mean().sqrt().item() / max(rms, 1e-300))
+        if ratios:
+            out[spec.label] = float(max(ratios))
+    return out
+
+
 # ---------------------------------------------------------------------------
 # equivalence inputs and bit-identical comparison
 # ---------------------------------------------------------------------------
@@ -552,6 +580,7 @@ class Job:
         if self.per_input:  # the columns of the kill matrix, and the clean candidate on each (must pass)
             rec["suite_inputs"] = [spec.to_json() for spec, _, _ in self.inputs]
             rec["clean_inputs"] = judge_inputs(self.clean, self.inputs)
+            rec["clean_bounds"] = input_bounds(self.inputs)
             if self.inputs_error:
                 rec["suite_inputs_error"] = self.inputs_error
         if self.subject.id.startswith("corpus/"):  # the problem's known-correct variants: false rejections
