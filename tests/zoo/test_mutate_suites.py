@@ -184,9 +184,10 @@ def test_then_a_set_holding_an_input_with_a_tight_bound_before_stronger_inputs(s
     assert set(suites.exact(pm, 2, solver=solver, credit={})) == {"n7", "s3"}
 
 
-def test_sharp_inputs_are_those_within_the_factor_of_the_tightest_bound_and_exact_ones_count_as_zero():
+def test_sharp_inputs_are_those_within_the_factor_of_the_tightest_bound_and_those_without_one():
     assert suites._sharp(["a", "b", "c"], {"a": 0.004, "b": 0.2, "c": 0.016}) == {"a", "c"}
-    assert suites._sharp(["a", "b", "x"], {"a": 0.004, "b": 0.2}) == {"x"}    # x judged exactly
+    # x has no bound (judged exactly, or no derived model): sharp, and no threshold of its own
+    assert suites._sharp(["a", "b", "x"], {"a": 0.004, "b": 0.2}) == {"a", "x"}
     assert suites._sharp(["a", "b"], None) == {"a", "b"} == suites._sharp(["a", "b"], {})   # no bounds: neutral
 
 

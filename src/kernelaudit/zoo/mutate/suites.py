@@ -49,10 +49,10 @@ TIE_BREAKS = ("pooled", "local")
 SPLIT_SALTS = ("suites", "a", "b", "c", "d", "e", "f", "g", "h", "i")
 #: An input is *sharp* where its error bound (the subject record's ``clean_bounds``:
 #: rms(allowed) / rms(reference), :func:`~.worker.input_bounds`) is at most this many times the
-#: problem's tightest eligible one; inputs judged exactly count as bound 0. Measured on the CPU
+#: problem's tightest eligible one; inputs without a recorded bound count as sharp. Measured on the CPU
 #: records of 2026-12-05 (``benchmarks/results/2026-12-05-cpu-suite-rule-sharp-input/``): 4 to 30
-#: give the same suites; 2 is worse on every set, 100 no longer tells an EfficientNet's batch-7
-#: input (bound 0.4% of its output) from its batch-3 ones (19-26%).
+#: give (nearly) the same suites; 2 is worse, 100 no longer tells an EfficientNet's batch-7 input
+#: (bound 0.4% of its output) from its batch-3 ones (19-26%).
 SHARP_FACTOR = 10.0
 
 
@@ -117,12 +117,11 @@ def matrices(records: list[dict[str, Any]]) -> dict[str, ProblemMatrix]:
 
 
 def _sharp(eligible: list[str], bounds: dict[str, float] | None) -> frozenset[str]:
-    """The eligible inputs within :data:`SHARP_FACTOR` of the tightest bound (all without bounds)."""
-    if not bounds:
-        return frozenset(eligible)
-    b = {lab: bounds.get(lab, 0.0) for lab in eligible}
-    tightest = min(b.values(), default=0.0)
-    return frozenset(lab for lab, v in b.items() if v <= SHARP_FACTOR * tightest)
+    """The eligible inputs within :data:`SHARP_FACTOR` of the tightest recorded bound, and those
+    with none recorded (judged exactly, or without a derived model: no bound to compare)."""
+    recorded = {lab: bounds[lab] for lab in eligible if bounds and lab in bounds}
+    tightest = min(recorded.values(), default=0.0)
+    return frozenset(lab for lab in eligible if lab not in recorded or recorded[lab] <= SHARP_FACTOR * tightest)
 
 
 def greedy(pm: ProblemMatrix, k: int, mutants: list[str] | None = None) -> list[str]:
@@ -231,9 +230,9 @@ def exact(pm: ProblemMatrix, k: int, mutants: list[str] | None = None, *, solver
     worst of 10 confirmation splits): corpus 99.34 / 99.23% -> 99.50 / 99.43%, levels 1-2 99.51 /
     99.59% -> 99.80 / 99.80%, the H200 records of 2026-12-05 97.37 / 98.46% -> 97.61 / 98.64%
     (``benchmarks/results/2026-12-05-cpu-suite-rule-strength-first/``). The sharp input after
-    shapes: levels 1-2 with level 3's six hardest subjects 98.96 / 99.10% -> 99.36 / 99.38%, those
-    six alone 84.95 / 86.24% -> 94.17 / 93.48%, levels 1-2 alone 99.80 / 99.80% -> 99.63 / 99.71%,
-    corpus unchanged (``benchmarks/results/2026-12-05-cpu-suite-rule-sharp-input/``)."""
+    shapes: levels 1-2 with level 3's six hardest subjects 98.96 / 99.10% -> 99.51 / 99.55%, those
+    six alone 84.95 / 86.24% -> 94.17 / 93.48%, levels 1-2 alone and the corpus unchanged
+    (``benchmarks/results/2026-12-05-cpu-suite-rule-sharp-input/``)."""
     from ...errors import check_choice
 
     check_choice("solver", solver, ("auto", "milp", "enumerate"))
