@@ -336,14 +336,6 @@ def _weight_words(b3: torch.Tensor) -> bool:
             and b3.data_ptr() % 4 == 0)
 
 
-def _kernel_args(a3, b3, xb, out3, alpha: float, beta: float) -> tuple:
-    """The GEMM kernels' leading arguments for [B0, B, ...] views: pointers, M, N, K, the
-    strides of each operand (batch, row, column), alpha, beta, the outer-batch strides."""
-    M, K, N = a3.shape[2], a3.shape[3], b3.shape[3]
-    return (a3, b3, xb, out3, M, N, K, *a3.stride()[1:], *b3.stride()[1:], *xb.stride()[1:], *out3.stride()[1:],
-            float(alpha), float(beta), a3.stride(0), b3.stride(0), xb.stride(0), out3.stride(0))
-
-
 def _launch(a3, b3, bias3, out3, order: str, tiles: Tiles | None, alpha: float, beta: float,
             lanes: Lanes | None = None):
     # a3: [B, M, K], b3: [B, K, N], bias3: broadcastable view [B, M, N] or None, out3: [B, M, N];
@@ -373,18 +365,19 @@ def _launch(a3, b3, bias3, out3, order: str, tiles: Tiles | None, alpha: float, 
             return out3
     xb = bias3 if bias3 is not None else out3
     grid = (triton.cdiv(M, tiles.bm), triton.cdiv(N, tiles.bn), B)
-    args = _kernel_args(a3, b3, xb, out3, alpha, beta)
-    if order == "ieee" and tiles.tiled and not lanes.sequential:
-        words = lanes.block % 2 == 0 and _weight_words(b3)
-        tma = tiles.tma and words and mma_tma.weights_eligible(b3)   # else the same order without
-        if tma:
-            mma_tma.ensure_allocator()
-            if a3.dtype != torch.float32:
-                # the (decode-sized) activations upcast once, exactly, in memory: 16-bit ones
-                # were upcast once per use after their broadcast (sm_90: 954 -> 681
-                # instructions for 256 FFMA at 4 rows)
-                a3 = a3.float()
-                args = _kernel_args(a3, b3, xb, out3, alpha, beta)
+    k_lanes = order == "ieee" and tiles.tiled and not lanes.sequential
+    words = k_lanes and lanes.block % 2 == 0 and _weight_words(b3)
+    tma = words and tiles.tma and mma_tma.weights_eligible(b3)   # else the same order without
+    if tma:
+        mma_tma.ensure_allocator()
+        if a3.dtype != torch.float32:
+            # the (decode-sized) activations upcast once, exactly, in memory: 16-bit ones
+            # were upcast once per use after their broadcast (sm_90: 954 -> 681
+            # instructions for 256 FFMA at 4 rows)
+            a3 = a3.float()
+    args = (a3, b3, xb, out3, M, N, K, *a3.stride()[1:], *b3.stride()[1:], *xb.stride()[1:], *out3.stride()[1:],
+            float(alpha), float(beta), a3.stride(0), b3.stride(0), xb.stride(0), out3.stride(0))
+    if k_lanes:
         ieee_lanes_kernel[(grid[0] * grid[1], B, B0)](
             *args, HAS_BIAS=bias3 is not None, OUT_BF16=out3.dtype == torch.bfloat16,
             BM=tiles.bm, BN=tiles.bn, BK=max(tiles.bk, lanes.round), LANES=lanes.count, LB=lanes.block,
