@@ -7,10 +7,11 @@ drops unless its ``debug`` option is on, and nothing turns that on. So the check
 computed and thrown away: about half the interpreter's time on index-heavy kernels (the
 oracle detection table: 39 s -> 19 s on 2 CPU cores, Triton 3.9). :func:`skip_dead_overflow_checks`
 turns it off where it is dead; results cannot change (the check never reaches a kernel's
-values), and a debugging session that turns ``debug`` on keeps it. Every kernelaudit module
-that defines kernels calls it right after importing triton (importing a product that only
-may run kernels, such as ``kernelaudit.repro``, imports no triton); the interpreter's
-options are process-wide, so kernels of users' files run without the checks too.
+values), and a debugging session that turns ``debug`` on keeps it. The module every
+product's kernels import calls it right after importing triton (``repro.epilogue``,
+``conform.kernels``, ``zoo.problems.solution_kernels``, ``sweep.kernels``; importing a
+product that only may run kernels, such as ``kernelaudit.repro``, imports no triton); the
+interpreter's options are process-wide, so kernels of users' files run without the checks too.
 """
 
 from __future__ import annotations

@@ -27,9 +27,6 @@ config.use_interpreter_without_cuda()
 import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
-from ..interpreter import skip_dead_overflow_checks  # noqa: E402
-
-skip_dead_overflow_checks()  # under the interpreter only: kernelaudit.interpreter
 
 from ..errors import InvalidArgument  # noqa: E402
 from . import gemm  # noqa: E402
