@@ -102,7 +102,7 @@ WORKER_DEVICE = _knob(
 WORKER_START = _knob(
     "KERNELAUDIT_WORKER_START", "auto",
     "How worker processes start: forkserver (forked from a server that imported torch once: "
-    "about 0.1 s a worker instead of 2), spawn (a fresh interpreter each), or auto (forkserver on "
+    "0.03 s a worker after the first instead of 1.5 on a 2-core CPU), spawn (a fresh interpreter each), or auto (forkserver on "
     "Linux, spawn elsewhere). Either way a worker gets this process's environment of the moment.",
     ("auto", "forkserver", "spawn"))
 
