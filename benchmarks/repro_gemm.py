@@ -386,7 +386,12 @@ LANES_PREFILL_CANDIDATES = [Tiles(64, 64, 16, 8, 2, dot=True), Tiles(64, 64, 32,
                             # compile to 102-168 registers, no spills (2-4 programs an SM)
                             Tiles(128, 64, 16, 4, 3, dot=True, split_lanes=True, group_m=8),
                             Tiles(64, 128, 16, 4, 4, dot=True, split_lanes=True, group_m=8),
-                            Tiles(128, 64, 32, 8, 3, dot=True, split_lanes=True, group_m=8)]
+                            Tiles(128, 64, 32, 8, 3, dot=True, split_lanes=True, group_m=8)] + [
+    # the Gluon first pass (explicit 4 x 4 thread sub-tiles, K steps through shared memory,
+    # two LDS.128 of each operand per 64 FFMA; sm_90, Triton 3.6: 137-252 registers, no spills)
+    Tiles(bm, bn, bk, w, 1, split_lanes=True, gluon=True, group_m=8)
+    for bm, bn, bk, w in ((128, 128, 16, 8), (128, 128, 8, 8), (128, 128, 32, 8), (256, 128, 16, 8),
+                          (128, 128, 16, 4), (64, 128, 16, 4))]
 
 
 def fma_ceiling_tflops() -> float:
@@ -555,7 +560,8 @@ def prefill():
     rows_out = []
     for m in S["prefill_ms"]:
         kn = S["pk"]
-        table_order, plan = _ieee_plan(m, kn, LANES_PREFILL_CANDIDATES, PREFILL_CANDIDATES[2:3])
+        table_order, plan = _ieee_plan(m, kn, LANES_PREFILL_CANDIDATES, PREFILL_CANDIDATES[2:3] + [
+            Tiles(128, 128, 16, 8, 1, split_lanes=True, gluon=True, group_m=8)])
         row = _measure_row(m, kn, plan, 2, 1, table_order, emulate_cols=16 if m <= 1024 else 0)
         if ceiling:
             for c in row["candidates"]:

@@ -141,3 +141,44 @@ def test_tma_decode_tiles_equal_cpu_emulator_bit_for_bit(tiles_args, m, k, n, ad
     assert mma_tma.weights_eligible(wc.t()[None, None]) and gemm._weight_words(wc.t()[None, None])
     got = gemm.linear(x.cuda(), wc, b.cuda(), tiles=Tiles(*tiles_args, tiled=True, tma=True)).cpu()
     assert emulate.bit_mismatches(got, emulate.linear_ieee(x, w, b)) == 0
+
+
+@pytest.mark.parametrize("tiles_args", [(128, 128, 16, 8), (64, 128, 8, 4), (256, 128, 32, 8)])
+@pytest.mark.parametrize("m, k, n, adt, wdt, lanes", [
+    (200, 4099, 200, torch.bfloat16, torch.bfloat16, None),        # the table's order, K and tile tails
+    (130, 1500, 70, torch.float32, torch.bfloat16, None),
+    (67, 2048, 130, torch.float16, torch.float16, "sequential"),
+    (129, 1032, 64, torch.bfloat16, torch.bfloat16, (4, 16)),
+])
+def test_gluon_lane_sums_equal_cpu_emulator_bit_for_bit(tiles_args, m, k, n, adt, wdt, lanes):
+    """``split_lanes`` with the Gluon first pass (:mod:`kernelaudit.repro.ieee_gluon`):
+    row, column and K tails, fp32 and fp16 activations, the sequential order and other
+    K-lanes orders, a bias; and the launch really ran the Gluon kernel."""
+    from kernelaudit.repro import emulate, gemm, ieee_gluon
+    from kernelaudit.repro.tiles import SEQUENTIAL, Lanes, Tiles
+
+    order = SEQUENTIAL if lanes == "sequential" else Lanes(*lanes) if lanes else None
+    t = Tiles(*tiles_args, 1, split_lanes=True, gluon=True, group_m=8)
+    x, w, b = _draw((m, k), adt, 21, 10.0), _draw((n, k), wdt, 22), _draw((n,), wdt, 23)
+    got = gemm.linear(x.cuda(), w.cuda(), b.cuda(), tiles=t, lanes=order).cpu()
+    assert emulate.bit_mismatches(got, emulate.linear_ieee(x, w, b, lanes=order)) == 0, (t, order)
+    assert ieee_gluon.usable(x.cuda()[None, None], t, order or SEQUENTIAL)
+    assert ieee_gluon.lane_sums_kernel.cache[0], "the Gluon kernel did not compile: the Triton pass ran"
+
+
+def test_gluon_lane_sums_bmm_and_signed_zeros():
+    """Batched operands (bmm, per-batch strides) and an all -0.0 result through the Gluon
+    first pass and the tree, bit for bit."""
+    from kernelaudit.repro import emulate, gemm
+    from kernelaudit.repro.tiles import Tiles
+
+    t = Tiles(128, 128, 16, 8, 1, split_lanes=True, gluon=True, group_m=8)
+    a, bb = _draw((3, 70, 1100), torch.bfloat16, 31), _draw((3, 1100, 90), torch.bfloat16, 32)
+    got = gemm.bmm(a.cuda(), bb.cuda(), tiles=t).cpu()
+    assert emulate.bit_mismatches(got, emulate.bmm_ieee(a, bb)) == 0
+    k = 1500
+    xz, wz = torch.full((1, k), -1e-30), torch.full((40, k), 1e-30)
+    wantz = emulate.linear_ieee(xz, wz)
+    assert bool((wantz.view(torch.int32) == -2**31).all())   # every element -0.0
+    gotz = gemm.linear(xz.cuda(), wz.cuda(), tiles=t).cpu()
+    assert torch.equal(gotz.view(torch.int32), wantz.view(torch.int32))

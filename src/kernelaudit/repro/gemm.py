@@ -52,7 +52,7 @@ import triton.language as tl  # noqa: E402
 from ..errors import InvalidArgument, KernelAuditError, check_choice  # noqa: E402
 from .epilogue import epilogue as _epilogue  # noqa: E402
 from .epilogue import outer_batch  # noqa: E402
-from . import mma_tma  # noqa: E402
+from . import ieee_gluon, mma_tma  # noqa: E402
 from .ieee_kernels import grouped_tile, ieee_lanes_kernel, ieee_tiled_kernel  # noqa: E402
 from .tiles import INTERPRETER_IEEE, ORDERS, SPLIT_LANES_SCRATCH_BYTES, Lanes, Tiles, ieee_lanes, pick  # noqa: E402
 
@@ -356,7 +356,9 @@ def _launch(a3, b3, bias3, out3, order: str, tiles: Tiles | None, alpha: float, 
         tiles = pick(order, N, K, b3.dtype, m=M, lanes=lanes)
         if order == "ieee" and config.interpreter_requested():
             tiles = INTERPRETER_IEEE
-    if order == "ieee" and tiles.split_lanes and not lanes.sequential:
+    # split_lanes: K-lanes orders; the sequential order too where Gluon runs its first pass
+    if order == "ieee" and tiles.split_lanes and (not lanes.sequential or (tiles.gluon and ieee_gluon.usable(
+            a3, tiles, lanes))):
         _launch_split_lanes(a3, b3, bias3, out3, tiles, lanes, alpha, beta)
         return out3
     if tiles.tma and order == "mma":   # ieee: the K-lanes kernel below, where it can
@@ -424,6 +426,7 @@ def _launch_split_lanes(a3, b3, bias3, out3, tiles: Tiles, lanes: Lanes, alpha: 
     per_row = L * B0 * B * N * 4
     rows = min(M, max(tiles.bm, SPLIT_LANES_SCRATCH_BYTES // per_row // tiles.bm * tiles.bm))
     sums = torch.empty((L, B0, B, rows, N), dtype=torch.float32, device=a3.device)
+    gluon = tiles.gluon and ieee_gluon.usable(a3, tiles, lanes)
     s_pl, s_p0, s_pb, s_pm, _ = sums.stride()
     for m0 in range(0, M, rows):
         m1 = min(M, m0 + rows)
@@ -431,12 +434,18 @@ def _launch_split_lanes(a3, b3, bias3, out3, tiles: Tiles, lanes: Lanes, alpha: 
         bias_v = bias3[:, :, m0:m1] if bias3 is not None else None
         mc = m1 - m0
         tiles_mn = triton.cdiv(mc, tiles.bm) * triton.cdiv(N, tiles.bn)
-        _ieee_lane_sums_kernel[(tiles_mn * L, B, B0)](
-            a_v, b3, sums, mc, N, K, *a_v.stride()[1:], *b3.stride()[1:], a_v.stride(0), b3.stride(0),
-            s_pl, s_p0, s_pb, s_pm, DOT=tiles.dot and not config.interpreter_requested(),
-            BM=tiles.bm, BN=tiles.bn, BK=tiles.bk, LANES=L, LB=lanes.block, GROUP_M=tiles.group_m,
-            enable_fp_fusion=True,    # the dot path's chain is one fused multiply-add per product
-            num_warps=tiles.num_warps, num_stages=tiles.num_stages)
+        if gluon:
+            ieee_gluon.lane_sums_kernel[(tiles_mn * L, B, B0)](
+                a_v, b3, sums, mc, N, K, *a_v.stride()[1:], *b3.stride()[1:], a_v.stride(0), b3.stride(0),
+                s_pl, s_p0, s_pb, s_pm, BM=tiles.bm, BN=tiles.bn, BK=tiles.bk, LANES=L, LB=lanes.block,
+                GROUP_M=tiles.group_m, num_warps=tiles.num_warps)
+        else:
+            _ieee_lane_sums_kernel[(tiles_mn * L, B, B0)](
+                a_v, b3, sums, mc, N, K, *a_v.stride()[1:], *b3.stride()[1:], a_v.stride(0), b3.stride(0),
+                s_pl, s_p0, s_pb, s_pm, DOT=tiles.dot and not config.interpreter_requested(),
+                BM=tiles.bm, BN=tiles.bn, BK=tiles.bk, LANES=L, LB=lanes.block, GROUP_M=tiles.group_m,
+                enable_fp_fusion=True,    # the dot path's chain is one fused multiply-add per product
+                num_warps=tiles.num_warps, num_stages=tiles.num_stages)
         xb = bias_v if bias_v is not None else out_v
         _lane_sums_epilogue_kernel[(triton.cdiv(mc, _SUMS_BM) * triton.cdiv(N, _SUMS_BN), B, B0)](
             sums, xb, out_v, mc, N, s_pl, s_p0, s_pb, s_pm, *xb.stride()[1:], *out_v.stride()[1:],

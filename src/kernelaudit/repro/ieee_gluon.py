@@ -1,0 +1,133 @@
+"""The ``ieee`` prefill lane sums written in Gluon: the thread tile, the shared-memory
+layout and the K loop are explicit, which plain Triton leaves to the compiler.
+
+:func:`lane_sums_kernel` is a drop-in first pass of ``split_lanes``
+(:func:`.gemm._launch_split_lanes`, same arguments and grid as
+``gemm._ieee_lane_sums_kernel``, same scratch): program (tile, lane) computes lane
+``lane``'s fp32 chain ``acc = fma(a[m, k], b[k, n], acc)`` over that lane's k in
+increasing order from +0.0 (the lane's blocks ``j * LB .. j * LB + LB - 1`` with
+``j mod LANES == lane``; LANES 1 is the sequential order) and stores it to the scratch;
+the tree and the epilogue are gemm's own. So the bits are the order's, whichever kernel
+ran the first pass. How the FMAs are fed:
+
+* the accumulator is a blocked layout of 4 x 4 sub-tiles a thread (4 x 8 threads a warp,
+  ``num_warps / 2`` x 2 warps, repeated over ``bm x bn``): 64 fp32 accumulators a thread
+  at 128 x 128 x 8 warps;
+* each K step loads a ``[bm, bk]`` tile of ``a`` and a ``[bn, bk]`` tile of ``b`` (16 bytes
+  a thread where K is contiguous), upcasts them once and stores them to shared memory
+  K-major, double-buffered with one barrier a step; the next step's tiles are loaded into
+  registers during this step's FMAs;
+* each k is one rank-1 update from shared memory: two 16-byte loads (``LDS.128``) of
+  ``a``'s column and two of ``b``'s row a thread per 64 FMAs.
+
+k past K loads ``a`` as +0.0 and ``b`` as -1.0: ``fma(+0, -1, acc) = acc + (-0) = acc``
+for every acc, signed zeros and NaN included (the same padding as every ieee kernel).
+Compiled for sm_90 with Triton 3.6 at 128 x 128 x 16, 8 warps: 147 registers, no spills,
+32 KB of shared memory, a K loop of 1,161 instructions of which 1,024 FFMA.
+
+Gluon kernels run compiled only: under the interpreter (and where this Triton has no
+Gluon) :func:`usable` is False and ``split_lanes`` runs its Triton first pass.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .. import config
+
+try:  # Gluon: Triton 3.4 on (`thread_barrier` in 3.6, `barrier` from 3.7)
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+
+    _cta_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
+except (ImportError, AttributeError):  # pragma: no cover - an old Triton
+    gluon = gl = None
+
+#: Each K step's k must be whole blocks of a lane and 8-wide 16-byte loads.
+_MIN_BK = 8
+
+
+def usable(a3: torch.Tensor, tiles, lanes) -> bool:
+    """Whether :func:`lane_sums_kernel` can run this launch: Gluon present, a compiled
+    CUDA launch, and tiles it was written for (``bm`` a multiple of 8 * warps, ``bn`` of
+    64, ``bk`` of 8 and of the lanes' block, at most 256)."""
+    if gl is None or config.interpreter_requested() or a3.device.type != "cuda":
+        return False
+    block = lanes.block if lanes.count > 1 else 1
+    return (tiles.num_warps in (4, 8) and tiles.bm % (8 * tiles.num_warps) == 0 and tiles.bn % 64 == 0
+            and _MIN_BK <= tiles.bk <= 256 and tiles.bk % block == 0)
+
+
+if gl is not None:
+    @gluon.jit
+    def lane_sums_kernel(a_ptr, b_ptr, p_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_a0, s_b0,
+                         s_pl, s_p0, s_pb, s_pm, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
+                         LANES: gl.constexpr, LB: gl.constexpr, GROUP_M: gl.constexpr):
+        """``p[lane, b0, b, m, n]`` = lane ``pid % LANES``'s fp32 chain of tile ``pid // LANES``
+        (grouped order); a [B0, B, M, K] and b [B0, B, K, N] by strides; grid
+        (tiles * LANES, B, B0)."""
+        NW: gl.constexpr = gl.num_warps()
+        acc_l: gl.constexpr = gl.BlockedLayout([4, 4], [4, 8], [NW // 2, 2], [1, 0])
+        KT: gl.constexpr = BK // 8
+        ld_l: gl.constexpr = gl.BlockedLayout([1, 8], [32 // KT, KT], [NW, 1], [1, 0])
+        sm_l: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
+        STEP: gl.constexpr = BK * LANES   # k advanced a step: BK // LB blocks of every lane
+
+        pid = gl.program_id(0)
+        lane = pid % LANES
+        tile = pid // LANES
+        pid_b = gl.program_id(1).to(gl.int64)
+        b0 = gl.program_id(2).to(gl.int64)
+        grid_m = gl.cdiv(M, BM)
+        grid_n = gl.cdiv(N, BN)
+        width = GROUP_M * grid_n
+        first_m = (tile // width) * GROUP_M
+        rows_in_group = gl.minimum(grid_m - first_m, GROUP_M)
+        pid_m = first_m + (tile % width) % rows_in_group
+        pid_n = (tile % width) // rows_in_group
+
+        # rows past M read row M - 1 and columns past N column N - 1 (never stored)
+        ra = gl.minimum(pid_m.to(gl.int64) * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, ld_l)), M - 1)
+        rb = gl.minimum(pid_n.to(gl.int64) * BN + gl.arange(0, BN, layout=gl.SliceLayout(1, ld_l)), N - 1)
+        kk = gl.arange(0, BK, layout=gl.SliceLayout(0, ld_l))
+        if LANES == 1:
+            k_in = gl.expand_dims(kk, 0)
+        else:
+            k_in = gl.expand_dims((kk // LB) * (LANES * LB) + kk % LB + lane * LB, 0)   # [1, BK]
+        a_rows = a_ptr + b0 * s_a0 + pid_b * s_ab + gl.expand_dims(ra * s_am, 1)
+        b_rows = b_ptr + b0 * s_b0 + pid_b * s_bb + gl.expand_dims(rb * s_bn, 1)
+
+        sa = gl.allocate_shared_memory(gl.float32, [2, BK, BM], sm_l)
+        sb = gl.allocate_shared_memory(gl.float32, [2, BK, BN], sm_l)
+        acc = gl.zeros([BM, BN], gl.float32, layout=acc_l)
+        n_steps = gl.cdiv(gl.cdiv(gl.cdiv(K, LB), LANES), BK // LB)
+        k = k_in
+        sa.index(0).permute((1, 0)).store(
+            gl.load(a_rows + k.to(gl.int64) * s_ak, mask=k < K, other=0.0).to(gl.float32))
+        sb.index(0).permute((1, 0)).store(
+            gl.load(b_rows + k.to(gl.int64) * s_bk, mask=k < K, other=-1.0).to(gl.float32))
+        _cta_barrier()
+        k = k_in + STEP
+        at = gl.load(a_rows + k.to(gl.int64) * s_ak, mask=k < K, other=0.0)
+        bt = gl.load(b_rows + k.to(gl.int64) * s_bk, mask=k < K, other=-1.0)
+        for i in range(n_steps):
+            s = i % 2
+            ca = sa.index(s).permute((1, 0))   # [BM, BK], M contiguous
+            cb = sb.index(s)                    # [BK, BN], N contiguous
+            for j in gl.static_range(BK):
+                acc = gl.fma(ca.slice(j, 1, dim=1).load(acc_l), cb.slice(j, 1, dim=0).load(acc_l), acc)
+            # the other buffer was last read a step ago, before the last barrier
+            sa.index(1 - s).permute((1, 0)).store(at.to(gl.float32))
+            sb.index(1 - s).permute((1, 0)).store(bt.to(gl.float32))
+            _cta_barrier()
+            k = k_in + (i + 2) * STEP
+            at = gl.load(a_rows + k.to(gl.int64) * s_ak, mask=k < K, other=0.0)
+            bt = gl.load(b_rows + k.to(gl.int64) * s_bk, mask=k < K, other=-1.0)
+
+        rm = pid_m.to(gl.int64) * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, acc_l))
+        rn = pid_n.to(gl.int64) * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, acc_l))
+        p_t = (p_ptr + lane.to(gl.int64) * s_pl + b0 * s_p0 + pid_b * s_pb
+               + gl.expand_dims(rm * s_pm, 1) + gl.expand_dims(rn, 0))
+        gl.store(p_t, acc, mask=gl.expand_dims(rm < M, 1) & gl.expand_dims(rn < N, 0))
+else:  # pragma: no cover
+    lane_sums_kernel = None
