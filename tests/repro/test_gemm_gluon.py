@@ -1,0 +1,73 @@
+"""The Gluon first pass of ``split_lanes`` (:mod:`kernelaudit.repro.ieee_gluon`) without a
+GPU: it compiles for sm_90 with this machine's Triton (its own ptxas) to what it was
+written for, and a launch it cannot run (the interpreter, a CPU tensor) takes the Triton
+first pass with the same bits. Its bits on the GPU: tests/gpu/test_repro_ieee_tiled_gpu.py."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelaudit.repro import emulate, gemm, ieee_gluon
+from kernelaudit.repro.tiles import Lanes, Tiles
+
+pytestmark = pytest.mark.skipif(ieee_gluon.lane_sums_kernel is None, reason="this Triton has no Gluon")
+
+
+def _sm90_sass(bm, bn, bk, warps, lanes: Lanes) -> tuple[str, str]:
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    k = ieee_gluon.lane_sums_kernel
+    const = dict(BM=bm, BN=bn, BK=bk, LANES=lanes.count, LB=lanes.block, GROUP_M=8, s_ak=1, s_bn=1)
+    sig = {n: "constexpr" if n in const else "*fp32" if n == "p_ptr" else "*bf16" if n.endswith("_ptr") else "i32"
+           for n in k.arg_names}
+    div16 = ("a_ptr", "b_ptr", "p_ptr", "N", "K", "s_am", "s_bk", "s_pl", "s_pm", "s_ab", "s_bb", "s_a0", "s_b0")
+    attrs = {(k.arg_names.index(n),): [["tt.divisibility", 16]] for n in div16}
+    c = triton.compile(GluonASTSource(fn=k, signature=sig, constexprs=const, attrs=attrs),
+                       target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps))
+    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    with tempfile.TemporaryDirectory() as d:
+        cubin = Path(d) / "k.cubin"
+        cubin.write_bytes(c.asm["cubin"])
+        usage = subprocess.run([tool, "--dump-resource-usage", cubin], capture_output=True, text=True).stdout
+        sass = subprocess.run([tool, "-sass", cubin], capture_output=True, text=True).stdout
+    return usage, sass
+
+
+def test_gluon_lane_sums_compile_for_sm90_without_spills_and_feed_ffma_by_128_bit_shared_loads():
+    """128 x 128 x 16, 8 warps, the prefill order (8 lanes of 8): no stack (spills), and
+    per 16 k a thread runs 1,024 FFMA from 64 LDS.128, its global loads 16 bytes wide."""
+    pytest.importorskip("triton.backends.nvidia")
+    usage, sass = _sm90_sass(128, 128, 16, 8, Lanes(8, 8))
+    regs, stack = int(re.search(r"REG:(\d+)", usage).group(1)), int(re.search(r"STACK:(\d+)", usage).group(1))
+    assert regs <= 168 and stack == 0, usage
+    ops = re.findall(r"^\s+/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", sass, flags=re.M)
+    assert ops.count("FFMA") == 1024, ops.count("FFMA")   # the 16-k step, unrolled once
+    assert ops.count("LDS.128") == 64 and not any(o.startswith("LDS") and o != "LDS.128" for o in ops)
+    assert any(o.startswith("LDG.E.128") for o in ops), sorted(set(ops))
+
+
+@pytest.mark.parametrize("lanes", [Lanes(8, 8), Lanes(1, 1)])
+def test_gluon_tiles_off_the_gpu_run_the_triton_pass_with_the_same_bits(lanes):
+    """Under the interpreter the Gluon kernel cannot run: ``usable`` says so and the
+    launch takes the Triton first pass (K lanes) or the plain kernel (sequential), whose
+    bits equal the emulator's."""
+    t = Tiles(64, 64, 16, 4, 1, split_lanes=True, gluon=True)
+    x, w = torch.randn(5, 200).bfloat16(), torch.randn(24, 200).bfloat16()
+    assert not ieee_gluon.usable(x[None, None], t, lanes)
+    got = gemm.linear(x, w, tiles=t, lanes=lanes)
+    assert emulate.bit_mismatches(got, emulate.linear_ieee(x, w, lanes=lanes)) == 0
+
+
+def test_gluon_flag_needs_split_lanes():
+    from kernelaudit.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="gluon=True without split_lanes=True"):
+        Tiles(128, 128, 16, 8, 1, gluon=True)
