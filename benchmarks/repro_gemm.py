@@ -391,7 +391,7 @@ LANES_PREFILL_CANDIDATES = [Tiles(64, 64, 16, 8, 2, dot=True), Tiles(64, 64, 32,
     # two LDS.128 of each operand per 64 FFMA; sm_90, Triton 3.6: 137-252 registers, no spills)
     Tiles(bm, bn, bk, w, 1, split_lanes=True, gluon=True, group_m=8)
     for bm, bn, bk, w in ((128, 128, 16, 8), (128, 128, 8, 8), (128, 128, 32, 8), (256, 128, 16, 8),
-                          (128, 128, 16, 4), (64, 128, 16, 4))]
+                          (128, 128, 16, 4), (64, 128, 16, 4), (128, 64, 16, 4), (64, 64, 16, 4))]
 
 
 def fma_ceiling_tflops() -> float:
