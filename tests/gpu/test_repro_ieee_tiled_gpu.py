@@ -163,7 +163,8 @@ def test_gluon_lane_sums_equal_cpu_emulator_bit_for_bit(tiles_args, m, k, n, adt
     got = gemm.linear(x.cuda(), w.cuda(), b.cuda(), tiles=t, lanes=order).cpu()
     assert emulate.bit_mismatches(got, emulate.linear_ieee(x, w, b, lanes=order)) == 0, (t, order)
     assert ieee_gluon.usable(x.cuda()[None, None], t, order or SEQUENTIAL)
-    assert ieee_gluon.lane_sums_kernel.cache[0], "the Gluon kernel did not compile: the Triton pass ran"
+    compiled = [c[0] for c in ieee_gluon.lane_sums_kernel.device_caches.values()]
+    assert any(compiled), "the Gluon kernel never compiled: the Triton first pass ran"
 
 
 def test_gluon_lane_sums_bmm_and_signed_zeros():
