@@ -366,17 +366,12 @@ def other_orders(rows: int) -> list[tuple[Lanes, Tiles]]:
                                  prefetch=True))]
 
 
-#: K-lanes prefill (the table's order at K = N = 8192): the fp32 tl.dot path lane after
-#: lane (log2(L) + 1 accumulators live). At L = 8, B = 8 (sm_90, Triton 3.9) the first two
-#: compile without spills (255 and 178 registers), the others spill 192-224 bytes; the
-#: sequential row's 128 x 128 x 32 spills 4.4 kB and is left out
-#: Then ``split_lanes`` (one program per tile and lane, one accumulator live, the lane sums
-#: through an fp32 scratch): the sequential order's tiles (:data:`IEEE_PREFILL`'s best
-#: three at 44% of the FMA ceiling), now open to the K-lanes order.
-LANES_PREFILL_CANDIDATES = [Tiles(64, 64, 16, 8, 2, dot=True), Tiles(64, 64, 32, 8, 2, dot=True),
-                            Tiles(64, 64, 16, 4, 2, dot=True), Tiles(64, 128, 16, 8, 2, dot=True),
-                            Tiles(128, 64, 16, 8, 2, dot=True), Tiles(32, 128, 16, 4, 2, dot=True),
-                            Tiles(128, 128, 32, 4, 2, dot=True, split_lanes=True, group_m=8),
+#: K-lanes prefill (the table's order at K = N = 8192) with ``split_lanes`` (one program
+#: per tile and lane, one accumulator live, the lane sums through an fp32 scratch): the
+#: sequential order's tiles (:data:`IEEE_PREFILL`'s best three at 44% of the FMA ceiling),
+#: open to the K-lanes order. (The lane-after-lane dot tiles timed before them, 10.6-10.9
+#: TFLOP/s on the H200, are left out: benchmarks/results/2026-12-05-h200-repro-prefill-split-lanes.)
+LANES_PREFILL_CANDIDATES = [Tiles(128, 128, 32, 4, 2, dot=True, split_lanes=True, group_m=8),
                             Tiles(128, 128, 16, 4, 2, dot=True, split_lanes=True, group_m=8),
                             Tiles(128, 128, 32, 8, 2, dot=True, split_lanes=True, group_m=8),
                             Tiles(128, 256, 16, 8, 2, dot=True, split_lanes=True, group_m=8),
