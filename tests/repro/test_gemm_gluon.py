@@ -25,10 +25,10 @@ def _sm90_sass(bm, bn, bk, warps, lanes: Lanes) -> tuple[str, str]:
     from triton.experimental.gluon._runtime import GluonASTSource
 
     k = ieee_gluon.lane_sums_kernel
-    const = dict(BM=bm, BN=bn, BK=bk, LANES=lanes.count, LB=lanes.block, GROUP_M=8, s_ak=1, s_bn=1)
+    const = dict(BM=bm, BN=bn, BK=bk, LANES=lanes.count, LB=lanes.block, GROUP_M=8, s_ak=1, s_bk=1)
     sig = {n: "constexpr" if n in const else "*fp32" if n == "p_ptr" else "*bf16" if n.endswith("_ptr") else "i32"
            for n in k.arg_names}
-    div16 = ("a_ptr", "b_ptr", "p_ptr", "N", "K", "s_am", "s_bk", "s_pl", "s_pm", "s_ab", "s_bb", "s_a0", "s_b0")
+    div16 = ("a_ptr", "b_ptr", "p_ptr", "N", "K", "s_am", "s_bn", "s_pl", "s_pm", "s_ab", "s_bb", "s_a0", "s_b0")
     attrs = {(k.arg_names.index(n),): [["tt.divisibility", 16]] for n in div16}
     c = triton.compile(GluonASTSource(fn=k, signature=sig, constexprs=const, attrs=attrs),
                        target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps))

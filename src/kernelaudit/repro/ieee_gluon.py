@@ -22,8 +22,9 @@ ran the first pass. How the FMAs are fed:
 
 k past K loads ``a`` as +0.0 and ``b`` as -1.0: ``fma(+0, -1, acc) = acc + (-0) = acc``
 for every acc, signed zeros and NaN included (the same padding as every ieee kernel).
-Compiled for sm_90 with Triton 3.6 at 128 x 128 x 16, 8 warps: 147 registers, no spills,
-32 KB of shared memory, a K loop of 1,161 instructions of which 1,024 FFMA.
+Compiled for sm_90 with Triton 3.6 (bf16 operands, K-contiguous) at 128 x 128 x 16, 8
+warps: 137 registers, no spills, 32 KB of shared memory, a K loop of 1,162 instructions of
+which 1,024 FFMA and 64 LDS.128, its global loads 16 bytes wide.
 
 Gluon kernels run compiled only: under the interpreter (and where this Triton has no
 Gluon) :func:`usable` is False and ``split_lanes`` runs its Triton first pass.
