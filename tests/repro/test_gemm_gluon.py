@@ -5,8 +5,10 @@ first pass with the same bits. Its bits on the GPU: tests/gpu/test_repro_ieee_ti
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -17,6 +19,21 @@ from kernelaudit.repro import emulate, gemm, ieee_gluon
 from kernelaudit.repro.tiles import Lanes, Tiles
 
 pytestmark = pytest.mark.skipif(ieee_gluon.lane_sums_kernel is None, reason="this Triton has no Gluon")
+
+#: A process that ran kernels in Triton's interpreter has Triton's language patched for
+#: it, and a compile there fails (as tests/zoo/test_problems_kernels_compile.py found for
+#: the Triton kernels): under the interpreter the compile test runs in a child process
+#: with the interpreter off.
+INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") not in ("0", "")
+
+
+@pytest.mark.skipif(not INTERPRETED, reason="this process compiles directly")
+def test_gluon_compile_checks_pass_in_a_process_without_the_interpreter():
+    env = {**os.environ, "TRITON_INTERPRET": "0"}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "sm90", __file__],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+    assert "1 passed" in proc.stdout, proc.stdout[-2000:]
 
 
 def _sm90_sass(bm, bn, bk, warps, lanes: Lanes) -> tuple[str, str]:
@@ -41,6 +58,7 @@ def _sm90_sass(bm, bn, bk, warps, lanes: Lanes) -> tuple[str, str]:
     return usage, sass
 
 
+@pytest.mark.skipif(INTERPRETED, reason="runs in a child process without the Triton interpreter")
 def test_gluon_lane_sums_compile_for_sm90_without_spills_and_feed_ffma_by_128_bit_shared_loads():
     """128 x 128 x 16, 8 warps, the prefill order (8 lanes of 8): no stack (spills), and
     per 16 k a thread runs 1,024 FFMA from 64 LDS.128, its global loads 16 bytes wide."""
