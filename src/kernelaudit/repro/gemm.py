@@ -357,9 +357,9 @@ def _launch(a3, b3, bias3, out3, order: str, tiles: Tiles | None, alpha: float, 
         if order == "ieee" and config.interpreter_requested():
             tiles = INTERPRETER_IEEE
     # split_lanes: K-lanes orders; the sequential order too where Gluon runs its first pass
-    if order == "ieee" and tiles.split_lanes and (not lanes.sequential or (tiles.gluon and ieee_gluon.usable(
-            a3, tiles, lanes))):
-        _launch_split_lanes(a3, b3, bias3, out3, tiles, lanes, alpha, beta)
+    gluon = order == "ieee" and tiles.gluon and ieee_gluon.usable(a3, tiles, lanes)
+    if order == "ieee" and tiles.split_lanes and (not lanes.sequential or gluon):
+        _launch_split_lanes(a3, b3, bias3, out3, tiles, lanes, alpha, beta, gluon)
         return out3
     if tiles.tma and order == "mma":   # ieee: the K-lanes kernel below, where it can
         if mma_tma.eligible(a3, b3, bias3, out3):
@@ -416,17 +416,18 @@ def _launch(a3, b3, bias3, out3, order: str, tiles: Tiles | None, alpha: float, 
 _SUMS_BM, _SUMS_BN, _SUMS_WARPS = 32, 64, 4
 
 
-def _launch_split_lanes(a3, b3, bias3, out3, tiles: Tiles, lanes: Lanes, alpha: float, beta: float) -> None:
+def _launch_split_lanes(a3, b3, bias3, out3, tiles: Tiles, lanes: Lanes, alpha: float, beta: float,
+                        gluon: bool) -> None:
     """``Tiles.split_lanes``: each lane's sums into an fp32 scratch (one program per tile and
-    lane), then the tree and the epilogue; rows in blocks whose sums fit in
-    :data:`.tiles.SPLIT_LANES_SCRATCH_BYTES` (all four tensors carry the outer batch dim)."""
+    lane: :mod:`.ieee_gluon`'s kernel where ``gluon``, else Triton's), then the tree and the
+    epilogue; rows in blocks whose sums fit in :data:`.tiles.SPLIT_LANES_SCRATCH_BYTES` (all
+    four tensors carry the outer batch dim)."""
     B0, B, M, K = a3.shape
     N = b3.shape[3]
     L = lanes.count
     per_row = L * B0 * B * N * 4
     rows = min(M, max(tiles.bm, SPLIT_LANES_SCRATCH_BYTES // per_row // tiles.bm * tiles.bm))
     sums = torch.empty((L, B0, B, rows, N), dtype=torch.float32, device=a3.device)
-    gluon = tiles.gluon and ieee_gluon.usable(a3, tiles, lanes)
     s_pl, s_p0, s_pb, s_pm, _ = sums.stride()
     for m0 in range(0, M, rows):
         m1 = min(M, m0 + rows)
