@@ -22,10 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
-import subprocess
 import sys
-import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -39,8 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from kernelaudit.repro import tiles as tiles_mod  # noqa: E402
 from kernelaudit.repro.ieee_kernels import ieee_lanes_kernel, ieee_tiled_kernel  # noqa: E402
+from kernelaudit.repro.sass import read_cubin  # noqa: E402
 
-BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
 CONSTEXPR = ("HAS_BIAS", "OUT_BF16", "BM", "BN", "BK", "LANES", "LB", "GROUP_M", "PREFETCH", "WORDS", "TMA", "STAGES")
 UNIT = ("s_ak", "s_bk", "s_cn", "s_xn")      # linear: x and the weight K-contiguous
 DIV16 = ("a_ptr", "b_ptr", "bias_ptr", "c_ptr", "N", "K", "s_am", "s_bn", "s_cm", "s_ab", "s_bb", "s_cb",
@@ -82,35 +79,11 @@ def compile_stats(t: tiles_mod.Tiles, capability: int = 90, lanes: tiles_mod.Lan
     src = triton.compiler.ASTSource(fn=kernel, signature=sig, constexprs=const, attrs=attrs)
     c = triton.compile(src, target=GPUTarget("cuda", capability, 32),
                        options=dict(num_warps=t.num_warps, num_stages=t.num_stages, enable_fp_fusion=True))
-    with tempfile.TemporaryDirectory() as d:
-        cubin = Path(d) / "k.cubin"
-        cubin.write_bytes(c.asm["cubin"])
-        usage = subprocess.run([BIN / "cuobjdump", "--dump-resource-usage", cubin], capture_output=True,
-                               text=True).stdout
-        sass = subprocess.run([BIN / "cuobjdump", "-sass", cubin], capture_output=True, text=True).stdout
-    ins = [(int(a, 16), op, line) for line in sass.splitlines()
-           for a, op in re.findall(r"/\*([0-9a-f]{4})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", line)]
-    ops = Counter(op.split(".")[0] for _, op, _ in ins)
-    regs, stack = re.search(r"REG:(\d+)", usage), re.search(r"STACK:(\d+)", usage)
-    loads = Counter(op for _, op, _ in ins if op.startswith("LDG"))
-    return {"registers": int(regs.group(1)) if regs else None, "stack_bytes": int(stack.group(1)) if stack else None,
-            "shared_bytes": c.metadata.shared, "ffma_share": round(ops["FFMA"] / max(1, sum(ops.values())), 3),
-            "global_loads": dict(loads), "loop": _main_loop(ins), "sass_top": ops.most_common(5)}
-
-
-def _main_loop(ins: list) -> dict:
-    """The instruction mix of the longest backward-branch loop (the K loop): its size,
-    its FFMA share, and its 8 commonest opcodes."""
-    best = None
-    for a, _, line in ins:
-        m = re.search(r"BRA\s+0x([0-9a-f]+)", line)
-        if m and int(m.group(1), 16) < a and (best is None or a - int(m.group(1), 16) > best[1] - best[0]):
-            best = (int(m.group(1), 16), a)
-    if best is None:
-        return {}
-    ops = Counter(op.split(".")[0] for a, op, _ in ins if best[0] <= a <= best[1])
-    n = sum(ops.values())
-    return {"instructions": n, "ffma_share": round(ops["FFMA"] / max(1, n), 3), "top": ops.most_common(8)}
+    sass = read_cubin(c.asm["cubin"])
+    loads = Counter(op for op in sass.opcodes() if op.startswith("LDG"))
+    return {"registers": sass.registers, "stack_bytes": sass.stack_bytes, "shared_bytes": c.metadata.shared,
+            "ffma_share": sass.ffma_share(), "global_loads": dict(loads), "loop": sass.main_loop(),
+            "sass_top": sass.counts().most_common(5)}
 
 
 def configurations() -> dict[str, tuple[tiles_mod.Tiles, tiles_mod.Lanes | None]]:

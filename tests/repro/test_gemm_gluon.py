@@ -6,16 +6,14 @@ first pass with the same bits. Its bits on the GPU: tests/gpu/test_repro_ieee_ti
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
 import pytest
 import torch
 
 from kernelaudit.repro import emulate, gemm, ieee_gluon
+from kernelaudit.repro.sass import Sass, read_cubin
 from kernelaudit.repro.tiles import Lanes, Tiles
 
 pytestmark = pytest.mark.skipif(ieee_gluon.lane_sums_kernel is None, reason="this Triton has no Gluon")
@@ -36,7 +34,7 @@ def test_gluon_compile_checks_pass_in_a_process_without_the_interpreter():
     assert "1 passed" in proc.stdout, proc.stdout[-2000:]
 
 
-def _sm90_sass(bm, bn, bk, warps, lanes: Lanes) -> tuple[str, str]:
+def _sm90_sass(bm, bn, bk, warps, lanes: Lanes) -> Sass:
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
@@ -49,13 +47,7 @@ def _sm90_sass(bm, bn, bk, warps, lanes: Lanes) -> tuple[str, str]:
     attrs = {(k.arg_names.index(n),): [["tt.divisibility", 16]] for n in div16}
     c = triton.compile(GluonASTSource(fn=k, signature=sig, constexprs=const, attrs=attrs),
                        target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps))
-    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-    with tempfile.TemporaryDirectory() as d:
-        cubin = Path(d) / "k.cubin"
-        cubin.write_bytes(c.asm["cubin"])
-        usage = subprocess.run([tool, "--dump-resource-usage", cubin], capture_output=True, text=True).stdout
-        sass = subprocess.run([tool, "-sass", cubin], capture_output=True, text=True).stdout
-    return usage, sass
+    return read_cubin(c.asm["cubin"])
 
 
 @pytest.mark.skipif(INTERPRETED, reason="runs in a child process without the Triton interpreter")
@@ -63,10 +55,9 @@ def test_gluon_lane_sums_compile_for_sm90_without_spills_and_feed_ffma_by_128_bi
     """128 x 128 x 16, 8 warps, the prefill order (8 lanes of 8): no stack (spills), and
     per 16 k a thread runs 1,024 FFMA from 64 LDS.128, its global loads 16 bytes wide."""
     pytest.importorskip("triton.backends.nvidia")
-    usage, sass = _sm90_sass(128, 128, 16, 8, Lanes(8, 8))
-    regs, stack = int(re.search(r"REG:(\d+)", usage).group(1)), int(re.search(r"STACK:(\d+)", usage).group(1))
-    assert regs <= 168 and stack == 0, usage
-    ops = re.findall(r"^\s+/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", sass, flags=re.M)
+    sass = _sm90_sass(128, 128, 16, 8, Lanes(8, 8))
+    assert sass.registers <= 168 and sass.stack_bytes == 0, (sass.registers, sass.stack_bytes)
+    ops = sass.opcodes()
     assert ops.count("FFMA") == 1024, ops.count("FFMA")   # the 16-k step, unrolled once
     assert ops.count("LDS.128") == 64 and not any(o.startswith("LDS") and o != "LDS.128" for o in ops)
     assert any(o.startswith("LDG.E.128") for o in ops), sorted(set(ops))

@@ -1,0 +1,81 @@
+"""What a compiled kernel runs: registers, spills and the SASS instruction mix of a cubin.
+
+Read with the ``cuobjdump`` that Triton's NVIDIA backend ships, so a CPU-only machine
+can check the code a kernel compiles to for a GPU it does not have (``triton.compile``
+with a ``GPUTarget``). Used by the repro tests (no spills, the FFMA share of the K loop)
+and by ``benchmarks/repro_ieee_compile.py``.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+import tempfile
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+#: One SASS instruction: ``/*0a40*/  @!P0 FFMA R1, R2, R3, R1 ;`` gives (0x0a40, "FFMA", line).
+_INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
+
+
+@dataclass(frozen=True)
+class Sass:
+    """A cubin as cuobjdump reads it: its resource usage and its instructions in address order."""
+
+    registers: int | None
+    stack_bytes: int | None
+    instructions: tuple[tuple[int, str, str], ...]   # (address, opcode with modifiers, source line)
+
+    def opcodes(self) -> list[str]:
+        """Every instruction's opcode with its modifiers (``LDS.128``), in address order."""
+        return [op for _, op, _ in self.instructions]
+
+    def counts(self) -> Counter:
+        """Instructions per base opcode (``LDS.128`` counts as ``LDS``)."""
+        return Counter(op.split(".")[0] for op in self.opcodes())
+
+    def ffma_share(self) -> float:
+        c = self.counts()
+        return round(c["FFMA"] / max(1, sum(c.values())), 3)
+
+    def main_loop(self) -> dict:
+        """The longest backward-branch loop (a GEMM's K loop): its instruction count, its
+        FFMA share and its 8 commonest base opcodes; {} where nothing branches back."""
+        best = None
+        for a, _, line in self.instructions:
+            m = re.search(r"BRA\s+0x([0-9a-f]+)", line)
+            if m and int(m.group(1), 16) < a and (best is None or a - int(m.group(1), 16) > best[1] - best[0]):
+                best = (int(m.group(1), 16), a)
+        if best is None:
+            return {}
+        ops = Counter(op.split(".")[0] for a, op, _ in self.instructions if best[0] <= a <= best[1])
+        n = sum(ops.values())
+        return {"instructions": n, "ffma_share": round(ops["FFMA"] / max(1, n), 3), "top": ops.most_common(8)}
+
+
+def cuobjdump() -> Path:
+    """The cuobjdump of Triton's NVIDIA backend (FileNotFoundError naming the path if absent)."""
+    import triton
+
+    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    if not tool.exists():
+        raise FileNotFoundError(f"no cuobjdump at {tool}: this Triton has no NVIDIA backend binaries")
+    return tool
+
+
+def read_cubin(cubin: bytes) -> Sass:
+    """Registers, stack bytes (spills) and instructions of one cubin."""
+    tool = cuobjdump()
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "k.cubin"
+        path.write_bytes(cubin)
+        usage = subprocess.run([tool, "--dump-resource-usage", path], capture_output=True, text=True, check=True).stdout
+        text = subprocess.run([tool, "-sass", path], capture_output=True, text=True, check=True).stdout
+    return parse(usage, text)
+
+
+def parse(usage: str, text: str) -> Sass:
+    """A :class:`Sass` from cuobjdump's ``--dump-resource-usage`` and ``-sass`` outputs."""
+    regs, stack = re.search(r"REG:(\d+)", usage), re.search(r"STACK:(\d+)", usage)
+    ins = tuple((int(a, 16), op, line) for line in text.splitlines() for a, op in _INSTRUCTION.findall(line))
+    return Sass(int(regs.group(1)) if regs else None, int(stack.group(1)) if stack else None, ins)
