@@ -35,6 +35,7 @@ from __future__ import annotations
 import torch
 
 from .. import config
+from .ieee_kernels import grouped_pid
 
 try:  # Gluon: Triton 3.4 on (`thread_barrier` in 3.6, `barrier` from 3.7)
     from triton.experimental import gluon
@@ -79,13 +80,7 @@ if gl is not None:
         tile = pid // LANES
         pid_b = gl.program_id(1).to(gl.int64)
         b0 = gl.program_id(2).to(gl.int64)
-        grid_m = gl.cdiv(M, BM)
-        grid_n = gl.cdiv(N, BN)
-        width = GROUP_M * grid_n
-        first_m = (tile // width) * GROUP_M
-        rows_in_group = gl.minimum(grid_m - first_m, GROUP_M)
-        pid_m = first_m + (tile % width) % rows_in_group
-        pid_n = (tile % width) // rows_in_group
+        pid_m, pid_n = grouped_pid(tile, M, N, BM, BN, GROUP_M)
 
         # rows past M read row M - 1 and columns past N column N - 1 (never stored)
         ra = gl.minimum(pid_m.to(gl.int64) * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, ld_l)), M - 1)
