@@ -61,7 +61,7 @@ def test_table_decode_buckets_keep_row_0_bits_and_negative_zero():
 
 # -- K lanes -----------------------------------------------------------------------------------
 def _lane_cases():
-    """(tiles, lanes): the table's K-lanes rows (decode buckets, prefill dot path), other
+    """(tiles, lanes): the table's K-lanes rows (decode buckets, the Gluon prefill pass), other
     K-lanes kernel tiles, the explicit loop, the tile8 request, and other orders."""
     from kernelaudit.repro.tiles import IEEE_LANES_TABLE, Lanes, Tiles, ieee_lanes
 

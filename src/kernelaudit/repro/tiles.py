@@ -198,28 +198,33 @@ IEEE_TABLE: dict[tuple[str, str], Tiles] = {
 #: N) -> tiles, read instead of :data:`IEEE_TABLE`. Decode rows: the K-lanes kernel, one
 #: program per ``bn`` columns holding every row and every lane (``bm x bn x L`` fp32
 #: accumulators), each K step ``bk`` k (whole rounds of L * B) of 16-bit weights loaded
-#: K-contiguous, 16 bytes a thread per lane block, the next step prefetched. Large-N rows:
-#: the fastest over K = N = 4096 and 8192 together in the H200 decode section of
-#: 2026-12-04 (``benchmarks/results/2026-12-04-h200-repro-lanes-decode/``); ``bk`` = 256
-#: at 8 or 16 rows spilled (1.1-3.8 ms against 0.05-0.18 ms at ``bk`` = 64). Small-N rows:
-#: the same tiles, not timed apart. Prefill rows: ``split_lanes`` (each lane's fp32 ``tl.dot``
-#: sums over its own k blocks into scratch, one ``bm x bn`` accumulator live, then the
-#: pairwise tree in an epilogue), the fastest of eleven at M = 1024, 4096, 8192 and
-#: K = N = 8192 on the H200 (2026-12-05, 24.7-25.3 TFLOP/s, 2.3x the one-kernel lanes path
-#: and 0.89x the sequential order; ``benchmarks/results/2026-12-05-h200-repro-prefill-split-lanes/``).
+#: K-contiguous, 16 bytes a thread per lane block: the next step prefetched in registers
+#: (``prefetch``), or ``num_stages`` steps in flight by tensor descriptor (``tma``; weights
+#: TMA cannot describe run the same order without). Large-N rows: the fastest over K = N =
+#: 4096 and 8192 together in the H200 decode section of 2026-12-05, except decode16, the
+#: one tile at 2x CastFloat32 at both K
+#: (``benchmarks/results/2026-12-05-h200-repro-gluon-prefill-tma-decode/``); ``bk`` = 256
+#: at 8 or 16 rows spilled (1.1-3.8 ms against 0.05-0.18 ms at ``bk`` = 64, 2026-12-04).
+#: Small-N rows: the 2026-12-04 tiles, not timed apart. Prefill rows: ``split_lanes`` with
+#: its first pass in Gluon (:mod:`.ieee_gluon`: each lane's fp32 chains from shared memory
+#: into 4 x 4 register tiles, into scratch; then the pairwise tree in an epilogue), the
+#: fastest of sixteen at M = 1024, 4096, 8192 and K = N = 8192 on the H200 (2026-12-05,
+#: 39.4-41.5 TFLOP/s, 60-63% of the measured FMA ceiling, 0.82-0.83x CastFloat32; the
+#: ``tl.dot`` first pass 24.7-25.3). Where Gluon cannot run, the Triton first pass runs
+#: the same tile (same bits).
 IEEE_LANES_TABLE: dict[tuple[str, str], Tiles] = {
     ("decode1", "small"): Tiles(1, 32, 512, num_warps=8, num_stages=1, tiled=True, prefetch=True),
     ("decode2", "small"): Tiles(2, 16, 256, num_warps=4, num_stages=1, tiled=True, prefetch=True),
     ("decode4", "small"): Tiles(4, 16, 256, num_warps=4, num_stages=1, tiled=True, prefetch=True),
     ("decode8", "small"): Tiles(8, 16, 64, num_warps=4, num_stages=1, tiled=True, prefetch=True),
     ("decode16", "small"): Tiles(16, 16, 64, num_warps=4, num_stages=1, tiled=True, prefetch=True),
-    ("decode1", "large"): Tiles(1, 32, 512, num_warps=8, num_stages=1, tiled=True, prefetch=True),
-    ("decode2", "large"): Tiles(2, 16, 256, num_warps=4, num_stages=1, tiled=True, prefetch=True),
-    ("decode4", "large"): Tiles(4, 16, 256, num_warps=4, num_stages=1, tiled=True, prefetch=True),
+    ("decode1", "large"): Tiles(1, 16, 512, num_warps=4, num_stages=1, tiled=True, prefetch=True),
+    ("decode2", "large"): Tiles(2, 32, 256, num_warps=8, num_stages=1, tiled=True, prefetch=True),
+    ("decode4", "large"): Tiles(4, 32, 128, num_warps=4, num_stages=4, tiled=True, tma=True),
     ("decode8", "large"): Tiles(8, 16, 64, num_warps=4, num_stages=1, tiled=True, prefetch=True),
-    ("decode16", "large"): Tiles(16, 16, 64, num_warps=4, num_stages=1, tiled=True, prefetch=True),
-    ("prefill", "small"): Tiles(128, 128, 32, num_warps=4, num_stages=2, dot=True, group_m=8, split_lanes=True),
-    ("prefill", "large"): Tiles(128, 128, 32, num_warps=4, num_stages=2, dot=True, group_m=8, split_lanes=True),
+    ("decode16", "large"): Tiles(16, 32, 64, num_warps=4, num_stages=4, tiled=True, tma=True),
+    ("prefill", "small"): Tiles(128, 128, 16, num_warps=4, num_stages=1, group_m=8, split_lanes=True, gluon=True),
+    ("prefill", "large"): Tiles(128, 128, 16, num_warps=4, num_stages=1, group_m=8, split_lanes=True, gluon=True),
 }
 
 #: The ``ieee`` order per shape: (size class of N, size class of K, weight dtype class)
