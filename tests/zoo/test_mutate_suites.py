@@ -184,11 +184,32 @@ def test_then_a_set_holding_an_input_with_a_tight_bound_before_stronger_inputs(s
     assert set(suites.exact(pm, 2, solver=solver, credit={})) == {"n7", "s3"}
 
 
-def test_sharp_inputs_are_those_within_the_factor_of_the_tightest_bound_and_those_without_one():
+def test_sharp_inputs_are_those_within_the_factor_of_the_tightest_bound():
     assert suites._sharp(["a", "b", "c"], {"a": 0.004, "b": 0.2, "c": 0.016}) == {"a", "c"}
-    # x has no bound (judged exactly, or no derived model): sharp, and no threshold of its own
-    assert suites._sharp(["a", "b", "x"], {"a": 0.004, "b": 0.2}) == {"a", "x"}
     assert suites._sharp(["a", "b"], None) == {"a", "b"} == suites._sharp(["a", "b"], {})   # no bounds: neutral
+
+
+def test_an_input_the_model_bounds_nowhere_is_not_sharp_where_a_sibling_has_a_bound():
+    """98_KLDivLoss: only ``rand`` inputs have a finite reference, so only they get a bound; the
+    others (NaN outputs, judged exactly) must not pass for sharp, or the suite may hold none
+    that sees a fault."""
+    assert suites._sharp(["a", "b", "x"], {"a": 0.004, "b": 0.2}) == {"a"}
+    assert suites._sharp(["rand", "normal", "strata"], {"rand": 4e-6}) == {"rand"}
+
+
+def test_a_suite_of_a_problem_without_training_mutants_holds_its_one_bounded_input():
+    """No training mutant to choose by: the tie-breaks decide, and a set holding the one input
+    with a finite reference (and so a bound) beats the strata input and two shapes without one."""
+    inputs = [{"label": "rand", "kind": "rand", "shapes": {"n": 256}},
+              {"label": "normal", "kind": "normal", "shapes": {"n": 256}},
+              {"label": "strata251", "kind": "strata", "shapes": {"n": 251}},
+              {"label": "normal257", "kind": "normal", "shapes": {"n": 257}}]
+    labels = [i["label"] for i in inputs]
+    pm = suites.ProblemMatrix("kl", "kl", inputs, labels, {}, sharp=suites._sharp(labels, {"rand": 4e-6}))
+    pm.kills.update({"m1": frozenset({"rand"}), "m2": frozenset({"rand"})})
+    pm.operator.update({"m1": "test-op", "m2": "test-op"})
+    chosen = suites.exact(pm, 2, [], credit={})
+    assert "rand" in chosen and pm.covered(chosen, ["m1", "m2"]) == 2
 
 
 @pytest.mark.parametrize("solver", ["milp", "enumerate"])

@@ -49,7 +49,8 @@ TIE_BREAKS = ("pooled", "local")
 SPLIT_SALTS = ("suites", "a", "b", "c", "d", "e", "f", "g", "h", "i")
 #: An input is *sharp* where its error bound (the subject record's ``clean_bounds``:
 #: rms(allowed) / rms(reference), :func:`~.worker.input_bounds`) is at most this many times the
-#: problem's tightest eligible one; inputs without a recorded bound count as sharp. Measured on the CPU
+#: problem's tightest eligible one (:func:`_sharp`: an input without a recorded bound is sharp only
+#: where no input of its problem has one). Measured on the CPU
 #: records of 2026-12-05 (``benchmarks/results/2026-12-05-cpu-suite-rule-sharp-input/``): 4 to 30
 #: give (nearly) the same suites; 2 is worse, 100 no longer tells an EfficientNet's batch-7 input
 #: (bound 0.4% of its output) from its batch-3 ones (19-26%).
@@ -117,11 +118,17 @@ def matrices(records: list[dict[str, Any]]) -> dict[str, ProblemMatrix]:
 
 
 def _sharp(eligible: list[str], bounds: dict[str, float] | None) -> frozenset[str]:
-    """The eligible inputs within :data:`SHARP_FACTOR` of the tightest recorded bound, and those
-    with none recorded (judged exactly, or without a derived model: no bound to compare)."""
+    """The eligible inputs within :data:`SHARP_FACTOR` of the tightest recorded bound. Where no
+    input of the problem has a recorded bound (judged exactly, no derived model, or records from
+    before bounds were kept) every input is sharp: nothing to compare. Where some have one, an
+    input without is not sharp: the derived model bounds none of its outputs, as where its
+    reference is not finite (KernelBench's ``98_KLDivLoss`` on any input but ``rand``: the log
+    of negative "probabilities"), and such an input can hardly tell a fault from the clean output."""
     recorded = {lab: bounds[lab] for lab in eligible if bounds and lab in bounds}
-    tightest = min(recorded.values(), default=0.0)
-    return frozenset(lab for lab in eligible if lab not in recorded or recorded[lab] <= SHARP_FACTOR * tightest)
+    if not recorded:
+        return frozenset(eligible)
+    tightest = min(recorded.values())
+    return frozenset(lab for lab, b in recorded.items() if b <= SHARP_FACTOR * tightest)
 
 
 def greedy(pm: ProblemMatrix, k: int, mutants: list[str] | None = None) -> list[str]:
