@@ -340,10 +340,16 @@ def lanes_decode_candidates(rows: int) -> list[Tiles]:
     # compile for sm_90 (Triton 3.6; activations upcast by the launch) to 62-166 registers,
     # 19-70 KB of stages, no spills; 600-685 instructions for 256 FFMA at 4-16 rows. At 16
     # rows the table tile (72 registers, 2 KB a step) keeps only about 1 MB in flight.
+    # On the H200 (2026-12-05) 4 x 32 x 128 with 4 stages won at 4 rows (0.054 ms at K = N =
+    # 8192, 0.62x cuBLAS): 256 programs, about 2 an SM, where registers (115) and shared
+    # memory (30 KB) allow 4. Hence 16 columns (512 programs) and 6 stages at 2 and 4 rows:
+    # 56-96 registers, 26-51 KB, no spills (sm_90, Triton 3.6).
     tma = {1: [Tiles(1, 32, 512, 8, 3, tiled=True, tma=True)],
-           2: [Tiles(2, 16, 256, 4, 4, tiled=True, tma=True)],
+           2: [Tiles(2, 16, 256, 4, 4, tiled=True, tma=True), Tiles(2, 32, 128, 4, 6, tiled=True, tma=True),
+               Tiles(2, 16, 128, 4, 6, tiled=True, tma=True)],
            4: [Tiles(4, 16, 256, 4, 3, tiled=True, tma=True), Tiles(4, 16, 256, 4, 5, tiled=True, tma=True),
-               Tiles(4, 32, 128, 4, 4, tiled=True, tma=True)],
+               Tiles(4, 32, 128, 4, 4, tiled=True, tma=True), Tiles(4, 32, 128, 4, 6, tiled=True, tma=True),
+               Tiles(4, 16, 128, 4, 6, tiled=True, tma=True)],
            8: [Tiles(8, 16, 128, 4, 4, tiled=True, tma=True), Tiles(8, 16, 64, 4, 6, tiled=True, tma=True)],
            16: [Tiles(16, 16, 64, 4, 4, tiled=True, tma=True), Tiles(16, 16, 64, 4, 6, tiled=True, tma=True),
                 Tiles(16, 32, 64, 4, 4, tiled=True, tma=True)]}[rows]
