@@ -16,6 +16,7 @@
 #   profile: sweep cases' phase times; PROFILE_CASES (op/dtype/direction list) and PROFILE_OPS (the
 #   torch.profiler tables) override benchmarks/sweep_profile.py's defaults; PROFILE_JUDGED=1 runs
 #   them judged (calibrated tolerances, the bit-equality pre-check), as a sweep does.
+#   gluonncu (issue 19: ncu of the Gluon prefill pass at 4 and 8 warps, M = 4096, K = N = 8192)
 #   steps: gputests (all of tests/gpu) oomsweep (float32 backward at 2*2^32: OOM retries) flatab (flat orders and tiles, interleaved rounds) flatncu kernels verify ncu profile guard sweep workers_ab repro corpus oracle_cost demo
 #   (default: all but sweep, workers_ab, repro)
 # workers_ab: the same sub-grid swept once per AB_CONFIGS entry (workers:calibration
@@ -133,6 +134,19 @@ PY
     if [ "${GEMM_TESTS:-1}" = 1 ]; then timeout ${GEMM_TESTS_TIMEOUT_S:-300} python3 -m pytest -q -p no:cacheprovider \
       tests/gpu/test_repro_ieee_tiled_gpu.py tests/gpu/test_repro_gpu.py > "$O/repro_gpu_tests.log" 2>&1
       tail -5 "$O/repro_gpu_tests.log"; fi ;;
+  gluonncu) log gluon_ncu  # issue 19: why the Gluon prefill pass stops at 63% of the FMA ceiling (stalls, bank conflicts)
+    timeout ${NCU_TIMEOUT_S:-240} ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats \
+      --section InstructionStats --section MemoryWorkloadAnalysis_Tables \
+      --metrics l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active \
+      -k regex:^lane_sums_kernel python3 -c "
+import torch
+from kernelaudit.repro import gemm
+from kernelaudit.repro.tiles import Tiles
+x = torch.randn(4096, 8192, device='cuda', dtype=torch.bfloat16); w = torch.randn(8192, 8192, device='cuda', dtype=torch.bfloat16)
+for warps in (4, 8):
+    gemm.linear(x, w, tiles=Tiles(128, 128, 16, warps, 1, group_m=8, split_lanes=True, gluon=True))
+torch.cuda.synchronize()" > "$O/gluon_ncu.txt" 2>&1
+    grep -E '^  [a-z_]+|Duration|Compute \(SM\) Throughput|Registers Per Thread|Achieved Occupancy|Theoretical Occupancy|Block Limit|Stall|bank_conflicts|pipe_fma|Issue Slots Busy|Executed Ipc' "$O/gluon_ncu.txt" | tail -80 ;;
   quicksweep) log quick_sweep; rm -rf runs/quick-h200  # issue 16: every family within 3 minutes
     /usr/bin/time -f "quick sweep wall %e s" timeout 300 python3 -m kernelaudit sweep --device cuda --quick ${QUICK_SWEEP_OPS:+--ops "$QUICK_SWEEP_OPS"} \
       --out runs/quick-h200 ${QUICK_CASE_TIMEOUT_S:+--case-timeout $QUICK_CASE_TIMEOUT_S} > "$O/quick_sweep.log" 2>&1; tail -8 "$O/quick_sweep.log"
