@@ -433,34 +433,6 @@ def test_calibration_workers_must_be_positive(tmp_path):
         run_sweep(GridSpec(ops=("add",), scale=12), tmp_path, device="cpu", calibration_workers=0)
 
 
-def test_the_run_records_its_commit_and_marks_a_tree_that_differs_from_it(tmp_path):
-    """A run store names the code that ran: the checkout's HEAD, with ``+dirty`` when a
-    tracked file differs from it (a copied or edited tree), and nothing outside git."""
-    import shutil
-    import subprocess
-
-    from kernelaudit.sweep.store import _git_sha
-
-    if shutil.which("git") is None:
-        pytest.skip("needs git")
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    run = lambda *a: subprocess.run(["git", *a], cwd=repo, check=True, capture_output=True)  # noqa: E731
-    run("init", "-q")
-    (repo / "code.py").write_text("x = 1\n")
-    run("add", "code.py")
-    run("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
-    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
-    assert _git_sha(repo) == sha
-    (repo / "notes.txt").write_text("untracked files do not count\n")
-    assert _git_sha(repo) == sha
-    (repo / "code.py").write_text("x = 2\n")
-    assert _git_sha(repo) == sha + "+dirty"
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    assert _git_sha(outside) is None
-
-
 def test_a_bracketed_sweep_runs_each_control_below_only_where_the_case_above_failed(tmp_path):
     """``--quick`` brackets: the cases above the limits first, then the case below only
     for those that were not ok. Every finding keeps its control, and the rules are the

@@ -31,6 +31,7 @@ from typing import Any, Iterator
 from .cases import Case
 from ..errors import InvalidArgument
 from ..jsonstore import append_jsonl, read_json, write_json_atomic
+from ..provenance import git_sha, source_digest
 from ..verdict import Verdict
 from .runfile import MANIFEST, VERDICTS, read_verdict_lines, set_aside_torn
 
@@ -56,7 +57,8 @@ def environment() -> dict[str, Any]:
         "python": platform.python_version(),
         "os": platform.platform(),
         "driver": None,
-        "git": _git_sha(),
+        "git": git_sha(),
+        "source": source_digest(),   # the package's files by content: what ran, whatever git says
     }
     if torch.cuda.is_available():
         env["cuda"] = torch.version.cuda
@@ -75,24 +77,6 @@ def _version_of(name: str) -> str | None:
     try:
         return version(name)
     except PackageNotFoundError:
-        return None
-
-
-def _git_sha(cwd: Path | None = None) -> str | None:
-    """The checkout's HEAD commit, with ``+dirty`` when tracked files differ from it (a
-    copied or edited tree: the commit alone would name code that did not run). None
-    outside a git checkout or without git."""
-    cwd = cwd or Path(__file__).parent
-    try:
-        out = subprocess.run(["git", "rev-parse", "--verify", "-q", "HEAD"], capture_output=True, text=True, timeout=5,
-                             cwd=cwd)
-        sha = out.stdout.strip()
-        if not sha:
-            return None
-        st = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True,
-                            timeout=10, cwd=cwd)
-        return sha + ("+dirty" if st.returncode == 0 and st.stdout.strip() else "")
-    except (OSError, subprocess.SubprocessError):
         return None
 
 

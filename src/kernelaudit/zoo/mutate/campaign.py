@@ -546,7 +546,9 @@ def _environment() -> dict[str, Any]:
     import platform
     from importlib.metadata import PackageNotFoundError, version
 
-    env = {"python": platform.python_version()}
+    from ...provenance import git_sha, source_digest
+
+    env = {"python": platform.python_version(), "git": git_sha(), "source": source_digest()}
     for name in ("kernelaudit", "torch", "triton", "libcst"):
         try:
             env[name] = version(name)
