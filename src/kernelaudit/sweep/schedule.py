@@ -158,7 +158,8 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
     tick(total=total, description="calibrating")
     # This invocation's segment of the run, recorded however it ends (an interrupt
     # included): a run resumed over several sessions still adds up its wall time.
-    segment = {"started": now(), "git": manifest.get("git"), "kernelaudit": manifest.get("kernelaudit"),
+    segment = {"started": now(), "git": manifest.get("git"), "source": manifest.get("source"),
+               "kernelaudit": manifest.get("kernelaudit"),
                "calibrated": 0, "cases_run": 0, "workers_replaced": 0, "completed": False}
     t0 = time.perf_counter()
     n_cal = calibration_workers or CALIBRATION_WORKERS.get(device.split(":")[0], 1)
