@@ -555,15 +555,17 @@ def decode():
 
 @section("prefill")
 def prefill():
-    """M = 1024..8192 x K = N = 8192: the table's order (K lanes: the lane-after-lane
-    dot path) with its candidates beside the sequential order's table row (the dot path
-    of 2026-12-04) and its register-tiled candidates."""
+    """M = 1024..8192 x K = N = 8192: the table's order (K lanes: ``split_lanes``, the
+    Gluon first pass since 2026-12-05) with its candidates, beside the sequential order's
+    table row (the dot path of 2026-12-04), a register-tiled candidate and the Gluon pass
+    with one lane at 8 and 4 warps (4 warps won the K-lanes order on 2026-12-05)."""
     ceiling = fma_ceiling_tflops() if DEV == "cuda" else None
     rows_out = []
     for m in S["prefill_ms"]:
         kn = S["pk"]
         table_order, plan = _ieee_plan(m, kn, LANES_PREFILL_CANDIDATES, PREFILL_CANDIDATES[2:3] + [
-            Tiles(128, 128, 16, 8, 1, split_lanes=True, gluon=True, group_m=8)])
+            Tiles(128, 128, 16, 8, 1, split_lanes=True, gluon=True, group_m=8),
+            Tiles(128, 128, 16, 4, 1, split_lanes=True, gluon=True, group_m=8)])
         row = _measure_row(m, kn, plan, 2, 1, table_order, emulate_cols=16 if m <= 1024 else 0)
         if ceiling:
             for c in row["candidates"]:
