@@ -60,6 +60,11 @@ def compile_stats(t: tiles_mod.Tiles, capability: int = 90, lanes: tiles_mod.Lan
     """Registers, spills, shared memory and SASS mix of ``t`` (bf16 operands and output);
     with ``lanes``, of the launch in that order: the K-lanes kernel (``tiled``), the first
     pass of ``split_lanes``, or the plain kernel lane after lane (``dot``/explicit loop)."""
+    if t.gluon:   # the Gluon first pass of split_lanes (one lane: the sequential order)
+        from kernelaudit.repro import ieee_gluon
+
+        c = ieee_gluon.compile_for(t, lanes or tiles_mod.SEQUENTIAL, capability)
+        return _stats(read_cubin(c.asm["cubin"]), c)
     kernel = _kernel_for(t, lanes)
     names = kernel.arg_names
     sig, const = {}, {}
@@ -79,7 +84,10 @@ def compile_stats(t: tiles_mod.Tiles, capability: int = 90, lanes: tiles_mod.Lan
     src = triton.compiler.ASTSource(fn=kernel, signature=sig, constexprs=const, attrs=attrs)
     c = triton.compile(src, target=GPUTarget("cuda", capability, 32),
                        options=dict(num_warps=t.num_warps, num_stages=t.num_stages, enable_fp_fusion=True))
-    sass = read_cubin(c.asm["cubin"])
+    return _stats(read_cubin(c.asm["cubin"]), c)
+
+
+def _stats(sass, c) -> dict:
     loads = Counter(op for op in sass.opcodes() if op.startswith("LDG"))
     return {"registers": sass.registers, "stack_bytes": sass.stack_bytes, "shared_bytes": c.metadata.shared,
             "ffma_share": sass.ffma_share(), "global_loads": dict(loads), "loop": sass.main_loop(),

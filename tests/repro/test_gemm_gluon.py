@@ -35,19 +35,8 @@ def test_gluon_compile_checks_pass_in_a_process_without_the_interpreter():
 
 
 def _sm90_sass(bm, bn, bk, warps, lanes: Lanes) -> Sass:
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-
-    k = ieee_gluon.lane_sums_kernel
-    const = dict(BM=bm, BN=bn, BK=bk, LANES=lanes.count, LB=lanes.block, GROUP_M=8, s_ak=1, s_bk=1)
-    sig = {n: "constexpr" if n in const else "*fp32" if n == "p_ptr" else "*bf16" if n.endswith("_ptr") else "i32"
-           for n in k.arg_names}
-    div16 = ("a_ptr", "b_ptr", "p_ptr", "N", "K", "s_am", "s_bn", "s_pl", "s_pm", "s_ab", "s_bb", "s_a0", "s_b0")
-    attrs = {(k.arg_names.index(n),): [["tt.divisibility", 16]] for n in div16}
-    c = triton.compile(GluonASTSource(fn=k, signature=sig, constexprs=const, attrs=attrs),
-                       target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps))
-    return read_cubin(c.asm["cubin"])
+    return read_cubin(ieee_gluon.compile_for(Tiles(bm, bn, bk, warps, 1, group_m=8, split_lanes=True, gluon=True),
+                                             lanes).asm["cubin"])
 
 
 @pytest.mark.skipif(INTERPRETED, reason="runs in a child process without the Triton interpreter")

@@ -60,6 +60,26 @@ def usable(a3: torch.Tensor, tiles, lanes) -> bool:
             and _MIN_BK <= tiles.bk <= 256 and tiles.bk % block == 0)
 
 
+def compile_for(tiles, lanes, capability: int = 90):
+    """:func:`lane_sums_kernel` compiled for ``sm_<capability>`` as a prefill launch of
+    ``tiles`` in ``lanes``' order takes it (bf16 operands, K contiguous, strides divisible
+    by 16), on any machine: Triton's own ptxas, no GPU. Returns Triton's compiled kernel
+    (``.asm["cubin"]`` for :func:`.sass.read_cubin`, ``.metadata.shared``)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    k = lane_sums_kernel
+    const = dict(BM=tiles.bm, BN=tiles.bn, BK=tiles.bk, LANES=lanes.count, LB=lanes.block, GROUP_M=tiles.group_m,
+                 s_ak=1, s_bk=1)
+    sig = {n: "constexpr" if n in const else "*fp32" if n == "p_ptr" else "*bf16" if n.endswith("_ptr") else "i32"
+           for n in k.arg_names}
+    div16 = ("a_ptr", "b_ptr", "p_ptr", "N", "K", "s_am", "s_bn", "s_pl", "s_pm", "s_ab", "s_bb", "s_a0", "s_b0")
+    attrs = {(k.arg_names.index(n),): [["tt.divisibility", 16]] for n in div16}
+    return triton.compile(GluonASTSource(fn=k, signature=sig, constexprs=const, attrs=attrs),
+                          target=GPUTarget("cuda", capability, 32), options=dict(num_warps=tiles.num_warps))
+
+
 if gl is not None:
     @gluon.jit
     def lane_sums_kernel(a_ptr, b_ptr, p_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_a0, s_b0,
