@@ -377,23 +377,19 @@ def other_orders(rows: int) -> list[tuple[Lanes, Tiles]]:
 #: sequential order's tiles (:data:`IEEE_PREFILL`'s best three at 44% of the FMA ceiling),
 #: open to the K-lanes order. (The lane-after-lane dot tiles timed before them, 10.6-10.9
 #: TFLOP/s on the H200, are left out: benchmarks/results/2026-12-05-h200-repro-prefill-split-lanes.)
-LANES_PREFILL_CANDIDATES = [Tiles(128, 128, 32, 4, 2, dot=True, split_lanes=True, group_m=8),
-                            Tiles(128, 128, 16, 4, 2, dot=True, split_lanes=True, group_m=8),
-                            Tiles(128, 128, 32, 8, 2, dot=True, split_lanes=True, group_m=8),
-                            Tiles(128, 256, 16, 8, 2, dot=True, split_lanes=True, group_m=8),
-                            Tiles(64, 64, 16, 4, 2, dot=True, split_lanes=True, group_m=8),
-                            # the table's split_lanes row (128 x 128 x 32, 4 warps) spills 144 bytes
-                            # a thread on sm_90 with Triton 3.6 and runs one program an SM; these
-                            # compile to 102-168 registers, no spills (2-4 programs an SM)
-                            Tiles(128, 64, 16, 4, 3, dot=True, split_lanes=True, group_m=8),
-                            Tiles(64, 128, 16, 4, 4, dot=True, split_lanes=True, group_m=8),
-                            Tiles(128, 64, 32, 8, 3, dot=True, split_lanes=True, group_m=8)] + [
+LANES_PREFILL_CANDIDATES = [
+    # the tl.dot first pass: the table row until 2026-12-05 (24.7-25.3 TFLOP/s on the H200; the
+    # seven other dot tiles timed that day 13.0-24.0), kept as the reference
+    Tiles(128, 128, 32, 4, 2, dot=True, split_lanes=True, group_m=8)] + [
     # the Gluon first pass (explicit 4 x 4 thread sub-tiles, K steps through shared memory,
     # two LDS.128 of each operand per 64 FFMA; sm_90, Triton 3.6: 91-254 registers, no spills,
-    # K loop FFMA share 0.81-0.91)
+    # K loop FFMA share 0.81-0.91). H200, 2026-12-05: 128 x 128 x 16 at 4 warps 39.4-41.5
+    # TFLOP/s (the table row), 8 warps 31.5-32.9. 128 x 128 x 8 at 4 warps halves the
+    # unrolled K step (1,133 instructions, 18 KB, against 2,273 and 36 KB; 254 registers)
     Tiles(bm, bn, bk, w, 1, split_lanes=True, gluon=True, group_m=8)
     for bm, bn, bk, w in ((128, 128, 16, 8), (128, 128, 8, 8), (128, 128, 32, 8), (256, 128, 16, 8),
-                          (128, 128, 16, 4), (64, 128, 16, 4), (128, 64, 16, 4), (64, 64, 16, 4))]
+                          (128, 128, 16, 4), (64, 128, 16, 4), (128, 64, 16, 4), (64, 64, 16, 4),
+                          (128, 128, 8, 4))]
 
 
 def fma_ceiling_tflops() -> float:
