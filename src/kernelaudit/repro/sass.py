@@ -16,6 +16,8 @@ from pathlib import Path
 
 #: One SASS instruction: ``/*0a40*/  @!P0 FFMA R1, R2, R3, R1 ;`` gives (0x0a40, "FFMA", line).
 _INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
+#: A branch to an absolute address: ``BRA 0x1a30``.
+_BRANCH = re.compile(r"BRA\s+0x([0-9a-f]+)")
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,7 @@ class Sass:
         FFMA share and its 8 commonest base opcodes; {} where nothing branches back."""
         best = None
         for a, _, line in self.instructions:
-            m = re.search(r"BRA\s+0x([0-9a-f]+)", line)
+            m = _BRANCH.search(line)
             if m and int(m.group(1), 16) < a and (best is None or a - int(m.group(1), 16) > best[1] - best[0]):
                 best = (int(m.group(1), 16), a)
         if best is None:
