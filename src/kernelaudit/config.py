@@ -81,6 +81,11 @@ FUSED_SUMMARY = _knob(
 PROJECT_AT_GENERATION = _knob(
     "KERNELAUDIT_PROJECT_AT_GENERATION", "1",
     "Bilinear forwards get their projections y A, B x while their inputs are generated (CUDA).", _FLAG)
+WARM_COMPILES = _knob(
+    "KERNELAUDIT_WARM_COMPILES", "auto",
+    "Calibration workers also run each matmul case at a small batch of the same residue mod 16, so "
+    "Triton compiles the judge's specialisations side by side before the cases: auto (CUDA), 1, 0.",
+    ("auto", "0", "1"))
 OVERLAP_CALIBRATION = _knob(
     "KERNELAUDIT_OVERLAP_CALIBRATION", "0",
     "1: on one device, cases start while tolerances are still being calibrated side by side (each case "

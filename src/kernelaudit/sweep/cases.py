@@ -219,8 +219,8 @@ def _elements_grid(spec: GridSpec, th: Thresholds, named: dict) -> list[Case]:
 CALIBRATION_MAX_BATCHES = 64
 
 
-def calibration_batch(case: Case) -> int:
-    """A batch count far below every threshold, for tolerance calibration."""
+def _calibration_cap(case: Case) -> int:
+    """The most batches a calibration-sized run of ``case`` may take: far below every limit."""
     th = case.thresholds
     per = per_batch_max(case.spec, case.series, th)
     cap = th.t31 // (8 * per)
@@ -228,7 +228,33 @@ def calibration_batch(case: Case) -> int:
     if ax.name != "elements":  # at most half way to the axis' smallest limit
         unit, fixed = unit_per_batch(ax, case.spec, case.series, th, case.dtype, case.layout)
         cap = min(cap, (min(ax.limits(th).values()) - fixed - 1) // (2 * unit))
-    return max(1, min(CALIBRATION_MAX_BATCHES, cap))
+    return cap
+
+
+def calibration_batch(case: Case) -> int:
+    """A batch count far below every threshold, for tolerance calibration."""
+    return max(1, min(CALIBRATION_MAX_BATCHES, _calibration_cap(case)))
+
+
+#: Triton specialises an integer argument on divisibility by 16 (and on being 1).
+SPECIALISATION_MODULUS = 16
+
+
+def warm_batch(case: Case) -> int | None:
+    """A small batch count giving ``case``'s strides the same Triton specialisation: the
+    same residue modulo :data:`SPECIALISATION_MODULUS` (a stride that grows with the batch
+    count, like a transposed operand's row stride, is then divisible by 16 exactly when
+    the case's is), and 1 only for a case of one batch. None where that batch would not
+    stay below the limits (at most twice a calibration's cap: a quarter of 2^31 elements,
+    or the smallest limit of the case's axis). A judge run at this batch compiles the
+    kernels the case will launch; its result is not used."""
+    m = SPECIALISATION_MODULUS
+    if case.batch <= m + 1:
+        b = case.batch
+    else:
+        r = case.batch % m
+        b = r if r >= 2 else r + m
+    return b if b <= 2 * _calibration_cap(case) else None
 
 
 

@@ -14,10 +14,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from .cases import Case, GridSpec, bracket_key, calibration_batch, grid
+from .cases import Case, GridSpec, bracket_key, calibration_batch, grid, warm_batch
 from ..faults import FAULT_MODELS
 from ..errors import InvalidArgument, check_choice, resolve_device
-from ..config import OVERLAP_CALIBRATION
+from ..config import OVERLAP_CALIBRATION, WARM_COMPILES, fused_enabled
 from ..executors import EXECUTORS, import_ray, open_executor, parse_devices
 from .worker import DEFAULT_CASE_TIMEOUT_S, WorkerConfig, WorkerPool, pool_on
 from .store import RunStore, environment, now
@@ -369,6 +369,10 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
             by_key.setdefault(c.tolerance_key, c)
         jobs = {key: by_key[key].with_batch(calibration_batch(by_key[key]), threshold="cal", position="below")
                 for key in need_cal}
+        overlap = ex is None and bool(todo) and OVERLAP_CALIBRATION.flag()
+        if (calibration_workers > 1 and ex is None and not overlap
+                and fused_enabled(WARM_COMPILES, pool_args[0].device.split(":")[0])):
+            jobs.update(_warm_jobs(todo, jobs))
 
         t_cal = time.perf_counter()
 
@@ -385,7 +389,7 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
 
         cal_skipped: dict[str, bool] = {}
         cal_failed: dict[str, str] = {}  # why, for the keys whose calibration was not ok
-        retry = list(jobs)
+        retry = [k for k in jobs if not k.startswith(WARM_PREFIX)]   # a warm run is never retried
         pending: set[str] = set()  # keys whose side-by-side calibration is not in yet
         side_iter = None
 
@@ -398,7 +402,11 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
                     pending.clear()
                     break
                 pending.discard(k)
-                if res["verdict"]["status"] == Status.OK.value:
+                if k.startswith(WARM_PREFIX):   # its kernels are compiled: nothing to keep
+                    warm = segment.setdefault("warm_compiles", {"jobs": 0, "worker_s": 0.0})
+                    warm["jobs"] += 1
+                    warm["worker_s"] = round(warm["worker_s"] + float(res.get("elapsed_s") or 0.0), 3)
+                elif res["verdict"]["status"] == Status.OK.value:
                     record(k, res)
                 else:
                     retry.append(k)
@@ -416,7 +424,7 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
             side_iter = iter(_calibrate_side_by_side(pool_args, jobs, calibration_workers) if ex is None
                              else _calibrate_spread(spread, jobs, calibration_workers))
             pending = set(jobs)
-            if not (ex is None and todo and OVERLAP_CALIBRATION.flag()):
+            if not overlap:
                 settle()  # every key before the first case
                 side_iter = None
         if ex is not None:  # alone on each device
@@ -501,6 +509,35 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
             firsts, followers = _split_twins(untwinned(then()))
             run(firsts)
             run(untwinned(followers))
+
+
+#: Job keys of :func:`_warm_jobs` (never a tolerance key: those are op/dtype/layout/direction).
+WARM_PREFIX = "warm:"
+
+
+def _warm_jobs(todo: list[Case], jobs: dict[str, Case]) -> dict[str, Case]:
+    """Calibration-sized runs of the matmul cases at their :func:`~.cases.warm_batch`, one
+    per distinct run, keyed ``warm:<case key>``: side by side with calibration they make
+    Triton compile each specialisation of the judge's kernels (Freivalds, spot checks,
+    hashing) that the cases will launch, so the one case worker finds them in Triton's
+    cache. On the H200 the first case of each specialisation had paid its compiles alone,
+    0.3-2.4 s (343 cases, 266 of the 779 case-seconds of the 2026-12-04 hand-spec grid:
+    ``benchmarks/results/2026-12-05-h200-sweep-judged-profile-full-grid-start``). Their
+    results are not kept (a warm run calibrates nothing); ops without a bilinear judge
+    have no specialised kernels of that kind and get none. A run equal to a calibration
+    job's (same case, same batch) is not repeated."""
+    have = {(c.key, c.batch) for c in jobs.values()}   # a case's key does not name its batch
+    out: dict[str, Case] = {}
+    for c in todo:
+        if c.spec.bilinear is None:
+            continue
+        b = warm_batch(c)
+        if b is None:
+            continue
+        w = c.with_batch(b, threshold="cal", position="below")
+        if (w.key, w.batch) not in have:
+            out.setdefault(f"{WARM_PREFIX}{w.key}/B{w.batch}", w)
+    return out
 
 
 #: Slowest calibration keys a segment names (key, seconds): where a device's per-key cost goes.
