@@ -517,7 +517,7 @@ WARM_PREFIX = "warm:"
 
 def _warm_jobs(todo: list[Case], jobs: dict[str, Case]) -> dict[str, Case]:
     """Calibration-sized runs of the matmul cases at their :func:`~.cases.warm_batch`, one
-    per distinct run, keyed ``warm:<case key>``: side by side with calibration they make
+    per distinct run, keyed ``warm:<case key>/B<batch>``: side by side with calibration they make
     Triton compile each specialisation of the judge's kernels (Freivalds, spot checks,
     hashing) that the cases will launch, so the one case worker finds them in Triton's
     cache. On the H200 the first case of each specialisation had paid its compiles alone,
