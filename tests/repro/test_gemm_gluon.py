@@ -12,6 +12,7 @@ import sys
 import pytest
 import torch
 
+from kernelaudit.config import interpreter_requested
 from kernelaudit.repro import emulate, gemm, ieee_gluon
 from kernelaudit.repro.sass import Sass, read_cubin
 from kernelaudit.repro.tiles import Lanes, Tiles
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.skipif(ieee_gluon.lane_sums_kernel is None, reason="thi
 #: it, and a compile there fails (as tests/zoo/test_problems_kernels_compile.py found for
 #: the Triton kernels): under the interpreter the compile test runs in a child process
 #: with the interpreter off.
-INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") not in ("0", "")
+INTERPRETED = interpreter_requested()
 
 
 @pytest.mark.skipif(not INTERPRETED, reason="this process compiles directly")

@@ -14,6 +14,8 @@ import sys
 
 import pytest
 
+from kernelaudit.config import interpreter_requested
+
 triton = pytest.importorskip("triton")
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -24,7 +26,7 @@ F32 = "*fp32"
 #: with TRITON_INTERPRET=1, and then cannot compile for a GPU in that process. So under
 #: the interpreter (the CPU test run) this module runs itself again in a child process
 #: with the interpreter off, and its compile tests run there.
-INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") not in ("0", "")
+INTERPRETED = interpreter_requested()
 compile_here = pytest.mark.skipif(INTERPRETED, reason="runs in a child process without the Triton interpreter")
 
 
