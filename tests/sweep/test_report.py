@@ -283,6 +283,16 @@ def test_summary_counts_the_workers_a_run_replaced(tmp_path):
     assert "150 s (2.5 min) in 2 invocations, 3 workers replaced" in summary_text(run)
 
 
+def test_summary_names_every_device_a_resumed_run_went_on_with(tmp_path):
+    segments = [{"started": "a", "wall_s": 100.0, "completed": False, "cases_run": 667},
+                {"started": "b", "wall_s": 50.0, "completed": False, "cases_run": 1148,
+                 "device": {"type": "cuda", "name": "NVIDIA H100 80GB HBM3", "memory_bytes": 85520809984}}]
+    run = load_run(store(tmp_path, [line(case(), OK)], segments=segments))
+    assert f"cases run on {run.manifest.device.name} (667), NVIDIA H100 80GB HBM3 (1148)" in summary_text(run)
+    assert "cases run on" not in summary_text(load_run(store(tmp_path, [line(case(), OK)], segments=segments[:1],
+                                                             name="one")))
+
+
 def test_summary_of_a_run_with_nothing_bad_says_so(tmp_path):
     assert "No wrong or error cases" in summary_text(load_run(store(tmp_path, [line(case(), OK)])))
 

@@ -139,13 +139,19 @@ def traced_entry(case: Case, device: str):
                         layout=case.layout)
 
 
+#: The message of a case left unjudged because its tolerance key could not be calibrated.
+UNCALIBRATED = "calibration failed below the thresholds: no tolerance to judge with"
+
+
 def unjudged(verdict: dict) -> bool:
-    """An ``error`` verdict that says nothing about the op: its case timed out (the worker
-    was killed) or kernelaudit itself failed on it. Such cases are left out of rules (a
-    60 s timeout of interpolate below 2^31 on the H200 made a rule start there)."""
+    """An ``error`` verdict that says nothing about the op's size: its case timed out (the
+    worker was killed), kernelaudit itself failed on it, or its op failed far below the
+    limits too (calibration: the fault is not a size's). Such cases are left out of rules
+    (a 60 s timeout of interpolate below 2^31 on the H200 made a rule start there)."""
     details = verdict.get("details") or {}
-    return bool(details.get("timed_out") or details.get("checker_bug")
-                or (verdict.get("message") or "").startswith("timed out after"))
+    message = verdict.get("message") or ""
+    return bool(details.get("timed_out") or details.get("checker_bug") or details.get("uncalibrated")
+                or message.startswith("timed out after") or message.startswith(UNCALIBRATED))
 
 
 def rules_from_store(store: RunStore) -> tuple[list, list[str]]:
@@ -178,6 +184,8 @@ def rules_from_store(store: RunStore) -> tuple[list, list[str]]:
         notes.append(f"{op}/{dtype}/{layout}/{direction}/{series}: {len(ids)} case(s) not judged (a timeout or a "
                      f"checker failure, not a finding of the op): {', '.join(sorted(ids)[:4])}")
     ran_on = {k: m.get(k) for k in ("torch", "cuda", "driver")}
+    # every device the run went on (a resumed run's segments name theirs)
+    devices = sorted({(s.get("device") or m.get("device") or {}).get("name") for s in m.get("segments") or ()} - {None})
     gate = _gate(m)
     for key in sorted(groups):
         op, dtype, layout, direction, series, axis = key
@@ -240,7 +248,8 @@ def rules_from_store(store: RunStore) -> tuple[list, list[str]]:
                      + f"; e.g. {(first.get('message') or '')[:160]}"
                      + ("" if traced is None else _traced_note(traced, aten, split_dim))),
             provenance={"source": f"kernelaudit sweep, run store {store.path.name}", "date": m.get("started"),
-                        "git": m.get("git"), "device": (m.get("device") or {}).get("name"), "ran_on": ran_on,
+                        "git": m.get("git"), "device": (m.get("device") or {}).get("name"),
+                        **({"devices": devices} if len(devices) > 1 else {}), "ran_on": ran_on,
                         "fault_model": fault_model, "cases": sorted(c.id for c, _ in bad)[:12]},
         ))
     return rules, notes

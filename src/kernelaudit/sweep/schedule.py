@@ -20,6 +20,7 @@ from ..errors import InvalidArgument, check_choice, resolve_device
 from ..config import OVERLAP_CALIBRATION, WARM_COMPILES, fused_enabled
 from ..executors import EXECUTORS, import_ray, open_executor, parse_devices
 from .worker import DEFAULT_CASE_TIMEOUT_S, WorkerConfig, WorkerPool, pool_on
+from .rules_out import UNCALIBRATED
 from .store import RunStore, environment, now
 from ..thresholds import Thresholds
 from .tolerance import CALIBRATION_FACTOR, calibrated
@@ -144,22 +145,28 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
         "plan": {"cases": len(cases), **({"controls": len(controls)} if spec.bracket else {})},
     }
     store = RunStore.create(out, manifest, resume=resume)
-    done = store.recorded_keys() if resume else set()
+    capacity = memory_limit or manifest["device"].get("memory_bytes") or 0
+    done = _done_on(store, capacity) if resume else set()
     if resume:
-        done |= _record_twins(store, cases, done)
+        done |= _record_twins(store, cases, done, frozenset(store.recorded_keys() - done))
     tolerances: dict = dict(store.manifest().get("tolerances", {}))
     # 2^32 first: a run cut short by its time budget still maps the main boundary.
     todo = sorted((c for c in cases if c.key not in done), key=_schedule_rank)
     cfg = WorkerConfig(device=device, fault_model=fault_model, memory_limit=memory_limit, mode=mode,
                        ref_device="cpu" if reference == "cpu" else None)
-    need_cal = sorted({c.tolerance_key for c in todo} - set(tolerances))
+    # A key whose calibration failed (None) is tried again: its reason is then on record,
+    # and a failure that was the device's or the moment's (another device, a worker's
+    # timeout) does not leave its cases unjudged for good.
+    need_cal = sorted({c.tolerance_key for c in todo} - {k for k, t in tolerances.items() if t is not None})
     total = len(need_cal) + len(todo)
     tick = progress or (lambda *a, **k: None)
     tick(total=total, description="calibrating")
     # This invocation's segment of the run, recorded however it ends (an interrupt
     # included): a run resumed over several sessions still adds up its wall time.
-    segment = {"started": now(), "git": manifest.get("git"), "source": manifest.get("source"),
-               "kernelaudit": manifest.get("kernelaudit"),
+    # A resumed run may go on on another machine: each segment names the device and the
+    # versions it ran with (the manifest's are the first segment's).
+    segment = {"started": now(), "device": manifest["device"], "memory_bytes": capacity,
+               **{k: manifest.get(k) for k in ("git", "source", "kernelaudit", "torch", "triton", "cuda", "driver")},
                "calibrated": 0, "cases_run": 0, "workers_replaced": 0, "completed": False}
     t0 = time.perf_counter()
     n_cal = calibration_workers or CALIBRATION_WORKERS.get(device.split(":")[0], 1)
@@ -228,8 +235,7 @@ def _uncalibrated(why: str) -> Verdict:
     if why.startswith("NotImplementedError"):
         return Verdict.skipped(f"not run: the op refuses this dtype or direction at a small size too ({why[:200]})",
                                unsupported=True)
-    return Verdict.error("calibration failed below the thresholds: no tolerance to judge with"
-                         + (f" ({why[:300]})" if why else ""))
+    return Verdict.error(UNCALIBRATED + (f" ({why[:300]})" if why else ""), uncalibrated=True)
 
 
 class TimedOut:
@@ -270,12 +276,34 @@ def _tensor_key(c: Case) -> tuple | None:
     return (c.op, c.dtype, c.layout, c.series, c.batch, c.direction, c.seed, c.scale)
 
 
-def _record_twins(store: RunStore, cases: list[Case], done: set[str]) -> set[str]:
+def _done_on(store: RunStore, capacity: int) -> set[str]:
+    """The keys a resumed run does not run again: every recorded case but those skipped
+    for want of memory (the plan's skip or an allocation that failed despite it) by a
+    segment that had less memory than ``capacity`` (this one's: ``memory_limit``, else the
+    device's): a run resumed on a larger GPU judges what a smaller one could not hold. A
+    segment's memory is its ``memory_bytes``, else its device's, else the manifest's."""
+    m = store.manifest()
+    first = (m.get("device") or {}).get("memory_bytes") or 0
+    spans = [(s.get("started", ""), s.get("ended", "~"),
+              s.get("memory_bytes") or (s.get("device") or {}).get("memory_bytes") or first)
+             for s in m.get("segments") or ()]
+    done = set()
+    for key, r in store.latest().items():
+        d = r["verdict"].get("details") or {}
+        if r["verdict"]["status"] == Status.SKIPPED.value and ("needed_bytes" in d or d.get("out_of_memory")):
+            had = next((mem for a, b, mem in spans if a <= r.get("recorded", "") <= b), first)
+            if capacity > had:
+                continue
+        done.add(key)
+    return done
+
+
+def _record_twins(store: RunStore, cases: list[Case], done: set[str], stale: frozenset = frozenset()) -> set[str]:
     """Record, for each case not yet run whose tensors a recorded case already judged (a
     ``bytes`` case at the very batch of an ``elements`` case, or one limit's case above at
     the batch of the next limit's case below), that verdict with ``twin_of`` naming the
     case it came from; the keys recorded. Running it again would judge the same op on
-    the same tensors."""
+    the same tensors. Records of the keys in ``stale`` (to be run again) judge nothing."""
     wanted = {k for c in cases if c.key not in done and (k := _tensor_key(c)) is not None}
     if not wanted:
         return set()
@@ -284,7 +312,7 @@ def _record_twins(store: RunStore, cases: list[Case], done: set[str]) -> set[str
         if "twin_of" in r:
             continue
         c = Case.from_json(r["case"])
-        if (k := _tensor_key(c)) in wanted:
+        if c.key not in stale and (k := _tensor_key(c)) in wanted:
             judged[k] = r
     out = set()
     for c in cases:
@@ -382,13 +410,15 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
             cal_skipped[key] = status == Status.SKIPPED.value
             if status != Status.OK.value:
                 cal_failed[key] = res["verdict"].get("message") or status
+                store.update_manifest(calibration_failed={key: cal_failed[key][:300]}, defer=True)
             tolerances[key] = calibrated(res["worst"], by_key[key].dtype) if status == Status.OK.value else None
             store.update_manifest(tolerances={key: tolerances[key]}, defer=True)
             segment["calibrated"] += 1
             tick(advance=1, description=f"calibrated {key}")
 
         cal_skipped: dict[str, bool] = {}
-        cal_failed: dict[str, str] = {}  # why, for the keys whose calibration was not ok
+        # why, for the keys whose calibration was not ok (a resumed run's earlier reasons too)
+        cal_failed: dict[str, str] = dict(store.manifest().get("calibration_failed") or {})
         retry = [k for k in jobs if not k.startswith(WARM_PREFIX)]   # a warm run is never retried
         pending: set[str] = set()  # keys whose side-by-side calibration is not in yet
         side_iter = None

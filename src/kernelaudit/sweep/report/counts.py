@@ -86,9 +86,16 @@ def wall_text(run: Run) -> str | None:
     n = len(m.segments)
     cut = sum(1 for s in m.segments if not s.get("completed"))
     replaced = sum(int(s.get("workers_replaced") or 0) for s in m.segments)
+    # a run resumed on other machines: which devices, each with its cases (segments that
+    # name none ran on the manifest's device)
+    on: dict[str, int] = {}
+    for s in m.segments:
+        name = (s.get("device") or {}).get("name") or m.device.name
+        on[name] = on.get(name, 0) + int(s.get("cases_run") or 0)
     return (f"{m.wall_s:.0f} s ({m.wall_s / 60:.1f} min) in {n} invocation{'s' if n != 1 else ''}"
             + (f", {cut} cut short" if cut else "")
-            + (f", {replaced} worker{'s' if replaced != 1 else ''} replaced" if replaced else ""))
+            + (f", {replaced} worker{'s' if replaced != 1 else ''} replaced" if replaced else "")
+            + ("" if len(on) < 2 else "; cases run on " + ", ".join(f"{d} ({k})" for d, k in on.items())))
 
 
 #: Phases ``execute`` times (``verdict.details["timing"]``), in the order they run.

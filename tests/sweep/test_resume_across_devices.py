@@ -1,0 +1,51 @@
+"""A run resumed on another device: each segment names its device and versions, cases
+skipped for memory on a smaller device run again on a larger one, and a tolerance key
+whose calibration failed is tried again with its reason kept."""
+
+from __future__ import annotations
+
+from kernelaudit import GridSpec, run_sweep
+from kernelaudit.sweep.rules_out import rules_from_store
+from kernelaudit.sweep.store import RunStore
+
+SPEC = GridSpec(ops=("add", "sum"), dtypes=("float32",), thresholds=("2^32",), positions=("above",),
+                layouts=("contig",), directions=("fwd",), scale=12)
+
+
+def test_each_segment_names_the_device_and_versions_it_ran_with(tmp_path):
+    run_sweep(SPEC, tmp_path, device="cpu")
+    seg = RunStore.open(tmp_path).manifest()["segments"][-1]
+    assert seg["device"]["type"] == "cpu" and seg["device"]["memory_bytes"] > 0
+    assert seg["torch"] and "source" in seg
+
+
+def test_cases_skipped_for_memory_on_a_smaller_device_run_again_on_a_larger_one(tmp_path):
+    first = run_sweep(SPEC, tmp_path, device="cpu", memory_limit=1024)   # a 1 KiB "device"
+    assert first.counts == {"skipped": 2}
+    assert RunStore.open(tmp_path).manifest()["segments"][-1]["memory_bytes"] == 1024
+    # resumed with the same memory: nothing runs again
+    assert run_sweep(SPEC, tmp_path, device="cpu", memory_limit=1024, resume=True).ran == 0
+    again = run_sweep(SPEC, tmp_path, device="cpu", memory_limit=2**30, resume=True)
+    assert again.ran == 2 and again.counts == {"ok": 2}
+    # and what ran on the larger one stays done on a smaller one
+    assert run_sweep(SPEC, tmp_path, device="cpu", memory_limit=1024, resume=True).ran == 0
+
+
+def test_a_failed_calibration_is_tried_again_on_resume_and_its_reason_kept(tmp_path):
+    # no efficient-attention kernel on the CPU: calibration fails with torch's message
+    spec = GridSpec(ops=("sdpa.efficient",), dtypes=("float32",), thresholds=("2^32",), positions=("above",),
+                    layouts=("contig",), directions=("fwd",), scale=12)
+    first = run_sweep(spec, tmp_path, device="cpu")
+    assert first.counts == {"error": 1}
+    m = RunStore.open(tmp_path).manifest()
+    (key,) = m["calibration_failed"]
+    assert m["tolerances"][key] is None and "No viable backend" in m["calibration_failed"][key]
+    # an op that fails far below the limits too: no size finding, so no guard rule
+    rules, notes = rules_from_store(RunStore.open(tmp_path))
+    assert rules == [] and any("not judged" in n for n in notes)
+    # the verdicts file cut before the case (an interrupt right after calibration)
+    (tmp_path / "verdicts.jsonl").write_text("")
+    again = run_sweep(spec, tmp_path, device="cpu", resume=True)
+    assert RunStore.open(tmp_path).manifest()["segments"][-1]["calibrated"] == 1
+    (rec,) = RunStore.open(tmp_path).records()
+    assert again.counts == {"error": 1} and "No viable backend" in rec["verdict"]["message"]
