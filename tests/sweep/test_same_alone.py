@@ -28,6 +28,29 @@ def test_an_ill_conditioned_batch_the_op_reproduces_alone_is_ok_and_says_why():
     assert any(n and "gives the same bits" in n and "not its size" in n for n in notes)
 
 
+def test_a_batch_the_op_alone_rounds_otherwise_but_errs_as_much_on_is_ok_and_says_why(monkeypatch):
+    # as if the big call's kernel were another one, picked by its size (softmax's backward
+    # past 2^32 elements): different bits, but the call alone errs as much on that batch
+    from kernelaudit.sweep.judge import execution
+
+    case, tol = _case("linalg.solve", 20)
+    monkeypatch.setattr(execution, "_matches_alone", lambda *a, **k: False)
+    v = execute(case, tolerances=tol, mode="full").verdict
+    assert v.status is Status.OK, v.explain()
+    notes = [o["details"].get("same_alone") or "" for o in v.details["outputs"]]
+    assert any("errs as much against the reference" in n and "not its size" in n for n in notes)
+
+
+def test_a_size_fault_errs_far_more_than_the_batch_alone_and_stays_wrong(monkeypatch):
+    from kernelaudit.sweep.judge import execution
+
+    case, tol = _case("add", 12, position="above")
+    monkeypatch.setattr(execution, "_matches_alone", lambda *a, **k: False)
+    v = execute(case, tolerances=tol, fault_model="wrap32", mode="full").verdict
+    assert v.status is Status.WRONG
+    assert not any(o["details"].get("same_alone") for o in v.details["outputs"])
+
+
 def test_chunks_with_the_bits_of_the_op_alone_need_no_float64_reference():
     # the default mode compares each chunk with the op called on it alone first: the same
     # solve case is ok without a reference pass, and says how many chunks matched

@@ -201,11 +201,13 @@ def _execute_once(case: Case, device: torch.device, fault_model: str, tolerances
 
 def _same_alone(case: Case, placed, outs, out_rows, wrong: Verdict, device) -> str | None:
     """Whether a wrong batch is the op's own precision rather than its size: the first bad
-    batch computed alone (:func:`_matches_alone`) gives the same outputs as the big call.
-    Then the big call is right for that input as far as size goes, and only the reference
-    disagrees (an ill-conditioned 5x5 solve, a float16 gradient at a pole, a sum's rare
-    worst rounding among millions of batches). Returns what was found, or None (a fault
-    that grows with size changes those bits: wrap32, an unwritten tail, a grid limit).
+    batch computed alone (:func:`_matches_alone`) gives the same outputs as the big call,
+    or errs at least :data:`ALONE_ERROR_SHARE` as much against the reference
+    (:func:`_errors_alone`). Then the big call is right for that input as far as size
+    goes, and only the reference disagrees (an ill-conditioned 5x5 solve, a float16
+    gradient at a pole, a sum's rare worst rounding among millions of batches). Returns
+    what was found, or None (a fault that grows with size changes those bits and errs far
+    more: wrap32, an unwritten tail, a grid limit).
     Batched outputs of batch-local ops only: a shared gradient sums every batch."""
     spec = case.spec
     if (spec.reference is not None or spec.bilinear is not None or "metamorphic" in spec.extra
@@ -220,11 +222,47 @@ def _same_alone(case: Case, placed, outs, out_rows, wrong: Verdict, device) -> s
         ctx = RefContext(case, placed, device, exact=True)  # the case's own dtype
     except Exception:  # noqa: BLE001 - no answer either way: the verdict stands
         return None
-    if not _matches_alone(case, ctx, b, b + 1, outs, out_rows, [j], device):
-        return None
     shape = (out_rows[j],) + tuple(outs[j].shape[1:])
-    return (f"batch {b} computed alone ({shape}) gives the same bits: {wrong.metric}="
-            f"{wrong.value:.3g} over tolerance {wrong.tolerance:.3g} is the op's precision there, not its size")
+    if _matches_alone(case, ctx, b, b + 1, outs, out_rows, [j], device):
+        return (f"batch {b} computed alone ({shape}) gives the same bits: {wrong.metric}="
+                f"{wrong.value:.3g} over tolerance {wrong.tolerance:.3g} is the op's precision there, not its size")
+    errs = _errors_alone(case, placed, outs, out_rows, j, b, device)
+    if errs is None or errs[1] < ALONE_ERROR_SHARE * errs[0]:
+        return None
+    return (f"batch {b} computed alone ({shape}) errs as much against the reference ({errs[1]:.3g}; the big call "
+            f"{errs[0]:.3g}, tolerance {wrong.tolerance:.3g}): the op's precision there, not its size")
+
+
+#: A wrong batch whose bits differ from the op's on that batch alone is still the op's
+#: precision if the call alone errs at least this share as much against the reference:
+#: a kernel picked by the call's size (softmax's backward past 2^32 elements, a split
+#: reduction) rounds otherwise, and among billions of batches meets one ill-conditioned
+#: enough to pass a tolerance calibrated on thousands. A size fault (a wrapped index, an
+#: unwritten tail) errs far more than the call alone: 1.0 against 1e-3 and less.
+ALONE_ERROR_SHARE = 0.25
+
+
+def _errors_alone(case: Case, placed, outs, out_rows, j: int, b: int, device) -> tuple[float, float] | None:
+    """Batch ``b``'s metric of output ``j`` against the reference, for the big call and
+    for the op called on that batch alone (its rows regenerated, the case's dtype); None
+    where the output's metric is exact (any difference is a finding) or either could not
+    be computed."""
+    spec = case.spec
+    exact = spec.exact if case.direction == "fwd" or spec.exact_bwd is None else spec.exact_bwd
+    if exact or not DTYPES[case.dtype].is_floating_point:
+        return None
+    try:
+        ref, scales = _reference_chunk(case, RefContext(case, placed, device), b, b + 1, outs)
+        small, _ = _reference_chunk(case, RefContext(case, placed, device, exact=True), b, b + 1, outs, scales=False)
+        R = out_rows[j]
+        out = []
+        for x in (outs[j][b * R:(b + 1) * R].detach().to(device), small[j].detach()):
+            jj = Judgement(f"out{j}", "rel", None, x.numel())
+            compare_rows(jj, 0, x, ref[j].detach(), False, scales[j] if scales else None)
+            out.append(float(jj.worst))
+    except Exception:  # noqa: BLE001 - no answer either way: the verdict stands
+        return None
+    return out[0], out[1]
 
 
 def _bit_equal_chunk(case, same: dict, b0: int, b1: int, outs, out_rows, batched, js_rows, device) -> bool:
