@@ -16,6 +16,7 @@
 #   profile: sweep cases' phase times; PROFILE_CASES (op/dtype/direction list) and PROFILE_OPS (the
 #   torch.profiler tables) override benchmarks/sweep_profile.py's defaults; PROFILE_JUDGED=1 runs
 #   them judged (calibrated tolerances, the bit-equality pre-check), as a sweep does.
+#   findings (issue 16: benchmarks/repro_cuda_findings.py's probes of the full grid's findings, one process each; FINDINGS overrides)
 #   gluonncu (issue 19: ncu of the Gluon prefill pass at 4 and 8 warps, M = 4096, K = N = 8192)
 #   steps: gputests (all of tests/gpu) oomsweep (float32 backward at 2*2^32: OOM retries) flatab (flat orders and tiles, interleaved rounds) flatncu kernels verify ncu profile guard sweep workers_ab repro corpus oracle_cost demo
 #   (default: all but sweep, workers_ab, repro)
@@ -99,6 +100,11 @@ PY
         --case-timeout 120 --no-report > "$O/ab_w${w}_c${cw}.log" 2>&1; echo "w=$w c=$cw rc=$?"; cp -r "$d" "$O/"
     done
     python3 benchmarks/sweep_phases.py runs/ab_* --json "$O/workers_ab.json" ;;
+  findings) log findings; mkdir -p "$O/findings"  # the full grid's new findings, one process each
+    for f in ${FINDINGS:-linspace logspace op:adaptive_avg_pool2d op:adaptive_avg_pool3d_bwd op:adaptive_max_pool1d op:adaptive_max_pool2d_bwd op:adaptive_max_pool3d_bwd op:avg_pool1d_bwd}; do
+      timeout ${FINDING_TIMEOUT_S:-90} python3 benchmarks/repro_cuda_findings.py --only "$f" --out "$O/findings/${f//:/_}.json" > "$O/findings/${f//:/_}.log" 2>&1
+      echo "$f rc=$? $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print({k:v for k,v in d.items() if k in ('spaced','ops')})" "$O/findings/${f//:/_}.json" 2>/dev/null | cut -c1-400)"
+    done ;;
   repro) log repro; timeout 120 python3 benchmarks/repro_cuda_findings.py --out "$O/repro_cuda_findings.json" 2>&1 | tail -40 ;;
   corpus) log corpus; KERNELAUDIT_GPU_RESULTS="$O/corpus_h200.json" timeout ${CORPUS_TIMEOUT_S:-220} \
       python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_corpus_gpu.py 2>&1 | tail -8 ;;

@@ -136,12 +136,75 @@ def adaptive_pool(rows: int, out_size: int, dtype: torch.dtype, backward: bool) 
     return _compare("adaptive_avg_pool1d backward", grad, [x, g], out_size=out_size)
 
 
+def _grad_of(fn):
+    """The input gradient of ``fn`` for an upstream gradient: ``(x, g) -> dx``."""
+    def grad(t, gt):
+        t = t.detach().requires_grad_()
+        fn(t).backward(gt)
+        return t.grad
+    return grad
+
+
+def _first(fn):
+    return lambda t: fn(t)[0]  # (values, indices) ops: the values
+
+
+#: The full grid's pooling findings (H100 segment of 2026-12-05, torch 2.11): name ->
+#: (the call as the sweep makes it, the input shape it failed at, dtype, direction).
+#: Each is compared with the same call in row chunks far below the limits.
+OP_FINDINGS = {
+    "adaptive_avg_pool2d": (lambda t: F.adaptive_avg_pool2d(t, (5, 7)), (8388607, 8, 8, 8), "float32", "fwd"),
+    "adaptive_avg_pool3d_bwd": (lambda t: F.adaptive_avg_pool3d(t, (5, 7, 4)), (8388600, 8, 8, 8), "float32", "bwd"),
+    "adaptive_max_pool1d": (_first(lambda t: F.adaptive_max_pool1d(t, 3, True)), (268435440, 4, 4), "float32", "fwd"),
+    "adaptive_max_pool2d_bwd": (_first(lambda t: F.adaptive_max_pool2d(t, (2, 3), True)), (67108855, 4, 4, 4),
+                                "float16", "bwd"),
+    "adaptive_max_pool3d_bwd": (_first(lambda t: F.adaptive_max_pool3d(t, (None, None, None), True)),
+                                (17895696, 4, 4, 3, 5), "float16", "bwd"),
+    "avg_pool1d_bwd": (lambda t: F.avg_pool1d(t, 3), (159072840, 3, 9), "float32", "bwd"),
+}
+
+
+def op_finding(name: str) -> dict:
+    fn, shape, dt, direction = OP_FINDINGS[name]
+    torch.manual_seed(0)
+    x = torch.randn(*shape, device="cuda", dtype=getattr(torch, dt))
+    if direction == "fwd":
+        return _compare(name, fn, [x])
+    with torch.no_grad():
+        out_shape = fn(x[:1]).shape[1:]
+    g = torch.randn(shape[0], *out_shape, device="cuda", dtype=x.dtype)
+    return _compare(name, _grad_of(fn), [x, g])
+
+
+def spaced(kind: str, n: int) -> dict:
+    """``torch.linspace`` / ``logspace`` (float32) of ``n`` points past 2^32: the elements
+    from index 2^32 on against the same values computed for the tail alone (the end
+    points of a linspace are exact; its step is (end - start) / (n - 1))."""
+    t32 = 2**32
+    start, end = 0.0, 1.0
+    fn = torch.linspace if kind == "linspace" else torch.logspace
+    x = fn(start, end, n, device="cuda")
+    step = (end - start) / (n - 1)
+    i = torch.arange(t32, n, device="cuda", dtype=torch.float64)
+    want = start + i * step
+    if kind == "logspace":
+        want = torch.pow(10.0, want)
+    tail = x[t32:].double()
+    bad = (tail - want).abs() > 1e-5 * want.abs().clamp_min(1e-30)  # float32 rounding is ~1e-7
+    res = {"kind": kind, "n": n, "x[2^32-1]": float(x[t32 - 1]), "x[2^32]": float(x[t32]),
+           "want[2^32]": float(want[0]), "x[-1]": float(x[-1]), "wrong_from_2^32_on": int(bad.sum()), "of": n - t32}
+    del x, i, want, tail, bad
+    torch.cuda.empty_cache()
+    return res
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default=None)
     p.add_argument("--only", default="arange,sdpa_bwd,sdpa_batch",
                    help="comma-separated probes: arange, sdpa_bwd, sdpa_batch, cdist:BATCH, "
-                        "pool:ROWS:OUT_SIZE:DTYPE:fwd|bwd")
+                        "pool:ROWS:OUT_SIZE:DTYPE:fwd|bwd, linspace, logspace, op:NAME (NAME of OP_FINDINGS; "
+                        "each in its own process: an illegal memory access poisons the context)")
     a = p.parse_args(argv)
     only = set(a.only.split(","))
     res = {"torch": torch.__version__, "cuda": torch.version.cuda, "device": torch.cuda.get_device_name(),
@@ -163,6 +226,10 @@ def main(argv=None) -> int:
         kind, _, rest = item.partition(":")
         if kind == "cdist":
             res.setdefault("cdist", []).append(cdist(int(rest)))
+        elif kind in ("linspace", "logspace"):
+            res.setdefault("spaced", []).append(spaced(kind, 2**32 + 16384))
+        elif kind == "op":
+            res.setdefault("ops", []).append(op_finding(rest))
         elif kind == "pool":
             rows, size, dt, step = rest.split(":")
             res.setdefault("adaptive_pool", []).append(
