@@ -39,7 +39,9 @@ def phases(path: str) -> dict:
             "cases_per_s": round(len(rows) / max(last - first, 1e-9), 2),
             "workers_replaced": seg.get("workers_replaced"), "side_by_side": seg.get("side_by_side"),
             "twins": seg.get("twins"), "calibration": seg.get("calibration"),
-            "retried_alone": seg.get("retried_alone"),
+            "retried_alone": seg.get("retried_alone"), "warm_compiles": seg.get("warm_compiles"),
+            "case_elapsed_s": round(sum(float(r.get("elapsed_s") or 0.0) for r in rows), 1),
+            "case_overhead_s": seg.get("case_overhead_s"),
             "case_time_by_family_s": {k: round(v[1], 1) for k, v in sorted(fam.items())},
             "cases_by_family": {k: v[0] for k, v in sorted(fam.items())}}
 

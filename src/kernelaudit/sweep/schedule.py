@@ -507,12 +507,20 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
                 if skipped is not None:
                     record_case(c, skipped, 0.0)
                     continue
+                t_case = time.perf_counter()
                 res = pool.run({"case": c.to_json(), "tolerances": tol})
+                t_res = time.perf_counter()
                 segment["workers_replaced"] += bool(res.get("worker_replaced"))
                 v = Verdict.from_json(res["verdict"])
                 if v.details.get("timed_out"):
                     timed_out.note(c)
                 record_case(c, v, res["elapsed_s"])
+                # where a case's wall time goes besides its own elapsed_s: the job's round
+                # trip to the worker (its start after a replacement, the memory plan) and
+                # this thread's recording (the store's fsync, the progress bar)
+                acc = segment.setdefault("case_overhead_s", {"round_trip": 0.0, "recording": 0.0})
+                acc["round_trip"] = round(acc["round_trip"] + t_res - t_case - float(res["elapsed_s"] or 0.0), 3)
+                acc["recording"] = round(acc["recording"] + time.perf_counter() - t_res, 3)
 
         def untwinned(cases: list[Case]) -> list[Case]:
             """``cases`` less those recorded from a judged twin (:func:`_record_twins`)."""
