@@ -23,7 +23,8 @@
 # workers_ab: the same sub-grid swept once per AB_CONFIGS entry (workers:calibration
 # workers, default "1:4 2:8"), each with a fresh store and Triton cache; then
 # benchmarks/sweep_phases.py compares calibration and case phases.
-# SWEEP_BUDGET_S (default 540) bounds the sweep step; it resumes a store in runs/h200.
+# SWEEP_BUDGET_S (default 540) bounds the sweep step; SWEEP_UNTIL_S instead ends it that many
+# seconds after the script started (after other steps); it resumes a store in runs/h200.
 # SWEEP_PRESET (default --full: every op, 27,954 cases; --deep: the hand ops of the 2026-12-04 run of record).
 # REPORT=0 skips building the report there (kernelaudit report rebuilds it anywhere).
 # KERNELAUDIT_OVERLAP_CALIBRATION=1 (the environment) starts cases while calibration runs.
@@ -71,7 +72,8 @@ for l in sys.stdin:
   demo) log guard_demo; timeout 90 python3 examples/guard_demo.py --device cuda --scale 32 --dtype bfloat16 \
       --out "$O/guard_demo_h200.json" --figure "$O/guard_demo_h200.png" 2>&1 | tail -6 ;;
   sweep) log sweep; mkdir -p runs
-    timeout -k 20 --signal=INT "${SWEEP_BUDGET_S:-540}" python3 -m kernelaudit sweep --device cuda ${SWEEP_PRESET:---full} --resume \
+    budget=${SWEEP_BUDGET_S:-540}; [ -n "${SWEEP_UNTIL_S:-}" ] && budget=$((SWEEP_UNTIL_S - SECONDS))
+    timeout -k 20 --signal=INT "$budget" python3 -m kernelaudit sweep --device cuda ${SWEEP_PRESET:---full} --resume \
       --out runs/h200 ${SWEEP_CASE_TIMEOUT_S:+--case-timeout $SWEEP_CASE_TIMEOUT_S} --no-report > "$O/sweep.log" 2>&1; echo "sweep rc=$?"; tail -5 "$O/sweep.log"
     timeout 30 python3 benchmarks/sweep_phases.py runs/h200 --json "$O/sweep_phases.json"
     # compiled Triton kernels, per kernel name (each distinct specialisation is one compile)
