@@ -4,6 +4,12 @@ whose calibration failed is tried again with its reason kept."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
+import pytest
+
+from kernelaudit.errors import InvalidArgument
 from kernelaudit import GridSpec, run_sweep
 from kernelaudit.sweep.rules_out import rules_from_store
 from kernelaudit.sweep.store import RunStore
@@ -49,3 +55,24 @@ def test_a_failed_calibration_is_tried_again_on_resume_and_its_reason_kept(tmp_p
     assert RunStore.open(tmp_path).manifest()["segments"][-1]["calibrated"] == 1
     (rec,) = RunStore.open(tmp_path).records()
     assert again.counts == {"error": 1} and "No viable backend" in rec["verdict"]["message"]
+
+
+def test_rerun_judges_again_the_recorded_cases_of_the_statuses_named(tmp_path):
+    spec = GridSpec(ops=("add",), dtypes=("float32",), thresholds=("2^31", "2^32"), positions=("above",),
+                    layouts=("contig",), directions=("fwd",), scale=12)
+    run_sweep(spec, tmp_path, device="cpu", fault_model="wrap32")   # wrong above 2^32 only
+    first = {r["case"]["id"]: r["verdict"]["status"] for r in RunStore.open(tmp_path).records()}
+    assert sorted(first.values()) == ["ok", "wrong"]
+    assert run_sweep(spec, tmp_path, device="cpu", fault_model="wrap32", resume=True).ran == 0
+    again = run_sweep(spec, tmp_path, device="cpu", fault_model="wrap32", resume=True, rerun=("wrong",))
+    assert again.ran == 1 and again.counts == {"ok": 1, "wrong": 1}
+    assert len(list(RunStore.open(tmp_path).records())) == 3   # appended: the last verdict counts
+
+
+def test_rerun_names_allowed_statuses_and_needs_resume(tmp_path):
+    with pytest.raises(InvalidArgument, match="rerun"):
+        run_sweep(SPEC, tmp_path, device="cpu", resume=True, rerun=("ok",))
+    r = subprocess.run([sys.executable, "-m", "kernelaudit", "sweep", "--device", "cpu", "--ops", "add",
+                        "--scale", "12", "--out", str(tmp_path / "x"), "--rerun", "wrong"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "--resume" in r.stderr

@@ -97,6 +97,9 @@ def _fail_usage(e: Exception) -> None:
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Run store directory (default: runs/<device>-<fault model>-s<scale>).")
 @click.option("--resume", is_flag=True, help="Continue the run in --out, skipping recorded cases.")
+@click.option("--rerun", default=None,
+              help="With --resume: judge again the recorded cases of these statuses (comma-separated: wrong, "
+                   "error, skipped), e.g. after the judge changed.")
 @click.option("--quick", "preset", flag_value="quick",
               help="Small grid (default): one op per family (with --fault-model: the ops it corrupts), "
                    "fp32/fp16, around 2^31 and 2^32, bracketed (see --bracket).")
@@ -140,10 +143,10 @@ def _fail_usage(e: Exception) -> None:
 @click.option("--family", default=None, help="With --list-ops: only this family.")
 @click.option("--json", "as_json", is_flag=True, help="With --list-ops: JSON instead of tables.")
 def sweep(device, ops, dtypes, layouts, directions, thresholds, positions, bracket, axes, fault_model, scale, seed, out,
-          resume, preset, mode, reference, case_timeout, memory_limit_gib, no_report, calibration_workers,
+          resume, rerun, preset, mode, reference, case_timeout, memory_limit_gib, no_report, calibration_workers,
           case_workers, devices, executor, ray_address, expect_rules, list_ops, family, as_json):
     """Run ops around 2^31 / 2^32 / 2*2^32 elements and map where they go wrong."""
-    from .schedule import run_sweep
+    from .schedule import RERUN_STATUSES, run_sweep
 
     if list_ops:
         _list_ops(family, as_json)
@@ -178,9 +181,13 @@ def sweep(device, ops, dtypes, layouts, directions, thresholds, positions, brack
         elif not case_timeout > 0:
             raise InvalidArgument(f"Cannot have --case-timeout={case_timeout}: allowed are seconds > 0")
         limit = int(memory_limit_gib * 2**30) if memory_limit_gib else None
+        rerun = parse_list(rerun, (), RERUN_STATUSES) if rerun else ()
+        if rerun and not resume:
+            raise InvalidArgument(f"Cannot have --rerun={','.join(rerun)} without --resume: it judges again the "
+                                  "cases a run store recorded")
         executor = executor or EXECUTOR.get()
         with _Progress() as prog:
-            res = run_sweep(spec, out, device=device, fault_model=fault_model, resume=resume,
+            res = run_sweep(spec, out, device=device, fault_model=fault_model, resume=resume, rerun=rerun,
                             case_timeout_s=case_timeout, memory_limit=limit, mode=mode, reference=reference,
                             progress=prog.tick, calibration_workers=calibration_workers,
                             case_workers=case_workers, devices=devices, executor=executor,

@@ -16,7 +16,7 @@ from typing import Callable, Sequence
 
 from .cases import Case, GridSpec, bracket_key, calibration_batch, grid, warm_batch
 from ..faults import FAULT_MODELS
-from ..errors import InvalidArgument, check_choice, resolve_device
+from ..errors import InvalidArgument, check_choice, check_choices, resolve_device
 from ..config import OVERLAP_CALIBRATION, WARM_COMPILES, fused_enabled
 from ..executors import EXECUTORS, import_ray, open_executor, parse_devices
 from .worker import DEFAULT_CASE_TIMEOUT_S, WorkerConfig, WorkerPool, pool_on
@@ -85,8 +85,12 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
               memory_limit: int | None = None, mode: str = "auto", reference: str = "device",
               progress: Callable | None = None, calibration_workers: int | None = None,
               case_workers: int | None = None, devices: str | Sequence[str] | None = None,
-              executor: str = "local", ray_address: str | None = None) -> SweepResult:
+              executor: str = "local", ray_address: str | None = None,
+              rerun: Sequence[str] = ()) -> SweepResult:
     """Run the grid ``spec`` into the run store at ``out``.
+
+    ``rerun`` (with ``resume``): statuses of :data:`RERUN_STATUSES` whose recorded cases
+    are judged again (after the judge changed, say); the new verdict is the case's last.
 
     ``reference``: ``device`` computes the float64 reference on the device under test,
     in chunks far below the thresholds; ``cpu`` computes it on the CPU.
@@ -112,6 +116,8 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
     check_choice("mode", mode, ("auto", "full"))
     check_choice("reference", reference, ("device", "cpu"))
     check_choice("executor", executor, EXECUTORS)
+    if rerun:
+        check_choices("rerun", rerun, RERUN_STATUSES)
     spread = devices is not None or executor != "local"
     if ray_address is not None and executor != "ray":
         raise InvalidArgument(f"Cannot have ray_address={ray_address!r} (--ray-address) with executor={executor!r}: "
@@ -146,7 +152,7 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
     }
     store = RunStore.create(out, manifest, resume=resume)
     capacity = memory_limit or manifest["device"].get("memory_bytes") or 0
-    done = _done_on(store, capacity) if resume else set()
+    done = _done_on(store, capacity, frozenset(rerun)) if resume else set()
     if resume:
         done |= _record_twins(store, cases, done, frozenset(store.recorded_keys() - done))
     tolerances: dict = dict(store.manifest().get("tolerances", {}))
@@ -276,12 +282,17 @@ def _tensor_key(c: Case) -> tuple | None:
     return (c.op, c.dtype, c.layout, c.series, c.batch, c.direction, c.seed, c.scale)
 
 
-def _done_on(store: RunStore, capacity: int) -> set[str]:
-    """The keys a resumed run does not run again: every recorded case but those skipped
-    for want of memory (the plan's skip or an allocation that failed despite it) by a
-    segment that had less memory than ``capacity`` (this one's: ``memory_limit``, else the
-    device's): a run resumed on a larger GPU judges what a smaller one could not hold. A
-    segment's memory is its ``memory_bytes``, else its device's, else the manifest's."""
+#: Statuses whose recorded cases ``--rerun`` may judge again.
+RERUN_STATUSES = ("wrong", "error", "skipped")
+
+
+def _done_on(store: RunStore, capacity: int, rerun: frozenset = frozenset()) -> set[str]:
+    """The keys a resumed run does not run again: every recorded case but those whose
+    status is in ``rerun`` and those skipped for want of memory (the plan's skip or an
+    allocation that failed despite it) by a segment that had less memory than
+    ``capacity`` (this one's: ``memory_limit``, else the device's): a run resumed on a
+    larger GPU judges what a smaller one could not hold. A segment's memory is its
+    ``memory_bytes``, else its device's, else the manifest's."""
     m = store.manifest()
     first = (m.get("device") or {}).get("memory_bytes") or 0
     spans = [(s.get("started", ""), s.get("ended", "~"),
@@ -290,6 +301,8 @@ def _done_on(store: RunStore, capacity: int) -> set[str]:
     done = set()
     for key, r in store.latest().items():
         d = r["verdict"].get("details") or {}
+        if r["verdict"]["status"] in rerun:
+            continue
         if r["verdict"]["status"] == Status.SKIPPED.value and ("needed_bytes" in d or d.get("out_of_memory")):
             had = next((mem for a, b, mem in spans if a <= r.get("recorded", "") <= b), first)
             if capacity > had:
