@@ -4,6 +4,7 @@ whose calibration failed is tried again with its reason kept."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -49,12 +50,17 @@ def test_a_failed_calibration_is_tried_again_on_resume_and_its_reason_kept(tmp_p
     # an op that fails far below the limits too: no size finding, so no guard rule
     rules, notes = rules_from_store(RunStore.open(tmp_path))
     assert rules == [] and any("not judged" in n for n in notes)
-    # the verdicts file cut before the case (an interrupt right after calibration)
-    (tmp_path / "verdicts.jsonl").write_text("")
+    # resumed: the key is calibrated again and its case judged again, the reason kept
     again = run_sweep(spec, tmp_path, device="cpu", resume=True)
-    assert RunStore.open(tmp_path).manifest()["segments"][-1]["calibrated"] == 1
-    (rec,) = RunStore.open(tmp_path).records()
-    assert again.counts == {"error": 1} and "No viable backend" in rec["verdict"]["message"]
+    assert again.ran == 1 and RunStore.open(tmp_path).manifest()["segments"][-1]["calibrated"] == 1
+    assert again.counts == {"error": 1}
+    assert "No viable backend" in list(RunStore.open(tmp_path).records())[-1]["verdict"]["message"]
+    # a case recorded before reasons were kept says why once resumed
+    (tmp_path / "verdicts.jsonl").write_text(json.dumps({**json.loads(
+        (tmp_path / "verdicts.jsonl").read_text().splitlines()[0]), "verdict": {
+            "status": "error", "message": "calibration failed below the thresholds: no tolerance to judge with"}}) + "\n")
+    run_sweep(spec, tmp_path, device="cpu", resume=True)
+    assert "No viable backend" in list(RunStore.open(tmp_path).records())[-1]["verdict"]["message"]
 
 
 def test_rerun_judges_again_the_recorded_cases_of_the_statuses_named(tmp_path):

@@ -288,7 +288,7 @@ RERUN_STATUSES = ("wrong", "error", "skipped")
 
 def _done_on(store: RunStore, capacity: int, rerun: frozenset = frozenset()) -> set[str]:
     """The keys a resumed run does not run again: every recorded case but those whose
-    status is in ``rerun`` and those skipped for want of memory (the plan's skip or an
+    status is in ``rerun``, those left unjudged by a failed calibration, and those skipped for want of memory (the plan's skip or an
     allocation that failed despite it) by a segment that had less memory than
     ``capacity`` (this one's: ``memory_limit``, else the device's): a run resumed on a
     larger GPU judges what a smaller one could not hold. A segment's memory is its
@@ -303,6 +303,8 @@ def _done_on(store: RunStore, capacity: int, rerun: frozenset = frozenset()) -> 
         d = r["verdict"].get("details") or {}
         if r["verdict"]["status"] in rerun:
             continue
+        if d.get("uncalibrated") or (r["verdict"].get("message") or "").startswith(UNCALIBRATED):
+            continue  # its key is calibrated again (see run_sweep): judged now, or told why not
         if r["verdict"]["status"] == Status.SKIPPED.value and ("needed_bytes" in d or d.get("out_of_memory")):
             had = next((mem for a, b, mem in spans if a <= r.get("recorded", "") <= b), first)
             if capacity > had:
