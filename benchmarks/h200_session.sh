@@ -25,7 +25,7 @@
 # benchmarks/sweep_phases.py compares calibration and case phases.
 # SWEEP_BUDGET_S (default 540) bounds the sweep step; SWEEP_UNTIL_S instead ends it that many
 # seconds after the script started (after other steps); it resumes a store in runs/h200.
-# SWEEP_PRESET (default --full: every op, 27,954 cases; --deep: the hand ops of the 2026-12-04 run of record).
+# SWEEP_ARGS: more sweep options (e.g. --rerun wrong). SWEEP_PRESET (default --full: every op, 27,954 cases; --deep: the hand ops of the 2026-12-04 run of record).
 # REPORT=0 skips building the report there (kernelaudit report rebuilds it anywhere).
 # KERNELAUDIT_OVERLAP_CALIBRATION=1 (the environment) starts cases while calibration runs.
 set -u
@@ -74,7 +74,7 @@ for l in sys.stdin:
   sweep) log sweep; mkdir -p runs
     budget=${SWEEP_BUDGET_S:-540}; [ -n "${SWEEP_UNTIL_S:-}" ] && budget=$((SWEEP_UNTIL_S - SECONDS))
     timeout -k 20 --signal=INT "$budget" python3 -m kernelaudit sweep --device cuda ${SWEEP_PRESET:---full} --resume \
-      --out runs/h200 ${SWEEP_CASE_TIMEOUT_S:+--case-timeout $SWEEP_CASE_TIMEOUT_S} --no-report > "$O/sweep.log" 2>&1; echo "sweep rc=$?"; tail -5 "$O/sweep.log"
+      --out runs/h200 ${SWEEP_CASE_TIMEOUT_S:+--case-timeout $SWEEP_CASE_TIMEOUT_S} ${SWEEP_ARGS:-} --no-report > "$O/sweep.log" 2>&1; echo "sweep rc=$?"; tail -5 "$O/sweep.log"
     timeout 30 python3 benchmarks/sweep_phases.py runs/h200 --json "$O/sweep_phases.json"
     # compiled Triton kernels, per kernel name (each distinct specialisation is one compile)
     find "${TRITON_CACHE_DIR:-$HOME/.triton/cache}" -name '*.json' ! -name '__grp__*' 2>/dev/null \
