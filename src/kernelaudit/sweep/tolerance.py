@@ -27,6 +27,29 @@ FLOOR_EPS_BY_METRIC = {"cond": 0.5}
 EXACT_METRICS = frozenset({"exact"})
 
 
+#: TF32's machine epsilon (10 explicit mantissa bits).
+TF32_EPS = 2.0 ** -10
+
+
+def tf32_floor(op: str, family: str, dtype: str, device_type: str, allowed: bool) -> float | None:
+    """The floor of a float32 convolution's tolerances on CUDA where cuDNN may compute it
+    in TF32 (``allowed``: ``torch.backends.cudnn.allow_tf32``, True by default), else
+    None. cuDNN picks the algorithm per call, from its shapes, so the calibration's small
+    call may get a full float32 one and the case's a TF32 one: on an H100 (torch 2.11,
+    2026-12-05) conv3d at 2^32 elements erred 2.4e-4 on every batch against a calibrated
+    4.9e-7, and conv_transpose3d's last batches 2.6e-4, TF32's rounding, not a size
+    fault (one wrecks values: errors near 1). A float32 case then passes at TF32's
+    precision, :data:`FLOOR_EPS` of its epsilon."""
+    if device_type != "cuda" or dtype != "float32" or not allowed or family != "conv_pool" or "conv" not in op:
+        return None
+    return FLOOR_EPS * TF32_EPS
+
+
+def with_floor(tolerances: dict[str, float], floor: float) -> dict[str, float]:
+    """``tolerances`` with every metric but the exact ones at least ``floor``."""
+    return {k: v if k.split(":")[-1] in EXACT_METRICS else max(float(v), floor) for k, v in tolerances.items()}
+
+
 def floor_for(dtype: str, metric: str) -> float:
     """The least tolerance a metric gets for a dtype (0 for exact metrics)."""
     if metric in EXACT_METRICS:

@@ -31,7 +31,7 @@ from ...verdict import Status, Verdict
 from .. import gen
 from ..cases import Case
 from ..ops.spec import DTYPES
-from ..tolerance import MissingTolerance, tolerance_for
+from ..tolerance import MissingTolerance, tf32_floor, tolerance_for, with_floor
 from .matmul import (_fused_freivalds_enabled, inputs_with_projections, judge_matmul_chunk, judge_matmul_grads,
                      project_at_generation)
 from .metrics import Judgement, compare_rows
@@ -117,6 +117,10 @@ def execute(case: Case, device="cpu", *, fault_model: str = "none",
     on correctness: returns the worst metrics). ``mode``: ``auto`` (Freivalds and spot
     checks for matmul forward outputs, full chunked references elsewhere) or ``full``.
 
+    A float32 convolution on CUDA is judged no tighter than TF32's precision where cuDNN
+    may use it (:func:`~kernelaudit.sweep.tolerance.tf32_floor`; ``tf32_floor`` in the
+    verdict's details).
+
     If the op runs out of memory, the case runs again (``OOM_RETRIES`` times) after the
     caching allocator's blocks are returned to the driver. The memory plan counts cached
     blocks as free, and they are, but not always in one piece: on the H200 a float32
@@ -124,6 +128,11 @@ def execute(case: Case, device="cpu", *, fault_model: str = "none",
     A case still out of memory after that is skipped, as before; one that then runs says
     so in its verdict's details (``oom_retry``)."""
     device = torch.device(device)
+    floor = None
+    if tolerances:
+        floor = tf32_floor(case.op, case.spec.family, case.dtype, device.type, torch.backends.cudnn.allow_tf32)
+        if floor is not None:
+            tolerances = with_floor(tolerances, floor)
     out = _execute_once(case, device, fault_model, tolerances, ref_device, mode, ref_chunk)
     first = out
     for _ in range(OOM_RETRIES):
@@ -134,6 +143,8 @@ def execute(case: Case, device="cpu", *, fault_model: str = "none",
         out.elapsed_s += first.elapsed_s
     if out is not first:
         out.verdict.details["oom_retry"] = first.verdict.message
+    if floor is not None:
+        out.verdict.details["tf32_floor"] = floor
     return out
 
 
