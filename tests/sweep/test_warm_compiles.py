@@ -106,3 +106,17 @@ def test_a_warm_batch_keeps_the_residue_mod_16_far_below_the_limits():
     assert warm_batch(one) == 1
 
 
+
+
+def test_warm_runs_cover_only_the_cases_a_segment_reaches_soon(monkeypatch):
+    from kernelaudit.sweep import schedule
+    from kernelaudit.sweep.cases import GridSpec, grid
+
+    todo = grid(GridSpec(ops=("bmm", "add"), dtypes=("float32",), layouts=("contig",), thresholds=("2^31", "2^32"),
+                         positions=("below", "above"), scale=16))   # 12: no batch far enough below
+    everything = schedule._warm_jobs(todo, {})
+    assert everything and all(w.spec.bilinear is not None for w in everything.values())
+    monkeypatch.setattr(schedule, "WARM_AHEAD", 2)
+    ahead = schedule._warm_jobs(todo, {})
+    assert 0 < len(ahead) <= 2 < len(everything)
+    assert {(w.op, w.direction) for w in ahead.values()} <= {(c.op, c.direction) for c in todo[:2]}
