@@ -176,6 +176,51 @@ def op_finding(name: str) -> dict:
     return _compare(name, _grad_of(fn), [x, g])
 
 
+def softmin_bwd(n: int = 858993465, dtype: str = "float16", cols: int = 4096) -> dict:
+    """``F.softmin(x, 0)`` of a (5, n) view with strides (1, 5) (a transposed (n, 5)
+    tensor, as the sweep places it: 5 * n = 2^32 + 29 elements), backward: the input
+    gradient's first and last ``cols`` columns against the same call on those columns
+    alone (softmin along dim 0 keeps columns independent)."""
+    torch.manual_seed(0)
+    dt = getattr(torch, dtype)
+    base = torch.randn(n, 5, device="cuda", dtype=dt)
+    g = torch.randn(n, 5, device="cuda", dtype=dt).t()
+    x = base.t().detach().requires_grad_()
+    res = {"probe": "softmin_bwd", "shape": [5, n], "strides": list(x.stride()), "dtype": dtype}
+    try:
+        F.softmin(x, 0).backward(g)
+        torch.cuda.synchronize()
+    except Exception as e:  # noqa: BLE001 - the probe records what the op raises
+        res["result"] = "raised: " + type(e).__name__ + ": " + str(e).strip().splitlines()[0][:140]
+        return res
+    worst = {}
+    for name, sl in (("first", slice(0, cols)), ("last", slice(n - cols, n))):
+        xs = x.detach()[:, sl].clone().requires_grad_()
+        F.softmin(xs, 0).backward(g[:, sl])
+        d = (x.grad[:, sl].float() - xs.grad.float()).abs()
+        worst[name] = {"max_abs_diff": float(d.max()), "columns_differing": int((d > 0).any(0).sum())}
+    res.update(columns=cols, **worst)
+    res["result"] = "wrong" if any(w["columns_differing"] for w in worst.values()) else "ok"
+    return res
+
+
+def geometric_zeros(n: int, calls: int = 1, p: float = 0.3, dtype: str = "float32") -> dict:
+    """How many values of ``geometric_(p)`` fall outside its support {1, 2, ...} (zeros:
+    ``ceil(log(u) / log1p(-p))`` at u = 1), over ``calls`` calls of ``n`` samples: the
+    same rate per sample at every ``n`` says the fault is not the call's size."""
+    torch.manual_seed(0)
+    x = torch.empty(n, device="cuda", dtype=getattr(torch, dtype))
+    bad = 0
+    for _ in range(calls):
+        x.geometric_(p)
+        bad += int(((x < 1) | ~torch.isfinite(x)).sum())
+    res = {"probe": "geometric", "n": n, "calls": calls, "p": p, "dtype": dtype, "out_of_support": bad,
+           "per_2^24_samples": bad / (n * calls) * 2**24}
+    del x
+    torch.cuda.empty_cache()
+    return res
+
+
 def spaced(kind: str, n: int) -> dict:
     """``torch.linspace`` / ``logspace`` (float32) of ``n`` points past 2^32: the elements
     from index 2^32 on against the same values computed for the tail alone (the end
@@ -203,7 +248,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=None)
     p.add_argument("--only", default="arange,sdpa_bwd,sdpa_batch",
                    help="comma-separated probes: arange, sdpa_bwd, sdpa_batch, cdist:BATCH, "
-                        "pool:ROWS:OUT_SIZE:DTYPE:fwd|bwd, linspace, logspace, op:NAME (NAME of OP_FINDINGS; "
+                        "pool:ROWS:OUT_SIZE:DTYPE:fwd|bwd, linspace, logspace, softmin_bwd, geometric, op:NAME (NAME of OP_FINDINGS; "
                         "each in its own process: an illegal memory access poisons the context)")
     a = p.parse_args(argv)
     only = set(a.only.split(","))
@@ -228,6 +273,10 @@ def main(argv=None) -> int:
             res.setdefault("cdist", []).append(cdist(int(rest)))
         elif kind in ("linspace", "logspace"):
             res.setdefault("spaced", []).append(spaced(kind, 2**32 + 16384))
+        elif kind == "softmin_bwd":
+            res["softmin_bwd"] = softmin_bwd()
+        elif kind == "geometric":  # the same sample count in one call and in 16
+            res["geometric"] = [geometric_zeros(2**32 + 16384), geometric_zeros(2**28, 16)]
         elif kind == "op":
             res.setdefault("ops", []).append(op_finding(rest))
         elif kind == "pool":
