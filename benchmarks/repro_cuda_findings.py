@@ -198,9 +198,11 @@ def softmin_bwd(n: int = 858993465, dtype: str = "float16", cols: int = 4096) ->
         xs = x.detach()[:, sl].clone().requires_grad_()
         F.softmin(xs, 0).backward(g[:, sl])
         d = (x.grad[:, sl].float() - xs.grad.float()).abs()
-        worst[name] = {"max_abs_diff": float(d.max()), "columns_differing": int((d > 0).any(0).sum())}
+        scale = xs.grad.float().abs().amax(0).clamp_min(1e-4)   # per column
+        worst[name] = {"max_abs_diff": float(d.max()),
+                       "columns_off_by_1pct": int((d.amax(0) > 1e-2 * scale).sum())}  # rounding is ~1e-3
     res.update(columns=cols, **worst)
-    res["result"] = "wrong" if any(w["columns_differing"] for w in worst.values()) else "ok"
+    res["result"] = "wrong" if any(w["columns_off_by_1pct"] for w in worst.values()) else "ok"
     return res
 
 
