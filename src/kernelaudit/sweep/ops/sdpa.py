@@ -15,14 +15,24 @@ SDPA_BACKENDS = {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION",
                  "cudnn": "CUDNN_ATTENTION", "math": "MATH"}
 
 
+#: The dtypes each backend's cases run in; any other is a reference's (float32 for a
+#: 16-bit case, float64 for a float32 one), which goes through the math backend.
+SDPA_DTYPES = {"flash": ("float16", "bfloat16"), "cudnn": ("float16", "bfloat16"),
+               "efficient": FLOAT_DTYPES, "math": FLOAT_DTYPES}
+
+
 def _sdpa_call(backend: str) -> Callable:
     import torch.nn.functional as F
 
+    own = {getattr(torch, d) for d in SDPA_DTYPES[backend]} - {torch.float64}
+
     def call(q, k, v):
         from torch.nn.attention import SDPBackend, sdpa_kernel
-        # The float64 reference (and only it) goes through the math backend: no fused
-        # backend takes float64, and the reference must not share the fused kernel.
-        chosen = SDPBackend.MATH if q.dtype == torch.float64 else getattr(SDPBackend, SDPA_BACKENDS[backend])
+        # A reference goes through the math backend: flash and cuDNN take no float32
+        # (their 16-bit cases' references raised "No available kernel" on the H100,
+        # 2026-12-05), no fused backend takes float64, and the reference must not share
+        # the fused kernel where it can be told apart by its dtype.
+        chosen = getattr(SDPBackend, SDPA_BACKENDS[backend]) if q.dtype in own else SDPBackend.MATH
         with sdpa_kernel([chosen]):
             return F.scaled_dot_product_attention(q, k, v)
 
@@ -39,7 +49,7 @@ def sdpa_specs() -> dict[str, OpSpec]:
         out[f"sdpa.{b}"] = OpSpec(
             f"sdpa.{b}", "attention", _sdpa_call(b), _attn_shapes,
             {"scores": Series("scores", lambda th: dims(th)[0] ** 2)}, layouts=("contig", "slice"),
-            dtypes=("float16", "bfloat16") if b in ("flash", "cudnn") else FLOAT_DTYPES,
+            dtypes=SDPA_DTYPES[b],
             notes=f"scaled_dot_product_attention under sdpa_kernel({SDPA_BACKENDS[b]})")
     return out
 
