@@ -55,6 +55,9 @@ ENGINE_OP = {"bmm": "bmm", "mm": "mm", "addmm": "addmm", "baddbmm": "baddbmm", "
 #: backend's is listed.
 ATEN_ENTRY = {
     ("arange", "*"): ("arange.start_out",),
+    # factories judged by a closed form make their own calls: no trace; their CUDA kernels
+    ("linspace", "*"): ("linspace.out",),
+    ("logspace", "*"): ("logspace.out",),
     ("sdpa", "fwd"): ("_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention",
                       "_scaled_dot_product_efficient_attention"),
     ("cdist", "fwd"): ("_cdist_forward",),
