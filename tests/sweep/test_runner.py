@@ -60,20 +60,31 @@ def test_the_probe_reports_a_device_that_raises_as_unhealthy(monkeypatch):
     assert not device_healthy("cuda")
 
 
-def test_a_standby_worker_takes_over_from_the_second_replacement_on():
-    """A crashed worker's place goes to a spare started at the first replacement, and
-    every replacement starts the next spare; jobs after each crash run normally."""
+@pytest.mark.parametrize("spares", [1, 2])
+def test_a_standby_worker_takes_over_from_the_second_replacement_on(spares):
+    """A crashed worker's place goes to a spare started at the first replacement (as
+    many as ``standby`` says), and every replacement tops the spares up; jobs after each
+    crash run normally."""
     from kernelaudit.sweep.worker import WorkerConfig, WorkerPool
 
-    with WorkerPool(WorkerConfig(device="cpu"), standby=True) as pool:
+    with WorkerPool(WorkerConfig(device="cpu"), standby=spares) as pool:
         assert pool.run({"memory": True}).get("memory") is not None
+        assert pool._spares == []                      # none before a replacement
         for crash in range(3):
             pool._proc.kill()  # the case killed its process (an illegal address, a segfault)
             res = pool.run({"memory": True})
             assert res.get("worker_replaced") and res["verdict"]["status"] == "error"
             assert "died" in res["verdict"]["message"]
+            assert len(pool._spares) == spares
             assert pool.run({"memory": True}).get("memory") is not None
         assert (pool.restarts, pool.promoted) == (3, 2)
-        spare = pool._spare
-    assert spare is not None and pool._spare is None  # stopped with the pool
-    assert not spare[2]["worker"][0].is_alive()
+        kept = list(pool._spares)
+    assert pool._spares == []  # stopped with the pool
+    assert all(not s[2]["worker"][0].is_alive() for s in kept)
+
+
+def test_a_pool_keeps_two_spares_on_a_gpu_and_none_on_the_cpu():
+    from kernelaudit.sweep.worker import WorkerConfig, WorkerPool
+
+    assert WorkerPool(WorkerConfig(device="cuda:1")).standby == 2
+    assert WorkerPool(WorkerConfig(device="cpu")).standby == 0
