@@ -274,3 +274,25 @@ def test_the_shipped_float32_heads_rules_are_what_the_bracketed_quick_sweep_give
         ("error", "fix", 1, "attention-scores", "fwd")}
     # the batch-dim SDPA in float32 ran at the same scores: no rule for it from this store
     assert not [r for r in rules if r.op == "sdpa" and r.dtypes == ("float32",)]
+
+
+FULL_GRID = ROOT / "benchmarks/results/2026-12-05-h100-full-grid-segments-and-pool-findings"
+#: Ops of the full grid's findings confirmed with plain torch (repro_cuda_findings.py).
+CONFIRMED = {"linspace", "logspace", "nn.functional.adaptive_avg_pool2d", "nn.functional.adaptive_avg_pool3d",
+             "nn.functional.adaptive_max_pool1d", "nn.functional.adaptive_max_pool2d",
+             "nn.functional.adaptive_max_pool3d", "nn.functional.avg_pool1d"}
+
+
+@pytest.mark.skipif(not FULL_GRID.is_dir(), reason="the full grid's store is not in this checkout")
+def test_the_shipped_pool_and_factory_rules_are_what_the_full_grids_store_gives(tmp_path):
+    from kernelaudit.sweep.rules_out import rules_from_store
+
+    store = _unpacked(tmp_path, FULL_GRID / "store", "h200")
+    rules, _ = rules_from_store(RunStore.open(store))
+    shipped = load_rules(ROOT / "src/kernelaudit/guard/known_faults/full_grid_pools_factories.json")
+    assert [r for r in rules if r.op in CONFIRMED] == shipped
+    assert {r.op for r in shipped} == CONFIRMED
+    # pooling splits along the batch; linspace is computed in pieces, logspace refused
+    assert {(r.action, r.split_dim) for r in shipped if "pool" in r.op} == {("fix", 0)}
+    assert {(r.op, r.action) for r in shipped if "space" in r.op} == {("linspace", "fix"), ("logspace", "raise")}
+    assert all(r.versions == {"torch": "==2.11.*", "cuda": "==13.0.*", "driver": "==580.*"} for r in shipped)

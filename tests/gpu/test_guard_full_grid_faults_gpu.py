@@ -1,0 +1,114 @@
+"""The rules of the full grid's pooling and factory findings
+(``known_faults/full_grid_pools_factories.json``) on a GPU: under the guard,
+``torch.linspace`` past 2^32 points is computed in pieces and equals the closed form,
+``torch.logspace`` there is refused, and the pooling calls that read or wrote out of
+bounds past 2^31 elements (the sweep's shapes, just below 2^32) are split along dim 0 and
+equal the same op in small batches. Bare, the pooling calls end the process's CUDA
+context (an illegal memory access), so none is run bare here. The rules are taken
+without their version gate; each test needs 20-60 GiB free.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from kernelaudit.errors import UnsafeCallError
+from kernelaudit.guard import intercept
+from kernelaudit.guard.rules import load_rules
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+CHUNK = 2**20
+
+
+def _rules(op: str):
+    from pathlib import Path
+
+    import kernelaudit.guard as guard
+
+    path = Path(guard.__file__).parent / "known_faults/full_grid_pools_factories.json"
+    rules = [dataclasses.replace(r, versions={}) for r in load_rules(path) if r.op == op]
+    assert rules, f"no shipped rule for {op}"
+    return rules
+
+
+def _need(gib: float) -> None:
+    free = torch.cuda.mem_get_info()[0] / 2**30
+    if free < gib:
+        pytest.skip(f"needs about {gib:.0f} GiB free on the GPU, has {free:.0f}")
+
+
+def _guarded(rules, fn):
+    try:
+        engine = intercept.install("fix", rules=rules, native=False)
+        out = fn()
+        return out, engine.stats()
+    finally:
+        intercept.uninstall()
+
+
+def test_linspace_past_2_32_points_under_the_guard_is_the_closed_form_and_logspace_is_refused():
+    _need(40)
+    n = 2**32 + 16384
+    got, st = _guarded(_rules("linspace"), lambda: torch.linspace(0.0, 1.0, n, device="cuda"))
+    assert st.fixed == 1 and st.refused == 0, st.summary()
+    step = 1.0 / (n - 1)
+    for i0 in (0, 2**31, 2**32 - 8, n - 4096):   # around every limit, and the tail bare leaves 0.0
+        i = torch.arange(i0, i0 + 4096, device="cuda", dtype=torch.float64)
+        want = torch.where(i < n // 2, i * step, 1.0 - (n - 1 - i) * step).float()
+        torch.testing.assert_close(got[i0:i0 + 4096], want, rtol=0, atol=1e-7, msg=lambda m: f"from {i0}: {m}")
+    assert got[-1].item() == 1.0
+    del got
+    torch.cuda.empty_cache()
+    with pytest.raises(UnsafeCallError, match="logspace"):
+        _guarded(_rules("logspace"), lambda: torch.logspace(0.0, 1.0, n, device="cuda"))
+
+
+#: (op, call, input shape, dtype, direction): the sweep's failing shapes
+#: (benchmarks/results/2026-12-05-h100-full-grid-segments-and-pool-findings/README.md).
+POOLS = [
+    ("nn.functional.adaptive_avg_pool2d", lambda t: F.adaptive_avg_pool2d(t, (5, 7)), (8388607, 8, 8, 8),
+     torch.float32, "fwd"),
+    ("nn.functional.adaptive_max_pool1d", lambda t: F.adaptive_max_pool1d(t, 3), (268435440, 4, 4),
+     torch.float32, "fwd"),
+    ("nn.functional.adaptive_avg_pool3d", lambda t: F.adaptive_avg_pool3d(t, (5, 7, 4)), (8388600, 8, 8, 8),
+     torch.float32, "bwd"),
+    ("nn.functional.adaptive_max_pool2d", lambda t: F.adaptive_max_pool2d(t, (2, 3)), (67108855, 4, 4, 4),
+     torch.float16, "bwd"),
+    ("nn.functional.avg_pool1d", lambda t: F.avg_pool1d(t, 3), (159072840, 3, 9), torch.float32, "bwd"),
+]
+
+
+@pytest.mark.parametrize("op,call,shape,dtype,direction", POOLS, ids=[f"{p[0].split('.')[-1]}-{p[4]}" for p in POOLS])
+def test_pooling_past_2_31_under_the_guard_equals_pooling_in_small_batches(op, call, shape, dtype, direction):
+    _need(60)
+    g = torch.Generator(device="cuda").manual_seed(3)
+    x = torch.randn(*shape, generator=g, device="cuda", dtype=dtype)
+    n = shape[0]
+    if direction == "fwd":
+        got, st = _guarded(_rules(op), lambda: call(x))
+        want = lambda i0, i1: call(x[i0:i1])  # noqa: E731
+    else:
+        with torch.no_grad():
+            go = torch.randn(n, *call(x[:1]).shape[1:], generator=g, device="cuda", dtype=dtype)
+        xg = x.detach().requires_grad_()
+
+        def backward():
+            call(xg).backward(go)
+            return xg.grad
+
+        got, st = _guarded(_rules(op), backward)
+
+        def want(i0, i1):
+            xs = x[i0:i1].detach().requires_grad_()
+            call(xs).backward(go[i0:i1])
+            return xs.grad
+    assert st.fixed >= 1 and st.refused == 0, st.summary()
+    for i0 in range(0, n, CHUNK):
+        i1 = min(i0 + CHUNK, n)
+        if not torch.equal(got[i0:i1], want(i0, i1)):
+            pytest.fail(f"{op} {direction}: rows {i0}:{i1} differ from the op on them alone")
