@@ -116,7 +116,8 @@ def _fail_usage(e: Exception) -> None:
                    "2^31 elements) or cpu (fully independent of the device's kernels, slower).")
 @click.option("--case-timeout", type=float, default=None,
               help="Seconds per case (default: the preset's on CUDA: quick 10, full 20; else 600). A case "
-                   "that times out is paid once: the other cases of its op are not run.")
+                   "that times out is paid once: the other cases of its op are not run (--resume with a longer "
+                   "--case-timeout runs them and the case again).")
 @click.option("--memory-limit-gib", type=float, default=None, help="Cap on device memory a case may plan for.")
 @click.option("--no-report", is_flag=True, help="Do not write the PNG/HTML reports at the end.")
 @click.option("--calibration-workers", type=int, default=None,

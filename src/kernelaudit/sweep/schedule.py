@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
+import re
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -152,7 +154,7 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
     }
     store = RunStore.create(out, manifest, resume=resume)
     capacity = memory_limit or manifest["device"].get("memory_bytes") or 0
-    done = _done_on(store, capacity, frozenset(rerun)) if resume else set()
+    done = _done_on(store, capacity, frozenset(rerun), case_timeout_s) if resume else set()
     if resume:
         done |= _record_twins(store, cases, done, frozenset(store.recorded_keys() - done))
     tolerances: dict = dict(store.manifest().get("tolerances", {}))
@@ -244,6 +246,19 @@ def _uncalibrated(why: str) -> Verdict:
     return Verdict.error(UNCALIBRATED + (f" ({why[:300]})" if why else ""), uncalibrated=True)
 
 
+def timeout_of(verdict: dict) -> float | None:
+    """The case timeout a timed-out verdict ran under (None: not timed out); a record
+    older than ``timeout_s`` in its details says it in its message, else it was the
+    default."""
+    d = verdict.get("details") or {}
+    if not d.get("timed_out"):
+        return None
+    if "timeout_s" in d:
+        return float(d["timeout_s"])
+    m = re.match(r"timed out after (\d+(?:\.\d+)?) s", verdict.get("message") or "")
+    return float(m.group(1)) if m else DEFAULT_CASE_TIMEOUT_S
+
+
 class TimedOut:
     """The ops that timed out: a later case of such an op is recorded as not run
     (``skipped``, naming the case that timed out) instead of costing another
@@ -251,12 +266,14 @@ class TimedOut:
     H200, ``interpolate`` timed out at every size from 2^31 elements (its CUDA kernels
     loop over batch x channels in each thread), and a full grid holds 16 such ops, each
     at up to eight sizes and directions. Seeded from the store, so a resumed sweep keeps
-    what an earlier call learnt; ``--ops OP --case-timeout N`` runs the rest."""
+    what an earlier call learnt, unless this call's timeout is longer: then ``--resume
+    --case-timeout N`` judges the timed-out cases and the ones they held back again."""
 
-    def __init__(self, store: RunStore) -> None:
+    def __init__(self, store: RunStore, case_timeout_s: float = 0.0) -> None:
         self.first: dict[str, Case] = {}
         for r in store.latest().values():
-            if (r["verdict"].get("details") or {}).get("timed_out"):
+            t = timeout_of(r["verdict"])
+            if t is not None and t >= case_timeout_s:   # a longer timeout now: tried again
                 self.note(Case.from_json(r["case"]))
 
     def note(self, c: Case) -> None:
@@ -286,9 +303,12 @@ def _tensor_key(c: Case) -> tuple | None:
 RERUN_STATUSES = ("wrong", "error", "skipped")
 
 
-def _done_on(store: RunStore, capacity: int, rerun: frozenset = frozenset()) -> set[str]:
+def _done_on(store: RunStore, capacity: int, rerun: frozenset = frozenset(),
+             case_timeout_s: float = 0.0) -> set[str]:
     """The keys a resumed run does not run again: every recorded case but those whose
-    status is in ``rerun``, those left unjudged by a failed calibration, and those skipped for want of memory (the plan's skip or an
+    status is in ``rerun``, those left unjudged by a failed calibration, those that timed
+    out (or were not run after a case of their op did) under a shorter timeout than
+    ``case_timeout_s``, and those skipped for want of memory (the plan's skip or an
     allocation that failed despite it) by a segment that had less memory than
     ``capacity`` (this one's: ``memory_limit``, else the device's): a run resumed on a
     larger GPU judges what a smaller one could not hold. A segment's memory is its
@@ -298,11 +318,18 @@ def _done_on(store: RunStore, capacity: int, rerun: frozenset = frozenset()) -> 
     spans = [(s.get("started", ""), s.get("ended", "~"),
               s.get("memory_bytes") or (s.get("device") or {}).get("memory_bytes") or first)
              for s in m.get("segments") or ()]
+    latest = store.latest()
+    slow = {}   # op -> the timeout its case timed out under
+    for r in latest.values():
+        if (t := timeout_of(r["verdict"])) is not None:
+            slow[r["case"]["op"]] = t
     done = set()
-    for key, r in store.latest().items():
+    for key, r in latest.items():
         d = r["verdict"].get("details") or {}
         if r["verdict"]["status"] in rerun:
             continue
+        if (d.get("timed_out") or d.get("after_timeout")) and slow.get(r["case"]["op"], math.inf) < case_timeout_s:
+            continue  # timed out (or held back by a case that did) under a shorter timeout than this call's
         if d.get("uncalibrated") or (r["verdict"].get("message") or "").startswith(UNCALIBRATED):
             continue  # its key is calibrated again (see run_sweep): judged now, or told why not
         if r["verdict"]["status"] == Status.SKIPPED.value and ("needed_bytes" in d or d.get("out_of_memory")):
@@ -490,7 +517,7 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
             segment["cases_run"] += 1
             tick(advance=1, description=c.id, status=v.status.value)
 
-        timed_out = TimedOut(store)
+        timed_out = TimedOut(store, pool_args[1])
 
         deferred: list[Case] = []
 

@@ -243,7 +243,8 @@ class WorkerPool:
                     raise EOFError
                 if time.perf_counter() > deadline:
                     self._kill()
-                    v = Verdict.error(f"timed out after {self.case_timeout_s:.0f} s (worker killed)", timed_out=True)
+                    v = Verdict.error(f"timed out after {self.case_timeout_s:.0f} s (worker killed)", timed_out=True,
+                                      timeout_s=self.case_timeout_s)
                     return {"verdict": v.to_json(), "worst": {}, "elapsed_s": time.perf_counter() - t0,
                             "worker_replaced": True}
         except (EOFError, OSError, BrokenPipeError):
