@@ -38,7 +38,13 @@ def test_cases_skipped_for_memory_on_a_smaller_device_run_again_on_a_larger_one(
     assert run_sweep(SPEC, tmp_path, device="cpu", memory_limit=1024, resume=True).ran == 0
 
 
-def test_a_failed_calibration_is_tried_again_on_resume_and_its_reason_kept(tmp_path):
+def _edit_manifest(path, edit) -> None:
+    m = json.loads((path / "manifest.json").read_text())
+    edit(m)
+    (path / "manifest.json").write_text(json.dumps(m))
+
+
+def test_a_failed_calibration_is_tried_again_where_code_or_device_changed_and_its_reason_kept(tmp_path):
     # no efficient-attention kernel on the CPU: calibration fails with torch's message
     spec = GridSpec(ops=("sdpa.efficient",), dtypes=("float32",), thresholds=("2^32",), positions=("above",),
                     layouts=("contig",), directions=("fwd",), scale=12)
@@ -46,20 +52,27 @@ def test_a_failed_calibration_is_tried_again_on_resume_and_its_reason_kept(tmp_p
     assert first.counts == {"error": 1}
     m = RunStore.open(tmp_path).manifest()
     (key,) = m["calibration_failed"]
-    assert m["tolerances"][key] is None and "No viable backend" in m["calibration_failed"][key]
+    failed = m["calibration_failed"][key]
+    assert m["tolerances"][key] is None and "No viable backend" in failed["why"]
+    assert failed["source"] == m["source"] and failed["device"] == m["device"]["name"]
     # an op that fails far below the limits too: no size finding, so no guard rule
     rules, notes = rules_from_store(RunStore.open(tmp_path))
     assert rules == [] and any("not judged" in n for n in notes)
-    # resumed: the key is calibrated again and its case judged again, the reason kept
+    # resumed with the same code on the same device: it would fail the same way
+    same = run_sweep(spec, tmp_path, device="cpu", resume=True)
+    assert same.ran == 0 and RunStore.open(tmp_path).manifest()["segments"][-1]["calibrated"] == 0
+    # failed under other code: calibrated and judged again, the reason kept
+    _edit_manifest(tmp_path, lambda m: m["calibration_failed"][key].update(source="older code"))
     again = run_sweep(spec, tmp_path, device="cpu", resume=True)
     assert again.ran == 1 and RunStore.open(tmp_path).manifest()["segments"][-1]["calibrated"] == 1
     assert again.counts == {"error": 1}
     assert "No viable backend" in list(RunStore.open(tmp_path).records())[-1]["verdict"]["message"]
-    # a case recorded before reasons were kept says why once resumed
+    # a store from before reasons were kept (no calibration_failed, a bare message) says why once resumed
+    _edit_manifest(tmp_path, lambda m: m.pop("calibration_failed"))
     (tmp_path / "verdicts.jsonl").write_text(json.dumps({**json.loads(
         (tmp_path / "verdicts.jsonl").read_text().splitlines()[0]), "verdict": {
             "status": "error", "message": "calibration failed below the thresholds: no tolerance to judge with"}}) + "\n")
-    run_sweep(spec, tmp_path, device="cpu", resume=True)
+    assert run_sweep(spec, tmp_path, device="cpu", resume=True).ran == 1
     assert "No viable backend" in list(RunStore.open(tmp_path).records())[-1]["verdict"]["message"]
 
 

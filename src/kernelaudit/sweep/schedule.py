@@ -154,7 +154,8 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
     }
     store = RunStore.create(out, manifest, resume=resume)
     capacity = memory_limit or manifest["device"].get("memory_bytes") or 0
-    done = _done_on(store, capacity, frozenset(rerun), case_timeout_s) if resume else set()
+    retry_cal = _calibrations_to_retry(store.manifest(), manifest, capacity)
+    done = _done_on(store, capacity, frozenset(rerun), case_timeout_s, retry_cal) if resume else set()
     if resume:
         done |= _record_twins(store, cases, done, frozenset(store.recorded_keys() - done))
     tolerances: dict = dict(store.manifest().get("tolerances", {}))
@@ -162,10 +163,8 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
     todo = sorted((c for c in cases if c.key not in done), key=_schedule_rank)
     cfg = WorkerConfig(device=device, fault_model=fault_model, memory_limit=memory_limit, mode=mode,
                        ref_device="cpu" if reference == "cpu" else None)
-    # A key whose calibration failed (None) is tried again: its reason is then on record,
-    # and a failure that was the device's or the moment's (another device, a worker's
-    # timeout) does not leave its cases unjudged for good.
-    need_cal = sorted({c.tolerance_key for c in todo} - {k for k, t in tolerances.items() if t is not None})
+    need_cal = sorted({c.tolerance_key for c in todo} - {k for k, t in tolerances.items() if t is not None}
+                      - (set(tolerances) - retry_cal))
     total = len(need_cal) + len(todo)
     tick = progress or (lambda *a, **k: None)
     tick(total=total, description="calibrating")
@@ -303,10 +302,31 @@ def _tensor_key(c: Case) -> tuple | None:
 RERUN_STATUSES = ("wrong", "error", "skipped")
 
 
+def _calibrations_to_retry(m: dict, now: dict, capacity: int) -> set[str]:
+    """The tolerance keys of manifest ``m`` whose calibration failed (None) and is worth
+    trying again in a run with environment ``now`` and ``capacity`` bytes: the failure
+    was recorded by other code (``source``), on another device, for want of memory with
+    less than ``capacity``, or without saying where (a store older than that). The same code on the same device
+    fails the same way: trying again would cost each resumed segment its calibration
+    (34 keys, up to 7 s each, on the full grid's H100 segments)."""
+    failed = m.get("calibration_failed") or {}
+    here = (now.get("source"), (now.get("device") or {}).get("name"))
+    out = set()
+    for key, tol in (m.get("tolerances") or {}).items():
+        if tol is not None:
+            continue
+        f = failed.get(key)
+        if (not isinstance(f, dict) or (f.get("source"), f.get("device")) != here
+                or ("memory_bytes" in f and capacity > (f["memory_bytes"] or 0))):
+            out.add(key)
+    return out
+
+
 def _done_on(store: RunStore, capacity: int, rerun: frozenset = frozenset(),
-             case_timeout_s: float = 0.0) -> set[str]:
+             case_timeout_s: float = 0.0, retry_cal: set | frozenset = frozenset()) -> set[str]:
     """The keys a resumed run does not run again: every recorded case but those whose
-    status is in ``rerun``, those left unjudged by a failed calibration, those that timed
+    status is in ``rerun``, those left unjudged by a failed calibration of a key in
+    ``retry_cal`` (:func:`_calibrations_to_retry`), those that timed
     out (or were not run after a case of their op did) under a shorter timeout than
     ``case_timeout_s``, and those skipped for want of memory (the plan's skip or an
     allocation that failed despite it) by a segment that had less memory than
@@ -330,8 +350,9 @@ def _done_on(store: RunStore, capacity: int, rerun: frozenset = frozenset(),
             continue
         if (d.get("timed_out") or d.get("after_timeout")) and slow.get(r["case"]["op"], math.inf) < case_timeout_s:
             continue  # timed out (or held back by a case that did) under a shorter timeout than this call's
-        if d.get("uncalibrated") or (r["verdict"].get("message") or "").startswith(UNCALIBRATED):
-            continue  # its key is calibrated again (see run_sweep): judged now, or told why not
+        if ((d.get("uncalibrated") or (r["verdict"].get("message") or "").startswith(UNCALIBRATED))
+                and Case.from_json(r["case"]).tolerance_key in retry_cal):
+            continue  # its key is calibrated again: judged now, or told why not
         if r["verdict"]["status"] == Status.SKIPPED.value and ("needed_bytes" in d or d.get("out_of_memory")):
             had = next((mem for a, b, mem in spans if a <= r.get("recorded", "") <= b), first)
             if capacity > had:
@@ -452,7 +473,11 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
             cal_skipped[key] = status == Status.SKIPPED.value
             if status != Status.OK.value:
                 cal_failed[key] = res["verdict"].get("message") or status
-                store.update_manifest(calibration_failed={key: cal_failed[key][:300]}, defer=True)
+                store.update_manifest(calibration_failed={key: {
+                    "why": cal_failed[key][:300], "source": segment.get("source"),
+                    "device": (segment.get("device") or {}).get("name"),
+                    # skipped for want of memory: worth trying where there is more
+                    **({"memory_bytes": segment.get("memory_bytes")} if cal_skipped[key] else {})}}, defer=True)
             tolerances[key] = calibrated(res["worst"], by_key[key].dtype) if status == Status.OK.value else None
             store.update_manifest(tolerances={key: tolerances[key]}, defer=True)
             segment["calibrated"] += 1
@@ -460,7 +485,8 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
 
         cal_skipped: dict[str, bool] = {}
         # why, for the keys whose calibration was not ok (a resumed run's earlier reasons too)
-        cal_failed: dict[str, str] = dict(store.manifest().get("calibration_failed") or {})
+        cal_failed: dict[str, str] = {k: f.get("why", "") if isinstance(f, dict) else str(f)
+                                      for k, f in (store.manifest().get("calibration_failed") or {}).items()}
         retry = [k for k in jobs if not k.startswith(WARM_PREFIX)]   # a warm run is never retried
         pending: set[str] = set()  # keys whose side-by-side calibration is not in yet
         side_iter = None
