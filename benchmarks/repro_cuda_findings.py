@@ -122,20 +122,6 @@ def cdist(batch: int) -> dict:
     return _compare("cdist", torch.cdist, [x1, x2], batch=batch, out_elements=batch * 30)
 
 
-def adaptive_pool(rows: int, out_size: int, dtype: torch.dtype, backward: bool) -> dict:
-    torch.manual_seed(0)
-    x = torch.randn(rows, 8, device="cuda", dtype=dtype)
-    if not backward:
-        return _compare("adaptive_avg_pool1d", lambda t: F.adaptive_avg_pool1d(t, out_size), [x], out_size=out_size)
-    g = torch.randn(rows, out_size, device="cuda", dtype=dtype)
-
-    def grad(t, gt):
-        t = t.detach().requires_grad_()
-        F.adaptive_avg_pool1d(t, out_size).backward(gt)
-        return t.grad
-    return _compare("adaptive_avg_pool1d backward", grad, [x, g], out_size=out_size)
-
-
 def _grad_of(fn):
     """The input gradient of ``fn`` for an upstream gradient: ``(x, g) -> dx``."""
     def grad(t, gt):
@@ -143,6 +129,16 @@ def _grad_of(fn):
         fn(t).backward(gt)
         return t.grad
     return grad
+
+
+def adaptive_pool(rows: int, out_size: int, dtype: torch.dtype, backward: bool) -> dict:
+    torch.manual_seed(0)
+    x = torch.randn(rows, 8, device="cuda", dtype=dtype)
+    if not backward:
+        return _compare("adaptive_avg_pool1d", lambda t: F.adaptive_avg_pool1d(t, out_size), [x], out_size=out_size)
+    g = torch.randn(rows, out_size, device="cuda", dtype=dtype)
+    return _compare("adaptive_avg_pool1d backward", _grad_of(lambda t: F.adaptive_avg_pool1d(t, out_size)), [x, g],
+                    out_size=out_size)
 
 
 def _first(fn):
