@@ -21,7 +21,7 @@
 #   steps: gputests (all of tests/gpu) oomsweep (float32 backward at 2*2^32: OOM retries) flatab (flat orders and tiles, interleaved rounds) flatncu kernels verify ncu profile guard sweep workers_ab repro corpus oracle_cost demo
 #   (default: all but sweep, workers_ab, repro)
 # workers_ab: the same sub-grid swept once per AB_CONFIGS entry (workers:calibration
-# workers, default "1:4 2:8"), each with a fresh store and Triton cache; then
+# workers, default "1:4 2:8"; AB_OPS, AB_THRESHOLDS, AB_AXES pick the sub-grid), each with a fresh store and Triton cache; then
 # benchmarks/sweep_phases.py compares calibration and case phases.
 # SWEEP_BUDGET_S (default 540) bounds the sweep step; SWEEP_UNTIL_S instead ends it that many
 # seconds after the script started (after other steps); it resumes a store in runs/h200.
@@ -97,7 +97,7 @@ PY
   workers_ab) log workers_ab; mkdir -p runs  # one grid, fresh store and Triton cache per config
     for cfg in ${AB_CONFIGS:-1:4 2:8}; do w=${cfg%%:*}; cw=${cfg##*:}; d=runs/ab_w${w}_c${cw}; rm -rf "$d"
       TRITON_CACHE_DIR=/tmp/triton_ab_${w}_${cw} timeout -k 20 --signal=INT ${AB_TIMEOUT_S:-170} python3 -m kernelaudit sweep \
-        --device cuda --ops ${AB_OPS:-bmm,matmul4d,linear,add,softmax,cat,sum,sdpa} --thresholds ${AB_THRESHOLDS:-2^32} \
+        --device cuda --ops ${AB_OPS:-bmm,matmul4d,linear,add,softmax,cat,sum,sdpa} --thresholds ${AB_THRESHOLDS:-2^32} ${AB_AXES:+--axes $AB_AXES} \
         --dtypes float32,float16,bfloat16,int32,int64 --workers $w --calibration-workers $cw --out "$d" \
         --case-timeout 120 --no-report > "$O/ab_w${w}_c${cw}.log" 2>&1; echo "w=$w c=$cw rc=$?"; cp -r "$d" "$O/"
     done
