@@ -288,7 +288,7 @@ def spec_from_recipe(name: str, family: str, recipe: dict) -> OpSpec:
         dtypes=tuple(recipe["dtypes"]), directions=judged_directions(name, recipe["directions"]),
         out_rows=lambda s, th: rows, exact=bool(recipe.get("exact")), bwd_outputs=len(rows),
         ref_call=make_call(recipe, widen=wide, fn=ROUTES[recipe["fn"]]) if recipe["fn"] in ROUTES else None,
-        notes=f"derived from OpInfo {recipe['opinfo']}", extra={"opinfo": recipe["opinfo"]})
+        notes=f"derived from OpInfo {recipe['opinfo']}", extra={"opinfo": recipe["opinfo"], "recipe": recipe})
 
 
 # -- reduction variants ------------------------------------------------------------------

@@ -1,0 +1,66 @@
+"""A derived op's case as plain torch: the code runs on its own and makes the case's
+call (shapes, storage layout, arguments, backward), for upstream reports."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernelaudit.sweep.cases import GridSpec, grid
+from kernelaudit.sweep.judge.operands import _as_tuple, device_inputs, placed_operands
+from kernelaudit.sweep.ops.opinfo import derived_specs
+from kernelaudit.sweep.ops.plain import plain_torch
+
+
+def _case(op: str, direction: str, scale: int, dtype: str | None = None, threshold: str = "2^32"):
+    spec = derived_specs()[op] if op in derived_specs() else None
+    return grid(GridSpec(ops=(op,), dtypes=(dtype or (spec.dtypes[0] if spec else "float32"),),
+                         directions=(direction,), thresholds=(threshold,), positions=("above",),
+                         layouts=("contig",), scale=scale))[0]
+
+
+def _sample() -> list[tuple[str, str]]:
+    """Every 8th op derived from a recipe, in name order, each of its directions."""
+    names = sorted(n for n, s in derived_specs().items() if "recipe" in s.extra)[::8]
+    return [(n, d) for n in names for d in derived_specs()[n].directions]
+
+
+@pytest.mark.parametrize("op,direction", _sample())
+def test_the_plain_torch_code_of_a_case_runs_and_makes_the_cases_outputs(op, direction):
+    case = _case(op, direction, scale=10, threshold="2^31")
+    code = plain_torch(case, device="cpu")
+    if code is None:   # a function only the op database reaches, or a matrix domain
+        assert case.spec.extra["recipe"]["fn"].startswith("opinfo:") or case.spec.extra["recipe"].get("domain")
+        return
+    assert "kernelaudit" not in code
+    ns: dict = {}
+    exec(compile(code, f"<{case.id}>", "exec"), ns)  # noqa: S102 - the code under test
+    recipe = case.spec.extra["recipe"]
+    if direction == "bwd":
+        grads = [ns[f"x{i}"].grad for i, od in enumerate(recipe["operands"]) if od["grad"] and od["kind"] == "value"]
+        assert any(g is not None for g in grads)
+        return
+    _, views = device_inputs(placed_operands(case), "cpu", grad=False)
+    want = _as_tuple(case.spec.call(*views))
+    out = ns["out"]
+    flat = [out] if isinstance(out, torch.Tensor) else [o for o in out if isinstance(o, torch.Tensor)]
+    got = [flat[o["index"]] for o in recipe["outs"]]
+    got = [(torch.view_as_real(g) if g.is_complex() else g).movedim(o["dim"], 0) for g, o in zip(got, recipe["outs"])]
+    assert [g.shape for g in got] == [w.shape for w in want]
+
+
+def test_the_softmin_finding_renders_the_transposed_storage_and_its_backward():
+    # the full grid's softmin finding: float16, (5, n) moved from (n, 5) storage, past 2^32
+    code = plain_torch(_case("nn.functional.softmin", "bwd", scale=32, dtype="float16"))
+    assert "dev, dt = 'cuda', torch.float16" in code and "torch.rand((858993465, 5), device=dev, dtype=dt)" in code
+    assert "torch.nn.functional.softmin(x0.movedim(0, 1), 0)" in code
+    assert ".requires_grad_()" in code and "y.backward(" in code
+
+
+def test_a_widened_interpolation_renders_its_widened_size():
+    code = plain_torch(_case("nn.functional.interpolate.area", "fwd", scale=32))
+    assert "torch.rand((349530, 3, 4096)" in code and "(3072,)" in code and "mode='area'" in code
+
+
+def test_a_hand_specified_op_has_no_plain_torch_rendering():
+    assert plain_torch(_case("bmm", "fwd", scale=12)) is None
