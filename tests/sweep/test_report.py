@@ -570,3 +570,23 @@ def test_summary_says_where_the_time_went_per_op_and_phase(tmp_path):
     row = re.search(r"│ bmm\s+│\s+2\s+│\s+7\.0\s+│\s+1\.0\s+│\s+2\.0\s+│\s+4\.0\s+│ bmm/float16/contig/out/2\^31/fwd \(3\.50\)", text)
     assert row, text
     assert re.search(r"│ all\s+│\s+3\s+│\s+7\.0\s+│", text)
+
+
+def test_a_derived_ops_findings_come_with_plain_torch_code_and_a_timeout_with_none(tmp_path):
+    from kernelaudit.sweep.cases import GridSpec, grid
+
+    (wrong,) = grid(GridSpec(ops=("nn.functional.softmin",), dtypes=("float16",), layouts=("contig",),
+                             directions=("bwd",), thresholds=("2^32",), positions=("above",), scale=BITS))
+    (slow,) = grid(GridSpec(ops=("nn.functional.layer_norm",), dtypes=("float32",), layouts=("contig",),
+                            directions=("fwd",), thresholds=("2^32",), positions=("above",), scale=BITS))
+    lines = [line(wrong.to_json(), WRONG),
+             line(slow.to_json(), Verdict.error("timed out after 20 s (worker killed)", timed_out=True))]
+    run = load_run(store(tmp_path, lines, device={"type": "cuda", "name": "Test GPU", "memory_bytes": 2**34}))
+    text = summary_text(run)
+    assert text.count("plain torch, the first case:") == 1          # the timeout says nothing of the op
+    assert "out = torch.nn.functional.softmin(x0.movedim(0, 1), 0)" in text
+    assert "dev, dt = 'cuda', torch.float16" in text and "y.backward(" in text
+    narrow = summary_text(run, width=80)   # not wrapped mid-line: a pointer instead
+    assert "torch.nn.functional.softmin(" not in narrow and "in report.html" in narrow
+    html = report.render_html(run)
+    assert html.count("plain torch, the first case") == 1 and "torch.nn.functional.softmin(" in html

@@ -51,6 +51,27 @@ def by_op(records: list[CaseRecord]) -> dict[str, list[CaseRecord]]:
     return out
 
 
+def plain_repro(records: list[CaseRecord], device: str = "cuda") -> str | None:
+    """Plain-torch code for the first of ``records`` (one op's wrong and error cases,
+    wrong first) whose op is derived from the op database (:mod:`..ops.plain`), or None
+    (a hand-specified op, or one this torch's catalogue lacks). Cases that say nothing
+    of the op (a timeout, a checker failure) are passed over."""
+    from ..cases import Case
+    from ..ops.plain import plain_torch
+    from ..rules_out import unjudged
+
+    for r in sorted(records, key=lambda r: r.status is not Status.WRONG):
+        if unjudged(r.verdict.to_json()):
+            continue
+        try:
+            code = plain_torch(Case.from_json(r.case), device)
+        except Exception:  # noqa: BLE001 - an op this torch does not know: no code, the report goes on
+            continue
+        if code is not None:
+            return code
+    return None
+
+
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 

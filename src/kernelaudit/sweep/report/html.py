@@ -15,7 +15,7 @@ from html import escape
 from pathlib import Path
 
 from ...verdict import Status
-from .counts import STATUS_ORDER, by_op, count, counts_per_op, progress_text, reasons, wall_text
+from .counts import STATUS_ORDER, by_op, count, counts_per_op, plain_repro, progress_text, reasons, wall_text
 from .grid import STATUS_COLOURS
 from .run import Run
 
@@ -148,6 +148,9 @@ def _bad_cases(run: Run) -> str:
                 escape(r.verdict.explain()) + details,
             ])
         out.append(_table(["status", "case", "shapes", "batch", "evidence"], rows, numeric={3}))
+        code = plain_repro(records, run.manifest.device.type or "cuda")
+        if code:
+            out.append(f"<details><summary>plain torch, the first case</summary><pre>{escape(code)}</pre></details>")
     return "\n".join(out)
 
 

@@ -14,8 +14,13 @@ from rich.table import Table
 from rich.text import Text
 
 from ...verdict import Status
-from .counts import PHASES, STATUS_ORDER, by_op, count, counts_per_op, progress_text, reasons, time_per_op, wall_text
+from .counts import (PHASES, STATUS_ORDER, by_op, count, counts_per_op, plain_repro, progress_text, reasons,
+                     time_per_op, wall_text)
 from .run import CaseRecord, Run
+
+#: The narrowest terminal the summary prints plain-torch code in: its lines are not
+#: wrapped (to be copied whole), and a narrower one gets a pointer to the HTML report.
+CODE_MIN_WIDTH = 100
 
 STATUS_STYLES: dict[Status, str] = {
     Status.OK: "green",
@@ -49,6 +54,13 @@ def print_summary(run: Run, console: Console | None = None) -> None:
         # Wrong (silent) before error (loud): the silent ones are why this tool exists.
         for r in sorted(records, key=lambda r: r.status is not Status.WRONG):
             console.print(_case_lines(r, seed=run.several_seeds))
+        code = plain_repro(records, run.manifest.device.type or "cuda")
+        if code and console.width >= CODE_MIN_WIDTH:  # whole lines, never wrapped: the code is to be copied
+            indented = "".join(f"      {line}\n" for line in ["plain torch, the first case:", *code.splitlines()])
+            console.print(Text(indented.rstrip("\n"), style="dim"), soft_wrap=True)
+        elif code:
+            console.print(Padding(Text(f"plain torch code of the first case: in report.html (or a terminal "
+                                       f"{CODE_MIN_WIDTH} columns wide)", style="dim"), (0, 0, 0, 6)))
 
 
 def _case_lines(r: CaseRecord, *, seed: bool) -> Group:
