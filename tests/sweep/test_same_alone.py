@@ -115,3 +115,38 @@ def test_outputs_alone_match_by_value_with_nan_meeting_nan_and_never_by_luck(mon
 
     monkeypatch.setattr(execution, "_reference_chunk", fails)
     assert execution._matches_alone(None, None, 0, 2, [got], [1], [0], "cpu") is False
+
+
+def test_a_precision_outlier_first_does_not_excuse_a_size_fault_in_the_last_batch():
+    # add under wrap32 past 2^32: batch 0 is right (the op alone gives its bits), the
+    # last batch wrapped; a verdict naming both is not excused, one naming batch 0 alone is
+    import torch
+
+    from kernelaudit.sweep.judge import execution
+    from kernelaudit.verdict import BadBatches, Verdict
+
+    case, _ = _case("add", 12, position="above")
+    cpu = torch.device("cpu")
+    placed, outs, out_rows, _ = execution.run_op(case, cpu, "wrap32")
+    last = case.batch - 1
+    both = Verdict(Status.WRONG, "out0:rel", 1.0, 1e-7, BadBatches(0, last, 2), 0)
+    assert execution._same_alone(case, placed, outs, out_rows, both, cpu) is None
+    head = Verdict(Status.WRONG, "out0:rel", 1.0, 1e-7, BadBatches(0, 0, 1), 0)
+    assert "batch 0 computed alone" in execution._same_alone(case, placed, outs, out_rows, head, cpu)
+
+
+def test_each_wrong_output_is_excused_or_not_on_its_own(monkeypatch):
+    # std_mean under wrap32: both outputs wrong past 2^32; if only the first one's bad
+    # batches were the op's precision, the case stays wrong for the second
+    from kernelaudit.sweep.judge import execution
+
+    case, tol = _case("std_mean", 12, position="above")
+    bare = execute(case, tolerances=tol, fault_model="wrap32", mode="full").verdict
+    assert [o["status"] for o in bare.details["outputs"]] == ["wrong", "wrong"], bare.explain()
+    monkeypatch.setattr(execution, "_same_alone",
+                        lambda c, p, o, r, w, d: "as if precision" if w.metric.startswith("out0") else None)
+    v = execute(case, tolerances=tol, fault_model="wrap32", mode="full").verdict
+    assert v.status is Status.WRONG and v.metric.startswith("out1"), v.explain()
+    out0, out1 = v.details["outputs"]
+    assert out0["status"] == "ok" and out0["details"]["same_alone"] == "as if precision"
+    assert out1["status"] == "wrong"

@@ -195,13 +195,16 @@ def _execute_once(case: Case, device: torch.device, fault_model: str, tolerances
     if tolerances is None:
         v = Verdict(Status.OK, message="calibration", details={"timing": {k: round(t, 5) for k, t in timing.items()}})
     else:
+        # each wrong output on its own: the op's precision on its bad batches (ok, saying
+        # so), or a finding
+        judged = []
+        for x in verdicts:
+            alone = _same_alone(case, placed, outs, out_rows, x, ref_device) if x.status is Status.WRONG else None
+            judged.append(x if alone is None else
+                          Verdict(Status.OK, x.metric, x.value, x.tolerance, x.bad_batches, x.first_bad_index,
+                                  x.message, {**x.details, "same_alone": alone}))
+        verdicts = judged
         wrong = [v for v in verdicts if v.status is Status.WRONG]
-        alone = _same_alone(case, placed, outs, out_rows, wrong[0], ref_device) if wrong else None
-        if alone is not None:  # the op's precision on that input, not its size: not a finding
-            verdicts = [x if x.status is not Status.WRONG else
-                        Verdict(Status.OK, x.metric, x.value, x.tolerance, x.bad_batches, x.first_bad_index,
-                                x.message, {**x.details, "same_alone": alone}) for x in verdicts]
-            wrong = []
         v = wrong[0] if wrong else max(verdicts, key=lambda v: (v.value or 0) / (v.tolerance or 1), default=Verdict(Status.OK))
         v = Verdict(v.status, v.metric, v.value, v.tolerance, v.bad_batches, v.first_bad_index,
                     _describe(case, placed, outs), {"outputs": [x.to_json() for x in verdicts],
@@ -211,10 +214,10 @@ def _execute_once(case: Case, device: torch.device, fault_model: str, tolerances
 
 
 def _same_alone(case: Case, placed, outs, out_rows, wrong: Verdict, device) -> str | None:
-    """Whether a wrong batch is the op's own precision rather than its size: the first bad
-    batch computed alone (:func:`_matches_alone`) gives the same outputs as the big call,
-    or errs at least :data:`ALONE_ERROR_SHARE` as much against the reference
-    (:func:`_errors_alone`). Then the big call is right for that input as far as size
+    """Whether a wrong output is the op's own precision rather than its size: its first
+    and its last bad batch, each computed alone (:func:`_matches_alone`), give the same
+    outputs as the big call, or err at least :data:`ALONE_ERROR_SHARE` as much against
+    the reference (:func:`_errors_alone`). Then the big call is right for that input as far as size
     goes, and only the reference disagrees (an ill-conditioned 5x5 solve, a float16
     gradient at a pole, a sum's rare worst rounding among millions of batches). Returns
     what was found, or None (a fault that grows with size changes those bits and errs far
@@ -228,20 +231,25 @@ def _same_alone(case: Case, placed, outs, out_rows, wrong: Verdict, device) -> s
     j = int(name[3:]) if name.startswith("out") else int(name[4:]) if name.startswith("grad") else -1
     if not 0 <= j < len(outs) or out_rows[j] is None:
         return None
-    b = int(wrong.bad_batches.first)
     try:
         ctx = RefContext(case, placed, device, exact=True)  # the case's own dtype
     except Exception:  # noqa: BLE001 - no answer either way: the verdict stands
         return None
     shape = (out_rows[j],) + tuple(outs[j].shape[1:])
-    if _matches_alone(case, ctx, b, b + 1, outs, out_rows, [j], device):
-        return (f"batch {b} computed alone ({shape}) gives the same bits: {wrong.metric}="
-                f"{wrong.value:.3g} over tolerance {wrong.tolerance:.3g} is the op's precision there, not its size")
-    errs = _errors_alone(case, placed, outs, out_rows, j, b, device)
-    if errs is None or errs[1] < ALONE_ERROR_SHARE * errs[0]:
-        return None
-    return (f"batch {b} computed alone ({shape}) errs as much against the reference ({errs[1]:.3g}; the big call "
-            f"{errs[0]:.3g}, tolerance {wrong.tolerance:.3g}): the op's precision there, not its size")
+    notes = []
+    # the first and the last bad batch: a size fault past a limit holds the last, whatever
+    # precision outlier comes first
+    for b in dict.fromkeys((int(wrong.bad_batches.first), int(wrong.bad_batches.last))):
+        if _matches_alone(case, ctx, b, b + 1, outs, out_rows, [j], device):
+            notes.append(f"batch {b} computed alone ({shape}) gives the same bits")
+            continue
+        errs = _errors_alone(case, placed, outs, out_rows, j, b, device)
+        if errs is None or errs[1] < ALONE_ERROR_SHARE * errs[0]:
+            return None
+        notes.append(f"batch {b} computed alone ({shape}) errs as much against the reference ({errs[1]:.3g}; "
+                     f"the big call {errs[0]:.3g})")
+    return (f"{'; '.join(notes)}: {wrong.metric}={wrong.value:.3g} over tolerance {wrong.tolerance:.3g} is the "
+            "op's precision there, not its size")
 
 
 #: A wrong batch whose bits differ from the op's on that batch alone is still the op's
