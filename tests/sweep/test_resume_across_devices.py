@@ -4,6 +4,7 @@ whose calibration failed is tried again with its reason kept."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -86,11 +87,14 @@ def test_rerun_judges_again_the_recorded_cases_of_the_statuses_named(tmp_path):
     again = run_sweep(spec, tmp_path, device="cpu", fault_model="wrap32", resume=True, rerun=("wrong",))
     assert again.ran == 1 and again.counts == {"ok": 1, "wrong": 1}
     assert len(list(RunStore.open(tmp_path).records())) == 3   # appended: the last verdict counts
+    # ok cases of a narrower grid again (after another judge rule, say): only those run
+    narrower = dataclasses.replace(spec, thresholds=("2^31",))
+    assert run_sweep(narrower, tmp_path, device="cpu", fault_model="wrap32", resume=True, rerun=("ok",)).ran == 1
 
 
 def test_rerun_names_allowed_statuses_and_needs_resume(tmp_path):
     with pytest.raises(InvalidArgument, match="rerun"):
-        run_sweep(SPEC, tmp_path, device="cpu", resume=True, rerun=("ok",))
+        run_sweep(SPEC, tmp_path, device="cpu", resume=True, rerun=("fine",))
     r = subprocess.run([sys.executable, "-m", "kernelaudit", "sweep", "--device", "cpu", "--ops", "add",
                         "--scale", "12", "--out", str(tmp_path / "x"), "--rerun", "wrong"],
                        capture_output=True, text=True, timeout=120)

@@ -99,7 +99,7 @@ def _fail_usage(e: Exception) -> None:
 @click.option("--resume", is_flag=True, help="Continue the run in --out, skipping recorded cases.")
 @click.option("--rerun", default=None,
               help="With --resume: judge again the recorded cases of these statuses (comma-separated: wrong, "
-                   "error, skipped), e.g. after the judge changed.")
+                   "error, skipped, ok), e.g. after the judge changed; with --ops, only those ops' cases.")
 @click.option("--quick", "preset", flag_value="quick",
               help="Small grid (default): one op per family (with --fault-model: the ops it corrupts), "
                    "fp32/fp16, around 2^31 and 2^32, bracketed (see --bracket).")

@@ -299,7 +299,7 @@ def _tensor_key(c: Case) -> tuple | None:
 
 
 #: Statuses whose recorded cases ``--rerun`` may judge again.
-RERUN_STATUSES = ("wrong", "error", "skipped")
+RERUN_STATUSES = ("wrong", "error", "skipped", "ok")
 
 
 def _calibrations_to_retry(m: dict, now: dict, capacity: int) -> set[str]:
