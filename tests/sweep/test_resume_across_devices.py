@@ -13,7 +13,8 @@ import pytest
 
 from kernelaudit.errors import InvalidArgument
 from kernelaudit import GridSpec, run_sweep
-from kernelaudit.sweep.rules_out import rules_from_store
+from kernelaudit.sweep.rules_out import rules_from_store, unjudged
+from kernelaudit.sweep.schedule import _uncalibrated
 from kernelaudit.sweep.store import RunStore
 
 SPEC = GridSpec(ops=("add", "sum"), dtypes=("float32",), thresholds=("2^32",), positions=("above",),
@@ -50,15 +51,15 @@ def test_a_failed_calibration_is_tried_again_where_code_or_device_changed_and_it
     spec = GridSpec(ops=("sdpa.efficient",), dtypes=("float32",), thresholds=("2^32",), positions=("above",),
                     layouts=("contig",), directions=("fwd",), scale=12)
     first = run_sweep(spec, tmp_path, device="cpu")
-    assert first.counts == {"error": 1}
+    assert first.counts == {"skipped": 1}   # the op refuses the call at any size: no finding
     m = RunStore.open(tmp_path).manifest()
     (key,) = m["calibration_failed"]
     failed = m["calibration_failed"][key]
     assert m["tolerances"][key] is None and "No viable backend" in failed["why"]
     assert failed["source"] == m["source"] and failed["device"] == m["device"]["name"]
     # an op that fails far below the limits too: no size finding, so no guard rule
-    rules, notes = rules_from_store(RunStore.open(tmp_path))
-    assert rules == [] and any("not judged" in n for n in notes)
+    rules, _ = rules_from_store(RunStore.open(tmp_path))
+    assert rules == []
     # resumed with the same code on the same device: it would fail the same way
     same = run_sweep(spec, tmp_path, device="cpu", resume=True)
     assert same.ran == 0 and RunStore.open(tmp_path).manifest()["segments"][-1]["calibrated"] == 0
@@ -66,7 +67,7 @@ def test_a_failed_calibration_is_tried_again_where_code_or_device_changed_and_it
     _edit_manifest(tmp_path, lambda m: m["calibration_failed"][key].update(source="older code"))
     again = run_sweep(spec, tmp_path, device="cpu", resume=True)
     assert again.ran == 1 and RunStore.open(tmp_path).manifest()["segments"][-1]["calibrated"] == 1
-    assert again.counts == {"error": 1}
+    assert again.counts == {"skipped": 1}
     assert "No viable backend" in list(RunStore.open(tmp_path).records())[-1]["verdict"]["message"]
     # a store from before reasons were kept (no calibration_failed, a bare message) says why once resumed
     _edit_manifest(tmp_path, lambda m: m.pop("calibration_failed"))
@@ -114,3 +115,17 @@ def test_a_longer_case_timeout_on_resume_judges_the_timed_out_cases_and_those_th
     assert run_sweep(spec, tmp_path, device="cpu", case_timeout_s=0.2, resume=True).ran == 0
     again = run_sweep(spec, tmp_path, device="cpu", case_timeout_s=600, resume=True)
     assert again.ran == 2 and again.counts == {"ok": 2}
+
+
+@pytest.mark.parametrize("why,status", [
+    ("NotImplementedError: \"i1_backward\" not implemented for 'Half'", "skipped"),
+    ("RuntimeError: No available kernel. Aborting execution.", "skipped"),
+    ("RuntimeError: torch.linalg.lstsq: `driver` other than `gels` is not supported on CUDA", "skipped"),
+    # kernelaudit's own failure stays an error, unjudged, even with the same words
+    ("kernelaudit failed on this case: RuntimeError: No available kernel. Aborting execution.", "error"),
+    ("AcceleratorError: CUDA error: an illegal memory access was encountered", "error"),
+])
+def test_an_op_that_refuses_a_call_at_any_size_is_skipped_and_anything_else_unjudged(why, status):
+    v = _uncalibrated(why).to_json()
+    assert v["status"] == status and why[:60] in v["message"]
+    assert status == "skipped" or unjudged(v)

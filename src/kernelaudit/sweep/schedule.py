@@ -234,14 +234,21 @@ def _controls_needed(store: RunStore, controls: list[Case]) -> list[Case]:
     return [c for c in controls if bracket_key(c) in flagged]
 
 
+#: What torch says, raising from the op itself (a ``RuntimeError: ...`` of the op's call,
+#: never kernelaudit's ``kernelaudit failed on this case: ...``), when it refuses a
+#: configuration at any size: a pinned SDPA backend without a kernel for the shape (efficient
+#: attention at the attention-batch axis' 8 x 2 heads), a solver driver CUDA lacks.
+REFUSALS = ("No available kernel", "No viable backend", "is not supported on", "not implemented for")
+
+
 def _uncalibrated(why: str) -> Verdict:
     """The verdict of a case whose tolerance could not be calibrated below the thresholds:
-    ``skipped`` where the op refuses the case's dtype or direction at any size (torch's
-    ``NotImplementedError``, e.g. a CPU backward without a Half kernel: no finding),
-    else ``error`` with the calibration's message."""
-    if why.startswith("NotImplementedError"):
-        return Verdict.skipped(f"not run: the op refuses this dtype or direction at a small size too ({why[:200]})",
-                               unsupported=True)
+    ``skipped`` where the op refuses the case's dtype, direction or shape at any size
+    (torch's ``NotImplementedError``, e.g. a CPU backward without a Half kernel, or a
+    :data:`REFUSALS` message: no finding), else ``error`` with the calibration's message."""
+    if why.startswith("NotImplementedError") or (why.startswith("RuntimeError:") and any(r in why for r in REFUSALS)):
+        return Verdict.skipped(f"not run: the op refuses this dtype, direction or shape at a small size too "
+                               f"({why[:200]})", unsupported=True)
     return Verdict.error(UNCALIBRATED + (f" ({why[:300]})" if why else ""), uncalibrated=True)
 
 
@@ -350,8 +357,9 @@ def _done_on(store: RunStore, capacity: int, rerun: frozenset = frozenset(),
             continue
         if (d.get("timed_out") or d.get("after_timeout")) and slow.get(r["case"]["op"], math.inf) < case_timeout_s:
             continue  # timed out (or held back by a case that did) under a shorter timeout than this call's
-        if ((d.get("uncalibrated") or (r["verdict"].get("message") or "").startswith(UNCALIBRATED))
-                and Case.from_json(r["case"]).tolerance_key in retry_cal):
+        unjudged_here = d.get("uncalibrated") or d.get("unsupported") or (
+            r["verdict"].get("message") or "").startswith(UNCALIBRATED)
+        if unjudged_here and Case.from_json(r["case"]).tolerance_key in retry_cal:
             continue  # its key is calibrated again: judged now, or told why not
         if r["verdict"]["status"] == Status.SKIPPED.value and ("needed_bytes" in d or d.get("out_of_memory")):
             had = next((mem for a, b, mem in spans if a <= r.get("recorded", "") <= b), first)
