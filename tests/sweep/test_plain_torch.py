@@ -64,3 +64,10 @@ def test_a_widened_interpolation_renders_its_widened_size():
 
 def test_a_hand_specified_op_has_no_plain_torch_rendering():
     assert plain_torch(_case("bmm", "fwd", scale=12)) is None
+
+
+def test_code_whose_shapes_differ_from_the_records_is_not_shown():
+    # a store written where the op database sampled the op otherwise: no misleading code
+    case = _case("nn.functional.softmin", "bwd", scale=32, dtype="float16")
+    assert plain_torch(case, shapes=[[858993465, 5]]) is not None
+    assert plain_torch(case, shapes=[[858993465, 6]]) is None

@@ -24,10 +24,12 @@ from .recipe import CONDITIONING, widen_factor, widenable
 DOMAIN_CODE = {"none": "", "pos": ".abs() + 0.5", "ge1": ".abs() + 1.5", "half": " * 0.5", "ge2": ".abs() + 2.5"}
 
 
-def plain_torch(case: Case, device: str = "cuda") -> str | None:
+def plain_torch(case: Case, device: str = "cuda", shapes=None) -> str | None:
     """Plain-torch code that runs ``case``'s call (None where the op is not a derived one,
     its function is only reachable through the op database, or its domain has no
-    one-line form)."""
+    one-line form). ``shapes``: the operands' storage shapes the sweep recorded; None
+    where this torch's recipe makes others (its op database's sample changed since the
+    run), so the code never shows a call that did not run."""
     recipe = case.spec.extra.get("recipe")
     if recipe is None or recipe["fn"].startswith("opinfo:"):
         return None
@@ -37,7 +39,7 @@ def plain_torch(case: Case, device: str = "cuda") -> str | None:
     k = widen_factor(recipe, case.thresholds) if widenable(case.spec.family, recipe) else 1
     bwd = case.direction == "bwd"
     lines = ["import torch", f"dev, dt = {device!r}, torch.{case.dtype}"]
-    views = {}
+    views, made = {}, []
     for i, od in enumerate(recipe["operands"]):
         shape = list(od["shape"])
         if k != 1:
@@ -47,6 +49,7 @@ def plain_torch(case: Case, device: str = "cuda") -> str | None:
             shape.insert(0, shape.pop(d) * case.batch)
             if d != 0:
                 views[i] = f"x{i}.movedim(0, {d})"
+        made.append(shape)
         size = "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
         if od["kind"] == "index":
             tag = od.get("tag", "int64")
@@ -59,6 +62,8 @@ def plain_torch(case: Case, device: str = "cuda") -> str | None:
             if bwd and od["grad"]:
                 expr = f"({expr}).requires_grad_()"
         lines.append(f"x{i} = {expr}")
+    if shapes is not None and [list(x) for x in shapes] != made:
+        return None
     inp, args, kwargs = recipe["template"]
     if k != 1:
         args, kwargs = _widened(recipe["template"], k)

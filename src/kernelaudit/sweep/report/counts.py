@@ -53,8 +53,9 @@ def by_op(records: list[CaseRecord]) -> dict[str, list[CaseRecord]]:
 
 def plain_repro(records: list[CaseRecord], device: str = "cuda") -> str | None:
     """Plain-torch code for the first of ``records`` (one op's wrong and error cases,
-    wrong first) whose op is derived from the op database (:mod:`..ops.plain`), or None
-    (a hand-specified op, or one this torch's catalogue lacks). Cases that say nothing
+    wrong first) whose op is derived from the op database (:mod:`..ops.plain`) and whose
+    recipe in this torch makes the shapes the record ran with, or None (a hand-specified
+    op, or one this torch's catalogue lacks or samples otherwise). Cases that say nothing
     of the op (a timeout, a checker failure) are passed over."""
     from ..cases import Case
     from ..ops.plain import plain_torch
@@ -64,7 +65,7 @@ def plain_repro(records: list[CaseRecord], device: str = "cuda") -> str | None:
         if unjudged(r.verdict.to_json()):
             continue
         try:
-            code = plain_torch(Case.from_json(r.case), device)
+            code = plain_torch(Case.from_json(r.case), device, r.case.get("shapes"))
         except Exception:  # noqa: BLE001 - an op this torch does not know: no code, the report goes on
             continue
         if code is not None:
