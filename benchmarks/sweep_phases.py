@@ -3,7 +3,8 @@
 For each store: the last segment's wall time, the time from its start to its first
 recorded case (calibration, capacity measurement and worker starts), the case phase
 (first to last record), cases per second there, workers replaced, and the summed case
-time per op family. Used to compare sweeps of the same grid run with different
+time per op family; the cases the plan still holds, and how long they would take at this
+segment's rate. Used to compare sweeps of the same grid run with different
 ``--workers`` side by side, in one device session.
 
     python benchmarks/sweep_phases.py runs/ab_w1 runs/ab_w2 [--json out.json]
@@ -33,7 +34,13 @@ def phases(path: str) -> dict:
         f[0] += 1
         f[1] += float(r.get("elapsed_s") or 0.0)
     first, last = (times[0], times[-1]) if times else (0.0, 0.0)
-    return {"store": path, "case_workers": seg.get("case_workers"), "wall_s": seg.get("wall_s"),
+    planned = (m.get("plan") or {}).get("cases")
+    left = None if planned is None else max(0, int(planned) - len(store.latest()))
+    rate = len(rows) / max(last - first, 1e-9) if rows else 0.0
+    return {"store": path, "planned": planned, "left": left,
+            # the rest at this segment's rate: an upper bound where the cases left are smaller
+            "left_at_this_rate_min": None if not left or not rate else round(left / rate / 60, 1),
+            "case_workers": seg.get("case_workers"), "wall_s": seg.get("wall_s"),
             "completed": seg.get("completed"), "cases": len(rows), "to_first_case_s": round(first, 1),
             "case_phase_s": round(last - first, 1),
             "cases_per_s": round(len(rows) / max(last - first, 1e-9), 2),
