@@ -55,13 +55,46 @@ def test_interpolate_nearest_is_screened_at_its_upsample_kernel_and_its_backward
     ("softmax", "bwd", ("_softmax_backward_data",)),
     ("sort", "bwd", ("scatter.src",)),                         # sort's backward scatters
 ])
-def test_reductions_scans_and_sorts_are_screened_at_the_kernel_they_reach_and_never_split(catalogue, op,
-                                                                                          direction, aten):
+def test_reductions_scans_and_sorts_are_screened_at_the_kernel_they_reach_and_split_along_the_batch(
+        catalogue, op, direction, aten):
+    # the traced call works along its rows: it splits along the batch; another call of the
+    # kernel that works along dim 0 is refused by the guard at that call (next test)
     e = entry_points(op, direction)
-    assert e.aten == aten and e.scaled_dim == 0, e
-    # the traced call splits along its rows, but another call of the kernel may reduce,
-    # scan or sort along dim 0, and the guard's split does not read the dim argument
-    assert e.split_dim is None and "takes dim" in e.reason, e
+    assert (e.aten, e.scaled_dim, e.split_dim, e.reason) == (aten, 0, 0, ""), e
+
+
+@pytest.mark.parametrize("call, kwargs, along", [
+    (torch.ops.aten.cumsum.default, {"dim": 1}, {1}),
+    (torch.ops.aten.cumsum.default, {"dim": -2}, {0}),
+    (torch.ops.aten.sum.dim_IntList, {"dim": [0, 1]}, {0, 1}),
+    (torch.ops.aten.sum.dim_IntList, {"dim": []}, None),            # every dim
+    (torch.ops.aten.native_layer_norm.default, {"normalized_shape": [4]}, {1}),
+])
+def test_the_guard_reads_the_dims_a_call_works_along(call, kwargs, along):
+    from kernelaudit.guard.separable import dims_worked_along
+
+    assert dims_worked_along(kwargs, 2) == along
+
+
+def test_the_guard_never_cuts_a_call_along_a_dim_it_works_along():
+    from kernelaudit.guard.separable import CannotSplit, fix_split
+
+    x = torch.randn(12, 5)
+    cumsum = torch.ops.aten.cumsum.default
+
+    def run(_name, *a, **k):
+        return cumsum(*a, **k)
+
+    def small(pieces, _outs):
+        return all(t.shape[0] <= 4 for t in pieces)
+
+    # along the rows: pieces of rows give the whole scan
+    assert torch.equal(fix_split(cumsum, (x, 1), {}, run, small, (0,), [60]), cumsum(x, 1))
+    # along dim 0 itself (a program the sweep never traced): refused, never cut
+    with pytest.raises(CannotSplit, match="works along dim 0"):
+        fix_split(cumsum, (x, 0), {}, run, small, (0,), [60])
+    with pytest.raises(CannotSplit, match="works along dim 0"):
+        fix_split(cumsum, (x, -2), {}, run, small, (0,), [60])
 
 
 @pytest.mark.parametrize("op, direction, aten", [("gelu", "bwd", ("gelu_backward",)),
@@ -107,7 +140,7 @@ def test_a_split_dim_is_kept_only_where_the_guards_split_gives_the_whole_result(
     calls = [c for c in trace(tiny_case("cumsum", "fwd", batch=5)) if c.name == "cumsum"]
     assert len(calls) == 1
     assert verify_split(calls[0], 0) is None            # rows are independent
-    assert "other values" in verify_split(calls[0], 1)  # a scan along its own dim is not
+    assert "works along dim 1" in verify_split(calls[0], 1)  # a scan along its own dim is not
 
 
 def test_entry_points_are_traced_once_per_op_and_direction():

@@ -211,6 +211,35 @@ def fix_factory(op: str, func, args, kwargs, run: Runner, safe_len: Callable[[in
 
 
 # -- ops separable along a dim ------------------------------------------------------------------
+#: Arguments naming the dims an op works along (reduces, scans, sorts, normalises,
+#: joins, moves): a call is never cut along one of them.
+WORKS_ALONG = ("dim", "dims", "dim0", "dim1", "axis", "dimension", "start_dim", "end_dim", "source", "destination")
+
+
+def dims_worked_along(bound: dict, ndim: int) -> set[int] | None:
+    """The dims (0 .. ``ndim`` - 1) a call works along, read from its arguments
+    (:data:`WORKS_ALONG`, and ``normalized_shape``'s trailing dims); None where it works
+    along every dim (``dim=None`` or ``dim=[]``: a reduction over the whole tensor). Read
+    at each call: a rule's ``split_dim`` holds for the calls its sweep traced, and another
+    program may reduce or scan along that very dim."""
+    out: set[int] = set()
+    for name in WORKS_ALONG:
+        if name not in bound:
+            continue
+        v = bound[name]
+        if v is None or (isinstance(v, (list, tuple)) and not v):
+            if name in ("dim", "dims", "axis"):
+                return None
+            continue
+        for x in v if isinstance(v, (list, tuple)) else (v,):
+            if isinstance(x, int) and not isinstance(x, bool):
+                out.add(x % ndim if ndim else x)
+    ns = bound.get("normalized_shape")
+    if ns is not None:
+        out.update(range(max(0, ndim - len(ns)), ndim))
+    return out
+
+
 def _preconditions(bound: dict) -> None:
     """Calls whose pieces would not be independent: dropout (each piece would draw its
     own mask, not the forward's) and variable-length (nested) attention."""
@@ -251,6 +280,9 @@ def _split(func, name: str, args, kwargs, run: Runner, safe, dims, out_numels):
     lead = next((t for t in cuttable if t.dim() > d and id(t) not in out_ids), None)
     if lead is None:
         raise CannotSplit(f"no tensor argument has a dim {d}")
+    along = dims_worked_along({**dict(zip(names, args)), **kwargs}, lead.dim())
+    if along is None or d in along:
+        raise CannotSplit(f"{name} works along dim {d} here (its dim arguments): its pieces would not be independent")
     n_all = lead.shape[d]
     for t in cuttable:
         if t.dim() > d and t.shape[d] not in (n_all, 1):

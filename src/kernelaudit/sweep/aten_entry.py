@@ -26,11 +26,12 @@ resolves them (``op`` for the default overload, else ``op.overload``: ``_cdist_f
 With it come the dim the entry point's crossing tensors grow along (``scaled_dim``),
 and ``split_dim``: that dim, when the guard's own split (:func:`kernelaudit.guard.
 separable.fix_split`) of each recorded call, in pieces that do not line up with the
-batches, gives what the whole call gives, no other op of the call (but data moves)
-touches the crossing tensor (a fix at the entry point then fixes the whole call), and
-the entry point takes no argument naming the dims it works along (:data:`DIM_ARGS`:
-the guard splits every flagged call of it along ``split_dim``, and another program's
-``cumsum`` may scan that very dim).
+batches, gives what the whole call gives, and no other op of the call (but data moves)
+touches the crossing tensor (a fix at the entry point then fixes the whole call). An
+entry point that takes the dims it works along (a reduction, a scan, softmax) may
+split: the guard reads those arguments at each call and never cuts along one of them
+(:func:`kernelaudit.guard.separable.dims_worked_along`: another program's ``cumsum`` may
+scan the very dim a rule splits).
 
 Backends other than the CPU: the trace runs on the CPU, and an entry point must have a
 kernel on the rule's backend (``native_functions.yaml``, shipped with torch in
@@ -108,12 +109,6 @@ BACKEND_CHOICE = {
     },
 }
 
-
-#: Arguments naming the dims an op works along (reduces, scans, sorts, concatenates,
-#: normalizes): the guard's split along ``split_dim`` reads none of them, so an entry
-#: point taking one is never split (another call of it may work along that very dim).
-DIM_ARGS = frozenset({"dim", "dims", "dim0", "dim1", "axis", "start_dim", "end_dim", "normalized_shape", "source",
-                      "destination", "dimension"})
 
 
 def entry_name(func) -> str:
@@ -497,12 +492,8 @@ def _derive(op, direction, device, series, dtype, layout) -> EntryPoints:
     reason = ""
     split = None
     others = [n for n in chain if n != first.name] + [t2[i].name for i in stuck if t2[i].kind == "compute"]
-    dim_args = sorted({a.name for i in same for a in t2[i].func._schema.arguments if a.name in DIM_ARGS})
     if dim is None:
         reason = "its crossing tensors do not grow along one dim at the entry point: no split dim"
-    elif dim_args:
-        reason = (f"{first.name} takes {', '.join(dim_args)}: a call of it along dim {dim} would be cut there too "
-                  "(the guard's split reads no argument), no split dim")
     elif others:
         reason = (f"other ops of the call touch the crossing tensor too ({', '.join(dict.fromkeys(others))}): a fix "
                   "at the entry point alone would not fix the call, no split dim")
