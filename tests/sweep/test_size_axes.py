@@ -247,3 +247,33 @@ def test_full_preset_takes_every_op_at_fp32_and_fp16_below_and_above_both_limits
         pytest.skip("OpInfo catalogue unavailable (no snapshot for this torch, no expecttest)")
     assert len(ops) >= 250
     assert set(deep["ops"]) == set(ALL_OPS) and "2*2^32" in deep["thresholds"]
+
+
+def test_a_twin_is_judged_again_with_the_case_it_copied(tmp_path):
+    """A case skipped for memory on a small device runs again on a larger one; its
+    ``bytes`` twin, recorded later on a device as large as this one (a copy of that skip),
+    goes with it: a twin never keeps a verdict its case is judged again for."""
+    import json
+
+    from kernelaudit.sweep.schedule import _done_on, _tensor_key
+    from kernelaudit.sweep.store import RunStore
+    from kernelaudit.verdict import Verdict
+
+    both = grid(GridSpec(ops=("clone",), dtypes=("float16",), layouts=("contig",), directions=("fwd",),
+                         scale=SCALE, axes=("elements", "bytes")))
+    elements = {_tensor_key(c): c for c in both if c.axis == "elements"}
+    twin = next(c for c in both if c.axis == "bytes" and _tensor_key(c) in elements)
+    case = elements[_tensor_key(twin)]
+    skip = Verdict.skipped("needs about 1.0 GiB, 0.0 GiB available", needed_bytes=2**30, available_bytes=1024)
+    segments = [{"started": "2026-12-05T10:00:00+00:00", "ended": "2026-12-05T10:10:00+00:00", "memory_bytes": 1024},
+                {"started": "2026-12-05T11:00:00+00:00", "ended": "2026-12-05T11:10:00+00:00", "memory_bytes": 2**31}]
+    store = RunStore.create(tmp_path / "s", {"device": {"type": "cpu", "name": "x", "memory_bytes": 1024},
+                                              "segments": segments}, resume=False)
+    lines = [{"case": case.to_json(), "verdict": skip.to_json(), "elapsed_s": 0.0,
+              "recorded": "2026-12-05T10:05:00+00:00"},
+             {"case": twin.to_json(), "verdict": skip.to_json(), "elapsed_s": 0.0,
+              "recorded": "2026-12-05T11:05:00+00:00", "twin_of": case.id}]
+    (tmp_path / "s" / "verdicts.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    done = _done_on(store, capacity=2**31)
+    assert case.key not in done and twin.key not in done
+    assert _done_on(store, capacity=1024) == {case.key, twin.key}

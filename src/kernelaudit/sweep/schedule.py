@@ -339,7 +339,8 @@ def _done_on(store: RunStore, capacity: int, rerun: frozenset = frozenset(),
     allocation that failed despite it) by a segment that had less memory than
     ``capacity`` (this one's: ``memory_limit``, else the device's): a run resumed on a
     larger GPU judges what a smaller one could not hold. A segment's memory is its
-    ``memory_bytes``, else its device's, else the manifest's."""
+    ``memory_bytes``, else its device's, else the manifest's. A twin (``twin_of``) goes
+    with the case whose verdict it copied."""
     m = store.manifest()
     first = (m.get("device") or {}).get("memory_bytes") or 0
     spans = [(s.get("started", ""), s.get("ended", "~"),
@@ -366,7 +367,9 @@ def _done_on(store: RunStore, capacity: int, rerun: frozenset = frozenset(),
             if capacity > had:
                 continue
         done.add(key)
-    return done
+    # a twin holds a copy of its case's verdict: judged again with it
+    again = {r["case"]["id"] for key, r in latest.items() if key not in done}
+    return {key for key in done if latest[key].get("twin_of") not in again}
 
 
 def _record_twins(store: RunStore, cases: list[Case], done: set[str], stale: frozenset = frozenset()) -> set[str]:
