@@ -163,8 +163,7 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
     todo = sorted((c for c in cases if c.key not in done), key=_schedule_rank)
     cfg = WorkerConfig(device=device, fault_model=fault_model, memory_limit=memory_limit, mode=mode,
                        ref_device="cpu" if reference == "cpu" else None)
-    need_cal = sorted({c.tolerance_key for c in todo} - {k for k, t in tolerances.items() if t is not None}
-                      - (set(tolerances) - retry_cal))
+    need_cal = sorted({k for k in (c.tolerance_key for c in todo) if k not in tolerances or k in retry_cal})
     total = len(need_cal) + len(todo)
     tick = progress or (lambda *a, **k: None)
     tick(total=total, description="calibrating")
