@@ -155,9 +155,10 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
     store = RunStore.create(out, manifest, resume=resume)
     capacity = memory_limit or manifest["device"].get("memory_bytes") or 0
     retry_cal = _calibrations_to_retry(store.manifest(), manifest, capacity)
-    done = _done_on(store, capacity, frozenset(rerun), case_timeout_s, retry_cal) if resume else set()
+    latest = store.latest() if resume else {}   # read once: every record parsed into a Case
+    done = _done_on(store, capacity, frozenset(rerun), case_timeout_s, retry_cal, latest) if resume else set()
     if resume:
-        done |= _record_twins(store, cases, done, frozenset(store.recorded_keys() - done))
+        done |= _record_twins(store, cases, done, frozenset(latest.keys() - done))
     tolerances: dict = dict(store.manifest().get("tolerances", {}))
     # 2^32 first: a run cut short by its time budget still maps the main boundary.
     todo = sorted((c for c in cases if c.key not in done), key=_schedule_rank)
@@ -329,7 +330,8 @@ def _calibrations_to_retry(m: dict, now: dict, capacity: int) -> set[str]:
 
 
 def _done_on(store: RunStore, capacity: int, rerun: frozenset = frozenset(),
-             case_timeout_s: float = 0.0, retry_cal: set | frozenset = frozenset()) -> set[str]:
+             case_timeout_s: float = 0.0, retry_cal: set | frozenset = frozenset(),
+             latest: dict | None = None) -> set[str]:
     """The keys a resumed run does not run again: every recorded case but those whose
     status is in ``rerun``, those left unjudged by a failed calibration of a key in
     ``retry_cal`` (:func:`_calibrations_to_retry`), those that timed
@@ -339,13 +341,14 @@ def _done_on(store: RunStore, capacity: int, rerun: frozenset = frozenset(),
     ``capacity`` (this one's: ``memory_limit``, else the device's): a run resumed on a
     larger GPU judges what a smaller one could not hold. A segment's memory is its
     ``memory_bytes``, else its device's, else the manifest's. A twin (``twin_of``) goes
-    with the case whose verdict it copied."""
+    with the case whose verdict it copied. ``latest``: the store's :meth:`~.RunStore.latest`,
+    where the caller has read it already."""
     m = store.manifest()
     first = (m.get("device") or {}).get("memory_bytes") or 0
     spans = [(s.get("started", ""), s.get("ended", "~"),
               s.get("memory_bytes") or (s.get("device") or {}).get("memory_bytes") or first)
              for s in m.get("segments") or ()]
-    latest = store.latest()
+    latest = store.latest() if latest is None else latest
     slow = {}   # op -> the timeout its case timed out under
     for r in latest.values():
         if (t := timeout_of(r["verdict"])) is not None:
