@@ -152,9 +152,15 @@ def unjudged(verdict: dict) -> bool:
     limits too (calibration: the fault is not a size's). Such cases are left out of rules
     (a 60 s timeout of interpolate below 2^31 on the H200 made a rule start there)."""
     details = verdict.get("details") or {}
-    message = verdict.get("message") or ""
-    return bool(details.get("timed_out") or details.get("checker_bug") or details.get("uncalibrated")
-                or message.startswith("timed out after") or message.startswith(UNCALIBRATED))
+    return bool(details.get("timed_out") or details.get("checker_bug") or uncalibrated(verdict)
+                or (verdict.get("message") or "").startswith("timed out after"))
+
+
+def uncalibrated(verdict: dict) -> bool:
+    """A case left unjudged because its tolerance key could not be calibrated (stores
+    older than the ``uncalibrated`` detail say so in the message)."""
+    return bool((verdict.get("details") or {}).get("uncalibrated")
+                or (verdict.get("message") or "").startswith(UNCALIBRATED))
 
 
 def rules_from_store(store: RunStore) -> tuple[list, list[str]]:

@@ -22,7 +22,7 @@ from ..errors import InvalidArgument, check_choice, check_choices, resolve_devic
 from ..config import OVERLAP_CALIBRATION, WARM_COMPILES, fused_enabled
 from ..executors import EXECUTORS, import_ray, open_executor, parse_devices
 from .worker import DEFAULT_CASE_TIMEOUT_S, WorkerConfig, WorkerPool, pool_on
-from .rules_out import UNCALIBRATED
+from .rules_out import UNCALIBRATED, uncalibrated
 from .store import RunStore, environment, now
 from ..thresholds import Thresholds
 from .tolerance import CALIBRATION_FACTOR, calibrated
@@ -360,9 +360,8 @@ def _done_on(store: RunStore, capacity: int, rerun: frozenset = frozenset(),
             continue
         if (d.get("timed_out") or d.get("after_timeout")) and slow.get(r["case"]["op"], math.inf) < case_timeout_s:
             continue  # timed out (or held back by a case that did) under a shorter timeout than this call's
-        unjudged_here = d.get("uncalibrated") or d.get("unsupported") or (
-            r["verdict"].get("message") or "").startswith(UNCALIBRATED)
-        if unjudged_here and Case.from_json(r["case"]).tolerance_key in retry_cal:
+        if ((uncalibrated(r["verdict"]) or d.get("unsupported"))
+                and Case.from_json(r["case"]).tolerance_key in retry_cal):
             continue  # its key is calibrated again: judged now, or told why not
         if r["verdict"]["status"] == Status.SKIPPED.value and ("needed_bytes" in d or d.get("out_of_memory")):
             had = next((mem for a, b, mem in spans if a <= r.get("recorded", "") <= b), first)
