@@ -79,14 +79,15 @@ def plain_torch(case: Case, device: str = "cuda", shapes=None) -> str | None:
         else:
             lines.append(f"ys = [out[i] for i in {tuple(outs)!r}]")
             lines.append("torch.autograd.backward(ys, [torch.rand_like(y) * 2 - 1 for y in ys])")
-    lines.append("torch.cuda.synchronize()" if device.startswith("cuda") else "")
+    if device.startswith("cuda"):
+        lines.append("torch.cuda.synchronize()")
     scaled = next((i for i, od in enumerate(recipe["operands"]) if od["dim"] is not None), None)
     if scaled is not None:
         od = recipe["operands"][scaled]
         what = f"x{scaled}.grad" if bwd else "out"
         lines.append(f"# compare {what} with the same call on rows of x{scaled} (dim 0 here, "
                      f"{od['shape'][od['dim']]} a batch), far below the limits")
-    return "\n".join(line for line in lines if line) + "\n"
+    return "\n".join(lines) + "\n"
 
 
 def _widened(template: list, k: int) -> tuple[list, dict]:
