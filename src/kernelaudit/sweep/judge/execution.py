@@ -35,7 +35,7 @@ from ..tolerance import MissingTolerance, tf32_floor, tolerance_for, with_floor
 from .matmul import (_fused_freivalds_enabled, inputs_with_projections, judge_matmul_chunk, judge_matmul_grads,
                      project_at_generation)
 from .metrics import Judgement, compare_rows
-from .operands import _as_tuple, _sync, device_inputs, placed_operands
+from .operands import _as_tuple, _sync, device_inputs, materialized, placed_operands
 from .reference import RefContext, _reference_chunk, chunk_batches
 
 
@@ -83,11 +83,12 @@ def run_op(case: Case, device, fault_model: str, timing: dict | None = None, aux
     for p, base in zip(placed, bases):
         if base.grad is None:
             continue
+        grad = materialized(base.grad)
         if p.batched:
-            got.append(base.grad.as_strided(p.shape, p.strides, p.offset))
+            got.append(grad.as_strided(p.shape, p.strides, p.offset))
             rows.append(p.operand.rows_per_batch)
         else:
-            got.append(base.grad)
+            got.append(grad)
             rows.append(None)
     return placed, tuple(got), tuple(rows), fm
 

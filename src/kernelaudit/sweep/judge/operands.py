@@ -40,6 +40,14 @@ def _as_tuple(x) -> tuple:
     return tuple(x)
 
 
+def materialized(t: torch.Tensor) -> torch.Tensor:
+    """``t`` with storage: autograd returns a ZeroTensor (no storage, a null data
+    pointer) for gradients known to be zero, such as ``sgn``'s of a real input; the
+    judge's Triton kernels read data pointers, and a null one is an illegal memory
+    access on CUDA."""
+    return t.clone() if t._is_zerotensor() else t
+
+
 def _sync(device) -> None:
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize(device)

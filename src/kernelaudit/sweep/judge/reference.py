@@ -10,7 +10,7 @@ import torch
 from .. import gen
 from ..cases import Case
 from ..ops.spec import DTYPES, Placed
-from .operands import _as_tuple
+from .operands import _as_tuple, materialized
 
 #: Largest number of elements any reference chunk or comparison holds at once, per
 #: device type (far below 2^31; larger on GPUs to keep per-chunk overhead small).
@@ -158,7 +158,7 @@ def _reference_chunk(case: Case, ctx: RefContext, b0: int, b1: int, outs, *, sca
         scale = _shared_grad_scales(spec, ctx, views, leaves, grads_in) if scales else None
     out = []
     for leaf, gr in zip(used, gs):
-        out.append(gr if gr is not None else torch.zeros_like(leaf))
+        out.append(materialized(gr) if gr is not None else torch.zeros_like(leaf))
     # Shared leaves return whole-storage gradients; batched leaves their rows.
     return out, scale
 
@@ -185,4 +185,4 @@ def _shared_grad_scales(spec, ctx: RefContext, views, leaves, grads_in):
         used = [a for a in abs_leaves if a is not None]
         gs = torch.autograd.grad(res, used, [g.abs() for g in grads_in], allow_unused=True)
     flags = [f for f, leaf in zip(shared, leaves) if leaf is not None]
-    return [g.detach() if (f and g is not None) else None for f, g in zip(flags, gs)]
+    return [materialized(g.detach()) if (f and g is not None) else None for f, g in zip(flags, gs)]
