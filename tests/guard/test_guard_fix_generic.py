@@ -168,7 +168,8 @@ class _BackwardErrorsPastScores(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-@pytest.mark.parametrize("at_least,pieces", [(300, 2), (100, 8)])  # whole batches; then heads of one batch
+# whole batches (one each: at least MIN_PIECES pieces); then heads of one batch
+@pytest.mark.parametrize("at_least,pieces", [(300, 4), (100, 8)])
 def test_attention_backward_past_the_scores_threshold_errors_and_the_guard_splits_it(at_least, pieces):
     honest = _attention_grads()
     with _BackwardErrorsPastScores(at_least), pytest.raises(RuntimeError, match="is_good"):
@@ -245,7 +246,7 @@ def test_attention_past_a_batch_grid_limit_errors_and_a_dim_rule_splits_forward_
     engine = Engine(rules_policy(rules), "fix")
     with _GridLimitOnBatch(3) as fault, GuardMode(engine, rules, Thresholds()):
         got = _attention_grads()
-    assert fault.seen == [2, 2, 2, 2]  # batch 4 in two pieces of 2, forward then backward
+    assert fault.seen == [1] * 8  # batch 4 in four pieces of 1 (at least MIN_PIECES), forward then backward
     for g, h in zip(got, honest):
         assert torch.equal(g, h)  # attention is independent per batch: the pieces are bitwise the whole
     assert engine.stats().fixed == 2
@@ -271,10 +272,32 @@ def test_attention_past_a_heads_grid_limit_errors_and_a_heads_rule_splits_forwar
     engine = Engine(rules_policy(rules), "fix")
     with _GridLimitOnBatch(3, dim=1) as fault, GuardMode(engine, rules, Thresholds()):
         got = _heads_attention_grads()
-    assert fault.seen == [2, 2, 2, 2]  # 4 heads in two pieces of 2, forward then backward
+    assert fault.seen == [1] * 8  # 4 heads in four pieces of 1, forward then backward
     for g, h in zip(got, honest):
         assert torch.equal(g, h)
     assert engine.stats().fixed == 2
+
+
+def test_a_split_takes_the_largest_safe_pieces_but_at_least_min_pieces_of_them():
+    """The fix allocates the whole output once and copies each piece's into it: the
+    more pieces, the less memory beyond the bare call's (1/MIN_PIECES of the outputs)."""
+    from kernelaudit.guard.separable import MIN_PIECES, fix_split
+
+    x = torch.randn(64, 3)
+    sizes = []
+
+    def run(_name, *a, **kw):
+        sizes.append(a[0].shape[0])
+        return torch.ops.aten.cumsum.default(*a, **kw)
+
+    def safe(pieces, out_numels):
+        return all(t.shape[0] <= 32 for t in pieces)
+
+    for min_pieces, want in ((1, [32, 32]), (MIN_PIECES, [64 // MIN_PIECES] * MIN_PIECES), (100, [1] * 64)):
+        sizes.clear()
+        got = fix_split(torch.ops.aten.cumsum.default, (x, 1), {}, run, safe, (0,), [x.numel()],
+                        min_pieces=min_pieces)
+        assert sizes == want and torch.equal(got, torch.cumsum(x, 1))
 
 
 def test_a_split_keeps_per_call_metadata_outputs_whole():

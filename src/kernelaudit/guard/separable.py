@@ -252,17 +252,26 @@ def _preconditions(bound: dict) -> None:
             raise CannotSplit(f"{name} is set (variable-length attention): its rows are not separable by batch")
 
 
-def fix_split(func, args, kwargs, run: Runner, safe: Callable, dims: Sequence[int], out_numels: Sequence[int]):
+MIN_PIECES = 8
+"""The fewest pieces a split call is cut into: the whole output is allocated once and
+each piece's output copied into it, so the fix needs 1/MIN_PIECES of the outputs more
+memory than the bare call (two pieces of adaptive_max_pool1d's 39 GiB of values and
+indices ran out of an H100's 80 GiB)."""
+
+
+def fix_split(func, args, kwargs, run: Runner, safe: Callable, dims: Sequence[int], out_numels: Sequence[int],
+              min_pieces: int = MIN_PIECES):
     """Run ``func`` (an aten overload) in pieces along ``dims[0]`` (then ``dims[1]`` inside
-    a single slice when one slice alone is unsafe). ``safe(tensors, out_numels)``: whether
-    a piece with these tensor arguments and output sizes is safe; ``out_numels``: the
-    whole call's output sizes. Returns what ``func`` returns."""
+    a single slice when one slice alone is unsafe), at least ``min_pieces`` of them.
+    ``safe(tensors, out_numels)``: whether a piece with these tensor arguments and output
+    sizes is safe; ``out_numels``: the whole call's output sizes. Returns what ``func``
+    returns."""
     _preconditions(bind(func, args, kwargs))
     name = func._schema.name.split("::", 1)[-1] + ("." + func._overloadname if func._overloadname != "default" else "")
-    return _split(func, name, args, kwargs, run, safe, tuple(dims), tuple(out_numels))
+    return _split(func, name, args, kwargs, run, safe, tuple(dims), tuple(out_numels), min_pieces)
 
 
-def _split(func, name: str, args, kwargs, run: Runner, safe, dims, out_numels):
+def _split(func, name: str, args, kwargs, run: Runner, safe, dims, out_numels, min_pieces: int):
     d = dims[0]
     names = [a.name for a in func._schema.arguments]
     outs_kw = [a.name for a in func._schema.arguments if a.is_out]
@@ -305,13 +314,13 @@ def _split(func, name: str, args, kwargs, run: Runner, safe, dims, out_numels):
             raise CannotSplit(f"even one slice along dim {d} is unsafe")
         k, inner = 1, dims[1:]
     else:
-        k = _balanced(k, n_all)
+        k = _balanced(min(k, -(-n_all // min_pieces)), n_all)
     full = None
     for i0 in range(0, n_all, k):
         n = min(k, n_all - i0)
         pa, pk = piece(i0, n)
         if inner is not None:
-            res = _split(func, name, pa, pk, run, safe, inner, [m * n // n_all for m in out_numels])
+            res = _split(func, name, pa, pk, run, safe, inner, [m * n // n_all for m in out_numels], min_pieces)
         else:
             res = run(name, *pa, **pk)
         if out_ids:

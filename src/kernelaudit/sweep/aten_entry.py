@@ -576,7 +576,7 @@ def _scaled_dim(pairs, batches) -> int | None:
 
 def verify_split(call: Call, dim: int) -> str | None:
     """Why the guard's split of ``call`` along ``dim`` (pieces of about a third, which do
-    not line up with the batches) does not give the whole call's result; None when it
+    not line up with the batches, whatever the guard's fewest pieces) does not give the whole call's result; None when it
     does."""
     from ..guard.separable import CannotSplit, fix_split
 
@@ -600,7 +600,7 @@ def verify_split(call: Call, dim: int) -> str | None:
     outs = [t.numel() for t in tree_flatten(whole)[0] if isinstance(t, torch.Tensor)]
     try:
         got = fix_split(func, *_clone((tuple(args), kwargs)), run=lambda _n, *a, **kw: func(*a, **kw), safe=safe,
-                        dims=(dim,), out_numels=outs)
+                        dims=(dim,), out_numels=outs, min_pieces=1)
     except CannotSplit as e:
         return str(e)
     except Exception as e:  # noqa: BLE001
