@@ -114,5 +114,9 @@ def test_pooling_past_2_31_under_the_guard_equals_pooling_in_small_batches(op, c
     assert st.fixed >= 1 and st.refused == 0, st.summary()
     for i0 in range(0, n, CHUNK):
         i1 = min(i0 + CHUNK, n)
-        if not torch.equal(got[i0:i1], want(i0, i1)):
-            pytest.fail(f"{op} {direction}: rows {i0}:{i1} differ from the op on them alone")
+        if direction == "fwd":
+            if not torch.equal(got[i0:i1], want(i0, i1)):
+                pytest.fail(f"{op} {direction}: rows {i0}:{i1} differ from the op on them alone")
+        else:  # these backwards add with atomics (nondeterministic on CUDA): equal up to rounding
+            torch.testing.assert_close(got[i0:i1], want(i0, i1),
+                                       msg=lambda m: f"{op} {direction}: rows {i0}:{i1}: {m}")
