@@ -12,6 +12,7 @@ from kernelaudit.faults import make_fault_model
 from kernelaudit.sweep.judge.metamorphic import RELATIONS, check, chunk_len, spots, windows
 from kernelaudit.sweep.judge.metamorphic_ops import META_OPS
 from kernelaudit.thresholds import Thresholds
+from kernelaudit.verdict import Status
 
 SCALE = 8  # thresholds 2^7, 2^8, 2^9 elements
 TH = Thresholds(SCALE)
@@ -110,3 +111,24 @@ def test_sweep_case_is_judged_by_its_relation():
     judged = {r.name: r for r in rows()[0]}
     assert judged["cumsum.flat"].judge == "metamorphic: chunk" and judged["cumsum.flat"].fwd
     assert judged["arange.meta"].judge == "metamorphic: closed_form"
+
+
+def _judge_draws(name: str, draws: torch.Tensor):
+    from kernelaudit.sweep.judge.metamorphic import judge_outputs
+
+    return judge_outputs(META_OPS[name], draws.numel(), draws.dtype, Thresholds(28), (), (draws,))
+
+
+def test_uniform_draws_on_a_16_bit_grid_are_not_a_biased_law_but_moved_mass_is():
+    # CUDA draws 16-bit uniforms on a grid (bfloat16: multiples of 2^-8), so P(X <= 0.25)
+    # is 65/256, 40 sigma off 0.25 over 2^24 draws: the law within two epsilons of q is
+    # right; 5% of the draws moved to 0.95 is not
+    g = torch.Generator().manual_seed(5)
+    u = torch.rand(2**24, generator=g, dtype=torch.float64)
+    grid = (torch.floor(u * 256) / 256).to(torch.bfloat16)
+    v = _judge_draws("rand_like", grid)
+    assert v.status is Status.OK, v.message
+    moved = torch.where(u < 0.05, 0.95, u).to(torch.bfloat16)
+    v = _judge_draws("rand_like", moved)
+    assert v.status is Status.WRONG and "cdf" in v.metric, v.message
+

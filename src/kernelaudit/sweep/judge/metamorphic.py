@@ -320,8 +320,11 @@ def _statistical(op: MetaOp, n, dtype, th, inputs, outs) -> list[Finding]:
             sup.add(math.inf, s + int(torch.nonzero(outside).flatten()[0]), "value outside the support")
         for q, F in p["cdf"]:
             frac = float((ch <= q).double().mean())
+            lo_F, hi_F = _quantised_cdf(p.get("law"), q, F, got.dtype)
+            dev = max(lo_F - frac, frac - hi_F, 0.0)
             sigma = math.sqrt(max(F * (1 - F), 1e-12) / ch.numel())
-            cdf.add(abs(frac - F) / sigma if sigma else math.inf, s, f"P(X<={q}) {frac:.4f} vs {F:.4f}")
+            want = f"{F:.4f}" if lo_F == hi_F else f"{lo_F:.5f}..{hi_F:.5f}"
+            cdf.add(dev / sigma if sigma else math.inf, s, f"P(X<={q}) {frac:.5f} vs {want}")
         if c >= 16 and bool((ch == ch[0]).all()):
             copy.add(math.inf, s, f"constant chunk at {s}")
         if s >= th.t32 and c >= 16 and torch.equal(got[s:s + c], head):
@@ -341,6 +344,25 @@ def _statistical(op: MetaOp, n, dtype, th, inputs, outs) -> list[Finding]:
         elif torch.equal(run, got[:L]):
             copy.add(math.inf, t, f"the {L} elements from {t} repeat the head")
     return [sup, cdf, copy]
+
+
+def _quantised_cdf(law, q: float, F: float, dtype) -> tuple[float, float]:
+    """The range of P(X <= q) for a continuous law with CDF ``law`` whose draws are
+    stored in ``dtype``: generators draw on a grid about the dtype's epsilon wide or
+    coarser (CUDA's bfloat16 uniforms are multiples of 2^-8, so P(X <= 0.25) is 0.2539,
+    40 sigma off 0.25 over 2^24 draws; a uniform on [-2, 3] scales that grid by 5), so
+    the fraction may be the law anywhere within :data:`GRID_EPS` epsilons (relative) of
+    q. Float32's range is 2e-7 wide; a fault that moves mass moves it by percents.
+    Without a law (a discrete one): exactly F."""
+    if law is None or not dtype.is_floating_point:
+        return F, F
+    d = GRID_EPS * torch.finfo(dtype).eps * max(1.0, abs(q))
+    return min(F, law(q - d)), max(F, law(q + d))
+
+
+#: Half-width of the statistical check's range around each CDF point, in epsilons of
+#: the draws' dtype (relative to the point, at least absolute): see ``_quantised_cdf``.
+GRID_EPS = 2.0
 
 
 def _spot_index(op: MetaOp, n, dtype, th, inputs, outs) -> list[Finding]:

@@ -256,8 +256,10 @@ def _full(v):
 
 def _random() -> list[MetaOp]:
     st = "statistical"
-    U01 = {"support": (0.0, 1.0), "cdf": [(0.25, 0.25), (0.5, 0.5), (0.9, 0.9)]}
-    N01 = {"support": (-INF, INF), "cdf": NORMAL_CDF}
+    # "law": the CDF of a continuous law, for the spread its draws' rounding to the
+    # output dtype allows (metamorphic._quantised_cdf); discrete laws have none
+    U01 = {"support": (0.0, 1.0), "cdf": [(0.25, 0.25), (0.5, 0.5), (0.9, 0.9)], "law": lambda x: min(max(x, 0.0), 1.0)}
+    N01 = {"support": (-INF, INF), "cdf": NORMAL_CDF, "law": _phi}
     INT10 = {"support": (0, 9), "cdf": [(2, 0.3), (4, 0.5), (8, 0.9)], "pmax": 0.1}
     return [
         MetaOp("rand_like", "random", st, _gen_run(_like(torch.rand_like)), FLOATS, False, U01),
@@ -274,17 +276,21 @@ def _random() -> list[MetaOp]:
                _gen_run(lambda n, dt, dev: torch.normal(0.0, _full(1.0)(n, dt, dev))), FLOATS, False, N01),
         MetaOp("normal.in_place", "random", st, _gen_run(lambda b: b.normal_(), True), FLOATS, True, N01),
         MetaOp("uniform", "random", st, _gen_run(lambda b: b.uniform_(-2, 3), True), FLOATS, True,
-               {"support": (-2.0, 3.0), "cdf": [(-1.0, 0.2), (0.5, 0.5), (2.0, 0.8)]}),
+               {"support": (-2.0, 3.0), "cdf": [(-1.0, 0.2), (0.5, 0.5), (2.0, 0.8)],
+                "law": lambda x: min(max((x + 2) / 5, 0.0), 1.0)}),
         MetaOp("bernoulli", "random", st, _gen_run(lambda n, dt, dev: torch.bernoulli(_full(0.3)(n, dt, dev))),
                FLOATS, False, {"support": (0.0, 1.0), "cdf": [(0.0, 0.7)], "pmax": 0.7}),
         MetaOp("exponential", "random", st, _gen_run(lambda b: b.exponential_(), True), FLOATS, True,
-               {"support": (0.0, INF), "cdf": [(q, 1 - math.exp(-q)) for q in (0.5, 1.0, 2.0)]}),
+               {"support": (0.0, INF), "cdf": [(q, 1 - math.exp(-q)) for q in (0.5, 1.0, 2.0)],
+                "law": lambda x: 1 - math.exp(-x) if x > 0 else 0.0}),
         MetaOp("cauchy", "random", st, _gen_run(lambda b: b.cauchy_(), True), ("float32",), True,
-               {"support": (-INF, INF), "cdf": [(q, 0.5 + math.atan(q) / math.pi) for q in (-1.0, 0.0, 2.0)]}),
+               {"support": (-INF, INF), "cdf": [(q, 0.5 + math.atan(q) / math.pi) for q in (-1.0, 0.0, 2.0)],
+                "law": lambda x: 0.5 + math.atan(x) / math.pi}),
         MetaOp("geometric", "random", st, _gen_run(lambda b: b.geometric_(0.3), True), FLOATS, True,
                {"support": (1.0, INF), "cdf": [(k, 1 - 0.7 ** k) for k in (1, 2, 5)], "pmax": 0.3}),
         MetaOp("log_normal", "random", st, _gen_run(lambda b: b.log_normal_(0.0, 1.0), True), ("float32",), True,
-               {"support": (0.0, INF), "cdf": [(math.exp(z), _phi(z)) for z in (-1.0, 0.0, 1.0)]}),
+               {"support": (0.0, INF), "cdf": [(math.exp(z), _phi(z)) for z in (-1.0, 0.0, 1.0)],
+                "law": lambda x: _phi(math.log(x)) if x > 0 else 0.0}),
         MetaOp("multinomial", "random", st,
                _gen_run(lambda n, dt, dev: torch.multinomial(quiet(torch.ones)(4, device=dev), n, True)),
                ("float32",), False, {"support": (0, 3), "cdf": [(0, 0.25), (1, 0.5), (2, 0.75)], "pmax": 0.25},
@@ -294,7 +300,8 @@ def _random() -> list[MetaOp]:
                FLOATS, False, {"support": (0.0, 2.0), "cdf": [(0.0, 0.5), (1.0, 0.5)], "pmax": 0.5}),
         MetaOp("nn.functional.rrelu", "random", st,
                _gen_run(lambda n, dt, dev: torch.nn.functional.rrelu(_full(-1.0)(n, dt, dev), 0.125, 0.375, True)),
-               ("float32",), False, {"support": (-0.375, -0.125), "cdf": [(-0.3125, 0.25), (-0.25, 0.5)]},
+               ("float32",), False, {"support": (-0.375, -0.125), "cdf": [(-0.3125, 0.25), (-0.25, 0.5)],
+                                     "law": lambda x: min(max((x + 0.375) / 0.25, 0.0), 1.0)},
                notes="on -1 the output is -a with the slope a uniform on [1/8, 3/8]"),
         MetaOp("native_dropout_backward", "random", "slice", _dropout_bwd_run, FLOATS, False,
                {"call": lambda g, m: torch.ops.aten.native_dropout_backward(g, m, 2.0)},
