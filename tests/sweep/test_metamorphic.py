@@ -132,3 +132,14 @@ def test_uniform_draws_on_a_16_bit_grid_are_not_a_biased_law_but_moved_mass_is()
     v = _judge_draws("rand_like", moved)
     assert v.status is Status.WRONG and "cdf" in v.metric, v.message
 
+
+def test_a_float16_norm_past_the_dtype_range_is_right_as_inf_and_a_wrong_inf_is_caught():
+    from kernelaudit.sweep.judge.metamorphic import judge_outputs
+
+    op, th = META_OPS["norm.fro"], Thresholds(10)
+    x = torch.full((2**12,), 2048.0, dtype=torch.float16)  # norm 131072 > 65504: inf in float16
+    v = judge_outputs(op, x.numel(), x.dtype, th, (x,), (torch.norm(x, "fro"),))
+    assert v.status is Status.OK, v.message
+    y = torch.full((2**12,), 0.5, dtype=torch.float16)  # norm 32: an inf there is wrong
+    v = judge_outputs(op, y.numel(), y.dtype, th, (y,), (torch.tensor(float("inf"), dtype=torch.float16),))
+    assert v.status is Status.WRONG, v.message
