@@ -3,13 +3,17 @@ call (shapes, storage layout, arguments, backward), for upstream reports."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
+
 import pytest
 import torch
 
 from kernelaudit.sweep.cases import GridSpec, grid
 from kernelaudit.sweep.judge.operands import _as_tuple, device_inputs, placed_operands
 from kernelaudit.sweep.ops.opinfo import derived_specs
-from kernelaudit.sweep.ops.plain import plain_torch
+from kernelaudit.sweep.ops.plain import plain_check, plain_torch
 
 
 def _case(op: str, direction: str, scale: int, dtype: str | None = None, threshold: str = "2^32"):
@@ -71,3 +75,54 @@ def test_code_whose_shapes_differ_from_the_records_is_not_shown():
     case = _case("nn.functional.softmin", "bwd", scale=32, dtype="float16")
     assert plain_torch(case, shapes=[[858993465, 5]]) is not None
     assert plain_torch(case, shapes=[[858993465, 6]]) is None
+
+
+def _run_check(case, chunk_elements: int = 2**8) -> dict:
+    code = plain_check(case, device="cpu", chunk_elements=chunk_elements)
+    assert code is not None and "kernelaudit" not in code
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf), contextlib.suppress(SystemExit):
+        exec(compile(code, f"<{case.id}>", "exec"), {"__name__": "__main__"})  # noqa: S102 - the code under test
+    return json.loads(buf.getvalue().strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("op,direction", _sample()[::3])
+def test_the_plain_check_of_a_correct_op_finds_its_call_equal_to_the_call_in_chunks(op, direction):
+    case = _case(op, direction, scale=10, threshold="2^31")
+    if plain_check(case, device="cpu") is None:
+        return
+    res = _run_check(case)
+    assert res["result"] == "ok" and res["compared"] > 0, res
+
+
+def _planted(monkeypatch, fault: str, at: int):
+    """softmin made to fail past ``at`` elements the way size faults do: its output's
+    tail zeroed (which its gradient follows), or an error raised."""
+    real = torch.nn.functional.softmin
+
+    def softmin(x, *a, **k):
+        if x.numel() <= at:
+            return real(x, *a, **k)
+        if fault == "raise":
+            raise RuntimeError("CUDA error: invalid argument")
+        keep = (torch.arange(x.numel()) < at).reshape(x.shape).to(x.dtype)
+        return real(x, *a, **k) * keep
+
+    monkeypatch.setattr(torch.nn.functional, "softmin", softmin)
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd"])
+def test_the_plain_check_finds_a_call_wrong_past_a_size_and_names_its_first_bad_element(monkeypatch, direction):
+    case = _case("nn.functional.softmin", direction, scale=10, threshold="2^31")
+    n = case.batch * case.spec.extra["recipe"]["per_batch"]
+    _planted(monkeypatch, "zero-tail", n // 2)   # the chunks (2^7 elements) stay below it
+    res = _run_check(case, chunk_elements=2**7)
+    assert res["result"] == "wrong" and res["wrong"] > 0 and res["first_bad"] is not None, res
+    assert res["max_abs_diff"] > 0.01 and res["compared"] == n
+
+
+def test_the_plain_check_reports_the_error_a_call_raises(monkeypatch):
+    case = _case("nn.functional.softmin", "fwd", scale=10, threshold="2^31")
+    _planted(monkeypatch, "raise", case.batch * case.spec.extra["recipe"]["per_batch"] // 2)
+    res = _run_check(case)
+    assert res == {"result": "raised", "error": "RuntimeError: CUDA error: invalid argument"}

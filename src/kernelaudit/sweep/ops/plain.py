@@ -24,12 +24,134 @@ from .recipe import CONDITIONING, widen_factor, widenable
 DOMAIN_CODE = {"none": "", "pos": ".abs() + 0.5", "ge1": ".abs() + 1.5", "half": " * 0.5", "ge2": ".abs() + 2.5"}
 
 
+#: Elements of the scaled operands in one chunk of :func:`plain_check`'s comparison.
+CHECK_CHUNK = 2**24
+
+#: Relative tolerance of :func:`plain_check`'s comparison per dtype (on 1 + |want|): a
+#: size fault (a wrapped index, an unwritten tail, garbage) misses it by orders of
+#: magnitude, and a kernel picked by the call's size rounds within it.
+CHECK_TOL = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 5e-2, "float64": 1e-10}
+
+
 def plain_torch(case: Case, device: str = "cuda", shapes=None) -> str | None:
     """Plain-torch code that runs ``case``'s call (None where the op is not a derived one,
     its function is only reachable through the op database, or its domain has no
     one-line form). ``shapes``: the operands' storage shapes the sweep recorded; None
     where this torch's recipe makes others (its op database's sample changed since the
     run), so the code never shows a call that did not run."""
+    parts = _parts(case, device, shapes)
+    if parts is None:
+        return None
+    lines, call, recipe = parts
+    bwd = case.direction == "bwd"
+    lines.append(f"out = {recipe['fn']}({call})")
+    outs = [o["index"] for o in recipe["outs"]]
+    if bwd:
+        if outs == [0]:
+            lines.append("y = out if isinstance(out, torch.Tensor) else out[0]")
+            lines.append("y.backward(torch.rand_like(y) * 2 - 1)")
+        else:
+            lines.append(f"ys = [out[i] for i in {tuple(outs)!r}]")
+            lines.append("torch.autograd.backward(ys, [torch.rand_like(y) * 2 - 1 for y in ys])")
+    if device.startswith("cuda"):
+        lines.append("torch.cuda.synchronize()")
+    scaled = next((i for i, od in enumerate(recipe["operands"]) if od["dim"] is not None), None)
+    if scaled is not None:
+        od = recipe["operands"][scaled]
+        what = f"x{scaled}.grad" if bwd else "out"
+        lines.append(f"# compare {what} with the same call on rows of x{scaled} (dim 0 here, "
+                     f"{od['shape'][od['dim']]} a batch), far below the limits")
+    return "\n".join(lines) + "\n"
+
+
+def plain_check(case: Case, device: str = "cuda", shapes=None, chunk_elements: int = CHECK_CHUNK) -> str | None:
+    """Plain-torch code that runs ``case``'s call and compares it with the same call on
+    chunks of whole batches (rows of the scaled operands, at most ``chunk_elements``
+    elements a chunk: far below every limit), the outputs (forward) or the batched
+    operands' gradients (backward, the same upstream gradient sliced). It prints one JSON
+    line: ``result`` ok, wrong (elements off by more than ``tol`` (1 + |want|), the first
+    flat index and the largest difference) or raised (the exception); None where
+    :func:`plain_torch` has no rendering. Nothing of kernelaudit runs."""
+    parts = _parts(case, device, shapes)
+    if parts is None:
+        return None
+    lines, call, recipe = parts
+    n_ops = len(recipe["operands"])
+    names = ", ".join(f"x{i}" for i in range(n_ops))
+    batched = [od["dim"] is not None for od in recipe["operands"]]
+    grads = [od["dim"] is not None and od["grad"] and od["kind"] == "value" for od in recipe["operands"]]
+    per_batch = max(1, int(recipe.get("per_batch") or 1))
+    tol = CHECK_TOL.get(case.dtype, CHECK_TOL["float32"])
+    lines = ["import json, sys", *lines, "",
+             f"def call({names}):",
+             f"    return {recipe['fn']}({call})",
+             "",
+             f"xs, B, batched, grads = [{names}], {case.batch}, {batched!r}, {grads!r}",
+             f"outs_at = {[(o['index'], o['dim']) for o in recipe['outs']]!r}",
+             f"cb = max(1, {chunk_elements} // {per_batch})  # whole batches a chunk",
+             f"tol = {tol!r}",
+             "",
+             "def picked(out):",
+             "    out = (out,) if isinstance(out, torch.Tensor) else tuple(out)",
+             "    return [out[i] for i, _ in outs_at]",
+             "",
+             "res = {'result': 'ok', 'wrong': 0, 'compared': 0, 'first_bad': None, 'max_abs_diff': 0.0}",
+             "",
+             "def compare(got, want, base):",
+             "    got, want = got.detach().double(), want.detach().double()",
+             "    bad = ~(((got - want).abs() <= tol * (1 + want.abs())) | (got.isnan() & want.isnan()))",
+             "    res['compared'] += got.numel()",
+             "    diff = (got - want).abs().nan_to_num(float('inf'))",
+             "    res['max_abs_diff'] = max(res['max_abs_diff'], float(diff.max()) if diff.numel() else 0.0)",
+             "    nbad = int(bad.sum())",
+             "    if nbad and res['first_bad'] is None:",
+             "        res['first_bad'] = base + int(bad.flatten().nonzero()[0])",
+             "    res['wrong'] += nbad",
+             "",
+             "try:"]
+    if case.direction == "fwd":
+        lines += ["    with torch.no_grad():",
+                  f"        big = picked(call({names}))"]
+    else:
+        lines += [f"    big = picked(call({names}))",
+                  "    ups = [torch.rand_like(y) * 2 - 1 for y in big]",
+                  "    torch.autograd.backward(big, ups)"]
+    if device.startswith("cuda"):
+        lines.append("    torch.cuda.synchronize()")
+    lines += ["except Exception as e:  # the call's own error is the finding",
+              "    print(json.dumps({'result': 'raised', 'error': f'{type(e).__name__}: ' + str(e).strip()[:300]}))",
+              "    sys.exit(0)",
+              "",
+              "for b0 in range(0, B, cb):",
+              "    b1 = min(B, b0 + cb)",
+              "    rows = [x.shape[0] // B if bat else None for x, bat in zip(xs, batched)]",
+              "    part = [x.detach()[b0 * r:b1 * r] if r else x.detach() for x, r in zip(xs, rows)]"]
+    if case.direction == "fwd":
+        lines += ["    with torch.no_grad():",
+                  "        small = picked(call(*part))",
+                  "    for (i, d), g, w in zip(outs_at, big, small):",
+                  "        r = g.shape[d] // B",
+                  "        compare(g.narrow(d, b0 * r, (b1 - b0) * r), w, b0 * r * (g.numel() // g.shape[d]))"]
+    else:
+        lines += ["    part = [p.requires_grad_() if gr else p for p, gr in zip(part, grads)]",
+                  "    small = picked(call(*part))",
+                  "    sl = [u.narrow(d, b0 * (u.shape[d] // B), (b1 - b0) * (u.shape[d] // B))",
+                  "          for (i, d), u in zip(outs_at, ups)]",
+                  "    torch.autograd.backward(small, sl)",
+                  "    for x, p, r, gr in zip(xs, part, rows, grads):",
+                  "        if gr and (x.grad is None) != (p.grad is None):  # a gradient only one call gives",
+                  "            res['wrong'] += 1",
+                  "        elif gr and x.grad is not None:",
+                  "            compare(x.grad[b0 * r:b1 * r], p.grad, b0 * r * (x.numel() // x.shape[0]))"]
+    lines += ["if res['wrong']:",
+              "    res['result'] = 'wrong'",
+              "print(json.dumps(res))"]
+    return "\n".join(lines) + "\n"
+
+
+def _parts(case: Case, device: str, shapes):
+    """The tensor lines (imports, device, dtype, operands), the call's argument list and
+    the recipe of ``case``; None where it has no plain rendering (see :func:`plain_torch`)."""
     recipe = case.spec.extra.get("recipe")
     if recipe is None or recipe["fn"].startswith("opinfo:"):
         return None
@@ -70,24 +192,7 @@ def plain_torch(case: Case, device: str = "cuda", shapes=None) -> str | None:
     call = ", ".join([_code(inp, views)] + [_code(a, views) for a in args]
                      + [f"{key}={_code(v, views)}"
                         for key, v in (kwargs.get("dict", {}) if isinstance(kwargs, dict) else {}).items()])
-    lines.append(f"out = {recipe['fn']}({call})")
-    outs = [o["index"] for o in recipe["outs"]]
-    if bwd:
-        if outs == [0]:
-            lines.append("y = out if isinstance(out, torch.Tensor) else out[0]")
-            lines.append("y.backward(torch.rand_like(y) * 2 - 1)")
-        else:
-            lines.append(f"ys = [out[i] for i in {tuple(outs)!r}]")
-            lines.append("torch.autograd.backward(ys, [torch.rand_like(y) * 2 - 1 for y in ys])")
-    if device.startswith("cuda"):
-        lines.append("torch.cuda.synchronize()")
-    scaled = next((i for i, od in enumerate(recipe["operands"]) if od["dim"] is not None), None)
-    if scaled is not None:
-        od = recipe["operands"][scaled]
-        what = f"x{scaled}.grad" if bwd else "out"
-        lines.append(f"# compare {what} with the same call on rows of x{scaled} (dim 0 here, "
-                     f"{od['shape'][od['dim']]} a batch), far below the limits")
-    return "\n".join(lines) + "\n"
+    return lines, call, recipe
 
 
 def _widened(template: list, k: int) -> tuple[list, dict]:
