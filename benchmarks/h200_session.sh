@@ -16,7 +16,10 @@
 #   profile: sweep cases' phase times; PROFILE_CASES (op/dtype/direction list) and PROFILE_OPS (the
 #   torch.profiler tables) override benchmarks/sweep_profile.py's defaults; PROFILE_JUDGED=1 runs
 #   them judged (calibrated tolerances, the bit-equality pre-check), as a sweep does.
-#   findings (issue 16: benchmarks/repro_cuda_findings.py's probes of the full grid's findings, one process each; FINDINGS overrides)
+#   findings (issue 16: benchmarks/repro_cuda_findings.py's probes of the full grid's findings, one process each; FINDINGS overrides,
+#   e.g. "bernoulli rrelu multinomial")
+#   plain (issue 16: benchmarks/repro_store_findings.py, each finding of runs/h200 as plain torch against
+#   the call in small chunks; PLAIN_OPS, PLAIN_TIMEOUT_S (150 a snippet), PLAIN_UNTIL_S (420: no snippet starts later))
 #   gluonncu (issue 19: ncu of the Gluon prefill pass at 4 and 8 warps, M = 4096, K = N = 8192)
 #   steps: gputests (all of tests/gpu) oomsweep (float32 backward at 2*2^32: OOM retries) flatab (flat orders and tiles, interleaved rounds) flatncu kernels verify ncu profile guard sweep workers_ab repro corpus oracle_cost demo
 #   (default: all but sweep, workers_ab, repro)
@@ -107,6 +110,9 @@ PY
       timeout ${FINDING_TIMEOUT_S:-90} python3 benchmarks/repro_cuda_findings.py --only "$f" --out "$O/findings/${f//:/_}.json" > "$O/findings/${f//:/_}.log" 2>&1
       echo "$f rc=$? $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print({k:v for k,v in d.items() if k in ('spaced','ops','softmin_bwd','geometric')})" "$O/findings/${f//:/_}.json" 2>/dev/null | cut -c1-400)"
     done ;;
+  plain) log plain_findings  # every finding of runs/h200 run again as plain torch, one process each
+    python3 benchmarks/repro_store_findings.py runs/h200 --out "$O/plain" ${PLAIN_OPS:+--ops $PLAIN_OPS} \
+      --timeout ${PLAIN_TIMEOUT_S:-150} --until ${PLAIN_UNTIL_S:-420} 2>&1 | tail -80 ;;
   repro) log repro; timeout 120 python3 benchmarks/repro_cuda_findings.py --out "$O/repro_cuda_findings.json" 2>&1 | tail -40 ;;
   corpus) log corpus; KERNELAUDIT_GPU_RESULTS="$O/corpus_h200.json" timeout ${CORPUS_TIMEOUT_S:-220} \
       python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_corpus_gpu.py 2>&1 | tail -8 ;;

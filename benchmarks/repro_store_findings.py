@@ -1,0 +1,99 @@
+"""Every finding of a sweep store, run again in plain torch.
+
+For each op, dtype and direction with a wrong or error case in the store (cases that say
+nothing of the op, such as timeouts, are passed over), the first such case is rendered
+by :func:`kernelaudit.sweep.ops.plain.plain_check`: plain-torch code that makes the
+case's tensors (the shapes the sweep recorded, its own random values), runs the call
+and compares it with the same call on chunks of whole batches far below every limit.
+Each snippet runs in its own process (an illegal memory access poisons the CUDA
+context) under a time limit, and is kept beside the results for upstream reports.
+
+    python benchmarks/repro_store_findings.py runs/h200 --out $OUT/plain [--ops a,b] [--timeout 300]
+
+Writes ``OUT/NN-<case>.py`` and ``OUT/results.json`` (one entry per finding: the case,
+the store's verdict, the plain result: ok, wrong, raised, timed out or crashed) and
+prints a table. Ops without a plain rendering (hand-specified and metamorphic ops) are
+listed as such; ``repro_cuda_findings.py`` holds their hand probes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from kernelaudit.sweep.cases import Case
+from kernelaudit.sweep.ops.plain import plain_check
+from kernelaudit.sweep.report.run import load_run
+from kernelaudit.sweep.rules_out import unjudged
+from kernelaudit.verdict import Status
+
+
+def findings(store: str, ops: set[str] | None = None) -> list:
+    """The first wrong (else error) judged case of each (op, dtype, direction)."""
+    run = load_run(store)
+    first: dict[tuple, object] = {}
+    for r in sorted(run.with_status(Status.WRONG, Status.ERROR), key=lambda r: r.status is not Status.WRONG):
+        if unjudged(r.verdict.to_json()) or (ops and r.op not in ops):
+            continue
+        first.setdefault((r.op, r.dtype, r.direction), r)
+    return [first[k] for k in sorted(first)]
+
+
+def run_one(code: str, path: Path, timeout: float) -> dict:
+    path.write_text(code)
+    t0 = time.perf_counter()
+    try:
+        p = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"result": "timed out", "seconds": timeout}
+    secs = round(time.perf_counter() - t0, 1)
+    lines = [ln for ln in p.stdout.strip().splitlines() if ln.startswith("{")]
+    if p.returncode != 0 or not lines:
+        tail = (p.stderr.strip().splitlines() or ["(no output)"])[-1]
+        return {"result": "crashed", "rc": p.returncode, "error": tail[:300], "seconds": secs}
+    return {**json.loads(lines[-1]), "seconds": secs}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("store")
+    ap.add_argument("--out", required=True, help="directory for the snippets and results.json")
+    ap.add_argument("--ops", default="", help="comma-separated ops (default: every op with a finding)")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per snippet")
+    ap.add_argument("--until", type=float, default=0.0,
+                    help="stop starting snippets this many seconds after the start (0: no limit)")
+    a = ap.parse_args(argv)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    results = []
+    for i, r in enumerate(findings(a.store, set(filter(None, a.ops.split(","))) or None)):
+        entry = {"case": r.id, "store_verdict": r.status.value, "store_message": (r.verdict.message or "")[:300]}
+        try:
+            code = plain_check(Case.from_json(r.case), a.device, r.case.get("shapes"))
+        except Exception as e:  # noqa: BLE001 - an op this torch does not know
+            code, entry["why"] = None, f"{type(e).__name__}: {e}"
+        if code is None:
+            entry["plain"] = {"result": "no plain rendering"}
+        elif a.until and time.monotonic() - start > a.until:
+            entry["plain"] = {"result": "not run (time)"}
+        else:
+            name = f"{i:02d}-{re.sub(r'[^A-Za-z0-9_.+-]', '_', r.id)}.py"
+            entry["snippet"] = name
+            entry["plain"] = run_one(code, out / name, a.timeout)
+        results.append(entry)
+        p = entry["plain"]
+        print(f"{r.id:60s} store {r.status.value:6s} plain {p['result']:18s} "
+              f"{p.get('error') or p.get('first_bad') or ''}", flush=True)
+        (out / "results.json").write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
