@@ -219,6 +219,36 @@ def geometric_zeros(n: int, calls: int = 1, p: float = 0.3, dtype: str = "float3
     return res
 
 
+def draws(kind: str, n: int) -> dict:
+    """The full grid's random-generator findings (H100, 2026-12-05): ``bernoulli`` of a
+    probability tensor and ``rrelu`` in training gave values outside their support at
+    2^32 - 16384 elements (unwritten output?); ``multinomial`` with n draws raised an
+    illegal memory access. Counts the values outside the support, where the first is,
+    and the share of the law's main event (0.3 ones; slopes below 1/4 for rrelu)."""
+    res = {"probe": kind, "n": n}
+    try:
+        if kind == "bernoulli":
+            x = torch.bernoulli(torch.full((n,), 0.3, device="cuda"))
+            outside, share = (x != 0) & (x != 1), x.eq(1)
+        elif kind == "rrelu":
+            x = F.rrelu(torch.full((n,), -1.0, device="cuda"), 0.125, 0.375, True)
+            outside, share = (x < -0.375) | (x > -0.125) | x.isnan(), x.gt(-0.25)
+        else:  # multinomial: n draws with replacement from 4 equally likely categories
+            x = torch.multinomial(torch.ones(4, device="cuda"), n, True)
+            outside, share = (x < 0) | (x > 3), x.eq(0)
+        torch.cuda.synchronize()
+    except Exception as e:  # noqa: BLE001 - the probe records what the op raises
+        res["result"] = "raised: " + type(e).__name__ + ": " + str(e).strip().splitlines()[0][:140]
+        return res
+    nbad = int(outside.sum())
+    res.update(outside_support=nbad, share=float(share.double().mean()), result="wrong" if nbad else "ok")
+    if nbad:
+        res["first_outside"] = int(outside.nonzero()[0])
+    del x, outside, share
+    torch.cuda.empty_cache()
+    return res
+
+
 def spaced(kind: str, n: int) -> dict:
     """``torch.linspace`` / ``logspace`` (float32) of ``n`` points past 2^32: the elements
     from index 2^32 on against the same values computed for the tail alone (the end
@@ -246,7 +276,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=None)
     p.add_argument("--only", default="arange,sdpa_bwd,sdpa_batch",
                    help="comma-separated probes: arange, sdpa_bwd, sdpa_batch, cdist:BATCH, "
-                        "pool:ROWS:OUT_SIZE:DTYPE:fwd|bwd, linspace, logspace, softmin_bwd, geometric, op:NAME (NAME of OP_FINDINGS; "
+                        "pool:ROWS:OUT_SIZE:DTYPE:fwd|bwd, linspace, logspace, softmin_bwd, geometric, bernoulli, rrelu, "
+                        "multinomial, op:NAME (NAME of OP_FINDINGS; "
                         "each in its own process: an illegal memory access poisons the context)")
     a = p.parse_args(argv)
     only = set(a.only.split(","))
@@ -275,6 +306,8 @@ def main(argv=None) -> int:
             res["softmin_bwd"] = softmin_bwd()
         elif kind == "geometric":  # the same sample count in one call and in 16
             res["geometric"] = [geometric_zeros(2**32 + 16384), geometric_zeros(2**28, 16)]
+        elif kind in ("bernoulli", "rrelu", "multinomial"):  # from below 2^31 to past 2^32
+            res.setdefault("draws", []).extend(draws(kind, n) for n in (2**31 - 16384, 2**31 + 16384, 2**32 - 16384))
         elif kind == "op":
             res.setdefault("ops", []).append(op_finding(rest))
         elif kind == "pool":
