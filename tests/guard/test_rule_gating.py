@@ -132,6 +132,19 @@ def test_shipped_database_round_trips_and_holds_the_sweeps_of_record():
     cuda = [r for r in db if r.device == "cuda"]
     assert cuda and all(r.versions.get("torch") == "==2.11.*" and r.provenance.get("ran_on") for r in cuda)
     h200 = RuntimeEnv("2.11.0+cu130", "13.0", ("cpu", "cuda"), driver="580.159.04")
-    assert {r.op for r in active(db, h200)} == {"arange", "sdpa", "sdpa.heads", "cdist", "nn.functional.adaptive_avg_pool1d",
-                                               "nn.functional.interpolate.nearest"}
+    assert {r.op for r in active(db, h200)} == {
+        "arange", "sdpa", "sdpa.heads", "cdist", "nn.functional.adaptive_avg_pool1d", "nn.functional.interpolate.nearest",
+        "linspace", "logspace", "nn.functional.adaptive_avg_pool2d", "nn.functional.adaptive_avg_pool3d",
+        "nn.functional.adaptive_max_pool1d", "nn.functional.adaptive_max_pool2d", "nn.functional.adaptive_max_pool3d",
+        "nn.functional.avg_pool1d", "nn.functional.softmin"}
     assert active(db, RuntimeEnv("2.12.0+cu130", "13.0", ("cpu", "cuda"), driver="580.159.04")) == []
+
+
+def test_every_rule_file_shipped_is_in_the_database():
+    # a file under known_faults/ that the database does not list is never loaded
+    from importlib import resources
+
+    from kernelaudit.guard.rules import DATABASE_FILES
+
+    folder = resources.files("kernelaudit.guard") / "known_faults"
+    assert sorted(p.name for p in folder.iterdir() if p.name.endswith(".json")) == sorted(DATABASE_FILES)
