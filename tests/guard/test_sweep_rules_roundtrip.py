@@ -296,3 +296,39 @@ def test_the_shipped_pool_and_factory_rules_are_what_the_full_grids_store_gives(
     assert {(r.action, r.split_dim) for r in shipped if "pool" in r.op} == {("fix", 0)}
     assert {(r.op, r.action) for r in shipped if "space" in r.op} == {("linspace", "fix"), ("logspace", "raise")}
     assert all(r.versions == {"torch": "==2.11.*", "cuda": "==13.0.*", "driver": "==580.*"} for r in shipped)
+
+
+FULL_GRID_45 = ROOT / "benchmarks/results/2026-12-05-h100-full-grid-segments-4-5-and-softmin-backward"
+
+
+@pytest.mark.skipif(not FULL_GRID_45.is_dir(), reason="the full grid's later store is not in this checkout")
+def test_the_shipped_softmin_backward_rule_is_what_the_full_grids_later_store_gives(tmp_path):
+    from kernelaudit.sweep.rules_out import rules_from_store
+
+    store = _unpacked(tmp_path, FULL_GRID_45 / "store", "h200")
+    rules, _ = rules_from_store(RunStore.open(store))
+    shipped = load_rules(ROOT / "src/kernelaudit/guard/known_faults/full_grid_softmax_backward.json")
+    assert [r for r in rules if r.op == "nn.functional.softmin"] == shipped
+    # softmin's call also negates the crossing tensor: the kernel's entry is refused, not split
+    (rule,) = shipped
+    assert (rule.action, rule.aten, rule.dtypes, rule.effect) == ("raise", ("_softmax_backward_data",), ("float16",),
+                                                                  "wrong")
+    assert 2**32 - 2**10 < rule.when["at_least"] <= 2**32
+    # the guard holding it (scaled to 64 elements, on the CPU) refuses the backward there
+    import dataclasses
+
+    import torch.nn.functional as F
+
+    from kernelaudit.errors import UnsafeCallError
+    from kernelaudit.guard import intercept
+
+    small = dataclasses.replace(rule, device="cpu", versions={}, when={**rule.when, "at_least": 64})
+    try:
+        intercept.install("fix", rules=[small], native=False)
+        x = torch.randn(8, 4, dtype=torch.float16, requires_grad=True)  # 32 elements: runs
+        F.softmin(x, 0).backward(torch.ones(8, 4, dtype=torch.float16))
+        y = torch.randn(16, 5, dtype=torch.float16, requires_grad=True)
+        with pytest.raises(UnsafeCallError, match="_softmax_backward_data"):
+            F.softmin(y, 0).backward(torch.ones(16, 5, dtype=torch.float16))
+    finally:
+        intercept.uninstall()
