@@ -78,6 +78,21 @@ def test_a_failed_calibration_is_tried_again_where_code_or_device_changed_and_it
     assert "No viable backend" in list(RunStore.open(tmp_path).records())[-1]["verdict"]["message"]
 
 
+def test_a_calibration_that_succeeds_when_tried_again_clears_its_recorded_failure(tmp_path):
+    # as sgn's backward on CUDA: failed under older code (a checker bug), fixed since
+    spec = dataclasses.replace(SPEC, ops=("add",))
+    run_sweep(spec, tmp_path, device="cpu")
+    (key,) = RunStore.open(tmp_path).manifest()["tolerances"]
+
+    def failed(m):
+        m["tolerances"][key] = None
+        m["calibration_failed"] = {key: {"why": "illegal memory access", "source": "older code", "device": "x"}}
+    _edit_manifest(tmp_path, failed)
+    assert run_sweep(spec, tmp_path, device="cpu", resume=True, rerun=("ok",)).counts == {"ok": 1}
+    m = RunStore.open(tmp_path).manifest()
+    assert m["tolerances"][key] is not None and not m["calibration_failed"].get(key)
+
+
 def test_rerun_judges_again_the_recorded_cases_of_the_statuses_named(tmp_path):
     spec = GridSpec(ops=("add",), dtypes=("float32",), thresholds=("2^31", "2^32"), positions=("above",),
                     layouts=("contig",), directions=("fwd",), scale=12)

@@ -490,6 +490,8 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
                     "device": (segment.get("device") or {}).get("name"),
                     # skipped for want of memory: worth trying where there is more
                     **({"memory_bytes": segment.get("memory_bytes")} if cal_skipped[key] else {})}}, defer=True)
+            elif cal_failed.pop(key, None) is not None:  # failed before (other code, device, memory): no longer
+                store.update_manifest(calibration_failed={key: None}, defer=True)
             tolerances[key] = calibrated(res["worst"], by_key[key].dtype) if status == Status.OK.value else None
             store.update_manifest(tolerances={key: tolerances[key]}, defer=True)
             segment["calibrated"] += 1
@@ -498,7 +500,8 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
         cal_skipped: dict[str, bool] = {}
         # why, for the keys whose calibration was not ok (a resumed run's earlier reasons too)
         cal_failed: dict[str, str] = {k: f.get("why", "") if isinstance(f, dict) else str(f)
-                                      for k, f in (store.manifest().get("calibration_failed") or {}).items()}
+                                      for k, f in (store.manifest().get("calibration_failed") or {}).items()
+                                      if f is not None}   # None: failed once, calibrated since
         retry = [k for k in jobs if not k.startswith(WARM_PREFIX)]   # a warm run is never retried
         pending: set[str] = set()  # keys whose side-by-side calibration is not in yet
         side_iter = None
