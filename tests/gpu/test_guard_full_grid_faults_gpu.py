@@ -3,9 +3,10 @@
 ``torch.linspace`` past 2^32 points is computed in pieces and equals the closed form,
 ``torch.logspace`` there is refused, and the pooling calls that read or wrote out of
 bounds past 2^31 elements (the sweep's shapes, just below 2^32) are split along dim 0 and
-equal the same op in small batches. Bare, the pooling calls end the process's CUDA
-context (an illegal memory access), so none is run bare here. The rules are taken
-without their version gate; each test needs 20-60 GiB free.
+equal the same op in small batches; float16 softmin's backward past 2^32 elements is
+refused (``known_faults/full_grid_softmax_backward.json``). Bare, the pooling calls end
+the process's CUDA context (an illegal memory access), so none is run bare here. The
+rules are taken without their version gate; each test needs 20-60 GiB free.
 """
 
 from __future__ import annotations
@@ -26,12 +27,12 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUD
 CHUNK = 2**20
 
 
-def _rules(op: str):
+def _rules(op: str, file: str = "full_grid_pools_factories.json"):
     from pathlib import Path
 
     import kernelaudit.guard as guard
 
-    path = Path(guard.__file__).parent / "known_faults/full_grid_pools_factories.json"
+    path = Path(guard.__file__).parent / "known_faults" / file
     rules = [dataclasses.replace(r, versions={}) for r in load_rules(path) if r.op == op]
     assert rules, f"no shipped rule for {op}"
     return rules
@@ -120,3 +121,20 @@ def test_pooling_past_2_31_under_the_guard_equals_pooling_in_small_batches(op, c
         else:  # these backwards add with atomics (nondeterministic on CUDA): equal up to rounding
             torch.testing.assert_close(got[i0:i1], want(i0, i1),
                                        msg=lambda m: f"{op} {direction}: rows {i0}:{i1}: {m}")
+
+
+def test_float16_softmin_backward_past_2_32_elements_is_refused_under_the_guard_and_smaller_runs():
+    # known_faults/full_grid_softmax_backward.json: bare, this backward is silently wrong
+    _need(30)
+    rules = _rules("nn.functional.softmin", "full_grid_softmax_backward.json")
+    g = torch.Generator(device="cuda").manual_seed(4)
+
+    def backward(rows: int):
+        x = torch.randn(rows, 5, generator=g, device="cuda", dtype=torch.float16).requires_grad_()
+        F.softmin(x.t(), 0).backward(torch.randn(5, rows, generator=g, device="cuda", dtype=torch.float16))
+        return x.grad
+
+    got, st = _guarded(rules, lambda: backward(2**20))
+    assert got is not None and st.refused == 0
+    with pytest.raises(UnsafeCallError, match="_softmax_backward_data"):
+        _guarded(rules, lambda: backward(858993465))
