@@ -1,7 +1,9 @@
 """Every finding of a sweep store, run again in plain torch.
 
-For each op, dtype and direction with a wrong or error case in the store (cases that say
-nothing of the op, such as timeouts, are passed over), the first such case is rendered
+For each op and direction (``--per-dtype``: and dtype) with a wrong or error case in the
+store (cases that say nothing of the op, such as timeouts, are passed over), silent
+findings first (wrong, then out-of-bounds accesses, then other errors), the first such
+case is rendered
 by :func:`kernelaudit.sweep.ops.plain.plain_check`: plain-torch code that makes the
 case's tensors (the shapes the sweep recorded, its own random values), runs the call
 and compares it with the same call on chunks of whole batches far below every limit.
@@ -33,15 +35,24 @@ from kernelaudit.sweep.rules_out import unjudged
 from kernelaudit.verdict import Status
 
 
-def findings(store: str, ops: set[str] | None = None) -> list:
-    """The first wrong (else error) judged case of each (op, dtype, direction)."""
+def _rank(r) -> int:
+    """Silent first: wrong, then an out-of-bounds access, then other errors (explicit
+    refusals are loud already)."""
+    if r.status is Status.WRONG:
+        return 0
+    return 1 if "illegal memory access" in (r.verdict.message or "") else 2
+
+
+def findings(store: str, ops: set[str] | None = None, per_dtype: bool = False) -> list:
+    """The first wrong (else error) judged case of each (op, direction), or of each
+    (op, dtype, direction) with ``per_dtype``; silent findings first (:func:`_rank`)."""
     run = load_run(store)
     first: dict[tuple, object] = {}
-    for r in sorted(run.with_status(Status.WRONG, Status.ERROR), key=lambda r: r.status is not Status.WRONG):
+    for r in sorted(run.with_status(Status.WRONG, Status.ERROR), key=_rank):
         if unjudged(r.verdict.to_json()) or (ops and r.op not in ops):
             continue
-        first.setdefault((r.op, r.dtype, r.direction), r)
-    return [first[k] for k in sorted(first)]
+        first.setdefault((r.op, r.dtype, r.direction) if per_dtype else (r.op, r.direction), r)
+    return sorted(first.values(), key=lambda r: (_rank(r), r.op, r.direction, r.dtype))
 
 
 def run_one(code: str, path: Path, timeout: float) -> dict:
@@ -64,6 +75,8 @@ def main(argv=None) -> int:
     ap.add_argument("store")
     ap.add_argument("--out", required=True, help="directory for the snippets and results.json")
     ap.add_argument("--ops", default="", help="comma-separated ops (default: every op with a finding)")
+    ap.add_argument("--per-dtype", action="store_true", help="one case per op, dtype and direction "
+                    "(default: per op and direction)")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per snippet")
     ap.add_argument("--until", type=float, default=0.0,
@@ -73,7 +86,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     results = []
-    for i, r in enumerate(findings(a.store, set(filter(None, a.ops.split(","))) or None)):
+    for i, r in enumerate(findings(a.store, set(filter(None, a.ops.split(","))) or None, a.per_dtype)):
         entry = {"case": r.id, "store_verdict": r.status.value, "store_message": (r.verdict.message or "")[:300]}
         try:
             code = plain_check(Case.from_json(r.case), a.device, r.case.get("shapes"))
