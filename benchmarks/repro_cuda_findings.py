@@ -276,8 +276,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=None)
     p.add_argument("--only", default="arange,sdpa_bwd,sdpa_batch",
                    help="comma-separated probes: arange, sdpa_bwd, sdpa_batch, cdist:BATCH, "
-                        "pool:ROWS:OUT_SIZE:DTYPE:fwd|bwd, linspace, logspace, softmin_bwd, geometric, bernoulli, rrelu, "
-                        "multinomial, op:NAME (NAME of OP_FINDINGS; "
+                        "pool:ROWS:OUT_SIZE:DTYPE:fwd|bwd, linspace, logspace, softmin_bwd, geometric, "
+                        "bernoulli, rrelu, multinomial, op:NAME (NAME of OP_FINDINGS; "
                         "each in its own process: an illegal memory access poisons the context)")
     a = p.parse_args(argv)
     only = set(a.only.split(","))

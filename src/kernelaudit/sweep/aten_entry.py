@@ -576,8 +576,8 @@ def _scaled_dim(pairs, batches) -> int | None:
 
 def verify_split(call: Call, dim: int) -> str | None:
     """Why the guard's split of ``call`` along ``dim`` (pieces of about a third, which do
-    not line up with the batches, whatever the guard's fewest pieces) does not give the whole call's result; None when it
-    does."""
+    not line up with the batches, whatever the guard's fewest pieces) does not give the
+    whole call's result; None when it does."""
     from ..guard.separable import CannotSplit, fix_split
 
     if call.snapshot is None:
