@@ -70,7 +70,8 @@ def plain_check(case: Case, device: str = "cuda", shapes=None, chunk_elements: i
     elements a chunk: far below every limit), the outputs (forward) or the batched
     operands' gradients (backward, the same upstream gradient sliced). It prints one JSON
     line: ``result`` ok, wrong (elements off by more than ``tol`` (1 + |want|), the first
-    flat index and the largest difference) or raised (the exception); None where
+    one's index counted batch-major (the scaled dim outermost) and the largest
+    difference) or raised (the exception); None where
     :func:`plain_torch` has no rendering. Nothing of kernelaudit runs."""
     parts = _parts(case, device, shapes)
     if parts is None:
