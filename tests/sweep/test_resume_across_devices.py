@@ -63,12 +63,22 @@ def test_a_failed_calibration_is_tried_again_where_code_or_device_changed_and_it
     # resumed with the same code on the same device: it would fail the same way
     same = run_sweep(spec, tmp_path, device="cpu", resume=True)
     assert same.ran == 0 and RunStore.open(tmp_path).manifest()["segments"][-1]["calibrated"] == 0
-    # failed under other code: calibrated and judged again, the reason kept
+    # the op's refusal under other code: kernelaudit's code cannot change it, so not again
+    assert failed["torch"] == m["torch"]
     _edit_manifest(tmp_path, lambda m: m["calibration_failed"][key].update(source="older code"))
+    assert run_sweep(spec, tmp_path, device="cpu", resume=True).ran == 0
+    # under another torch (or a record from before torch was kept): calibrated and judged
+    # again, the reason kept
+    _edit_manifest(tmp_path, lambda m: m["calibration_failed"][key].update(torch="2.10.0"))
     again = run_sweep(spec, tmp_path, device="cpu", resume=True)
     assert again.ran == 1 and RunStore.open(tmp_path).manifest()["segments"][-1]["calibrated"] == 1
     assert again.counts == {"skipped": 1}
     assert "No viable backend" in list(RunStore.open(tmp_path).records())[-1]["verdict"]["message"]
+    # kernelaudit's own failure (a checker bug, as sgn's ZeroTensor gradient) under other
+    # code: tried again
+    _edit_manifest(tmp_path, lambda m: m["calibration_failed"][key].update(
+        source="older code", why="kernelaudit failed on this case: AcceleratorError: illegal memory access"))
+    assert run_sweep(spec, tmp_path, device="cpu", resume=True).ran == 1
     # a store from before reasons were kept (no calibration_failed, a bare message) says why once resumed
     _edit_manifest(tmp_path, lambda m: m.pop("calibration_failed"))
     (tmp_path / "verdicts.jsonl").write_text(json.dumps({**json.loads(

@@ -241,12 +241,19 @@ def _controls_needed(store: RunStore, controls: list[Case]) -> list[Case]:
 REFUSALS = ("No available kernel", "No viable backend", "is not supported on", "not implemented for")
 
 
+def _op_refuses(why: str) -> bool:
+    """Whether a calibration's failure ``why`` is the op refusing the case's dtype,
+    direction or shape at any size (torch's ``NotImplementedError``, e.g. a backward
+    without a Half kernel, or a :data:`REFUSALS` message), not kernelaudit failing."""
+    return (why.startswith("NotImplementedError")
+            or (why.startswith("RuntimeError:") and any(r in why for r in REFUSALS)))
+
+
 def _uncalibrated(why: str) -> Verdict:
     """The verdict of a case whose tolerance could not be calibrated below the thresholds:
-    ``skipped`` where the op refuses the case's dtype, direction or shape at any size
-    (torch's ``NotImplementedError``, e.g. a CPU backward without a Half kernel, or a
-    :data:`REFUSALS` message: no finding), else ``error`` with the calibration's message."""
-    if why.startswith("NotImplementedError") or (why.startswith("RuntimeError:") and any(r in why for r in REFUSALS)):
+    ``skipped`` where the op refuses it at any size (:func:`_op_refuses`: no finding),
+    else ``error`` with the calibration's message."""
+    if _op_refuses(why):
         return Verdict.skipped(f"not run: the op refuses this dtype, direction or shape at a small size too "
                                f"({why[:200]})", unsupported=True)
     return Verdict.error(UNCALIBRATED + (f" ({why[:300]})" if why else ""), uncalibrated=True)
@@ -312,19 +319,27 @@ RERUN_STATUSES = ("wrong", "error", "skipped", "ok")
 def _calibrations_to_retry(m: dict, now: dict, capacity: int) -> set[str]:
     """The tolerance keys of manifest ``m`` whose calibration failed (None) and is worth
     trying again in a run with environment ``now`` and ``capacity`` bytes: the failure
-    was recorded by other code (``source``), on another device, for want of memory with
-    less than ``capacity``, or without saying where (a store older than that). The same code on the same device
-    fails the same way: trying again would cost each resumed segment its calibration
-    (34 keys, up to 7 s each, on the full grid's H100 segments)."""
+    was recorded on another device, for want of memory with less than ``capacity``, or
+    without saying where (a store older than that); kernelaudit's own failure (or any
+    but the op's refusal) also under other code (``source``), and the op's refusal
+    (:func:`_op_refuses`: a pinned SDPA backend without a kernel, a missing Half kernel)
+    under another torch, the only thing that changes it. The same code on the same
+    device fails the same way: trying again would cost each resumed segment its
+    calibration (34 keys, 49 s, on the full grid's H100 segment 4, nearly all refusals)."""
     failed = m.get("calibration_failed") or {}
-    here = (now.get("source"), (now.get("device") or {}).get("name"))
+    device = (now.get("device") or {}).get("name")
     out = set()
     for key, tol in (m.get("tolerances") or {}).items():
         if tol is not None:
             continue
         f = failed.get(key)
-        if (not isinstance(f, dict) or (f.get("source"), f.get("device")) != here
+        if (not isinstance(f, dict) or f.get("device") != device
                 or ("memory_bytes" in f and capacity > (f["memory_bytes"] or 0))):
+            out.add(key)
+        elif _op_refuses(f.get("why") or ""):
+            if f.get("torch") != now.get("torch"):   # a record without it: once, to record it
+                out.add(key)
+        elif f.get("source") != now.get("source"):
             out.add(key)
     return out
 
@@ -487,7 +502,7 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
                 cal_failed[key] = res["verdict"].get("message") or status
                 store.update_manifest(calibration_failed={key: {
                     "why": cal_failed[key][:300], "source": segment.get("source"),
-                    "device": (segment.get("device") or {}).get("name"),
+                    "device": (segment.get("device") or {}).get("name"), "torch": segment.get("torch"),
                     # skipped for want of memory: worth trying where there is more
                     **({"memory_bytes": segment.get("memory_bytes")} if cal_skipped[key] else {})}}, defer=True)
             elif cal_failed.pop(key, None) is not None:  # failed before (other code, device, memory): no longer
