@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import json
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -138,3 +141,33 @@ def test_float16_softmin_backward_past_2_32_elements_is_refused_under_the_guard_
     assert got is not None and st.refused == 0
     with pytest.raises(UnsafeCallError, match="_softmax_backward_data"):
         _guarded(rules, lambda: backward(858993465))
+
+
+#: A user's program that hits the full grid's linspace finding and says whether its tail
+#: is right (the closed form at the last 4,096 points).
+LINSPACE_PROGRAM = """
+import torch
+n = 2**32 + 16384
+x = torch.linspace(0.0, 1.0, n, device="cuda")
+i = torch.arange(n - 4096, n, device="cuda", dtype=torch.float64)
+want = (1.0 - (n - 1 - i) / (n - 1)).float()
+print("RIGHT" if torch.allclose(x[-4096:], want, rtol=0, atol=1e-7) else "WRONG")
+"""
+
+
+def test_a_program_hitting_the_linspace_fault_is_wrong_bare_and_right_under_kernelaudit_run(tmp_path):
+    # the shipped database, version-gated: this needs the stack the sweep ran on
+    from kernelaudit.guard.rules import RuntimeEnv, active, known_faults
+
+    if not [r for r in active(known_faults(), RuntimeEnv.current()) if r.op == "linspace"]:
+        pytest.skip("the linspace rule is not active on this torch / CUDA / driver")
+    _need(40)
+    prog = tmp_path / "prog.py"
+    prog.write_text(LINSPACE_PROGRAM)
+    bare = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True, timeout=300)
+    assert bare.returncode == 0 and bare.stdout.strip() == "WRONG", bare.stderr[-2000:]
+    stats = tmp_path / "stats.json"
+    guarded = subprocess.run([sys.executable, "-m", "kernelaudit", "run", "--stats-json", str(stats), "--",
+                              sys.executable, str(prog)], capture_output=True, text=True, timeout=300)
+    assert guarded.returncode == 0 and guarded.stdout.strip() == "RIGHT", guarded.stderr[-2000:]
+    assert json.loads(stats.read_text())["fixed"] >= 1
