@@ -353,12 +353,17 @@ def lanes_decode_candidates(rows: int) -> list[Tiles]:
            8: [Tiles(8, 16, 128, 4, 4, tiled=True, tma=True), Tiles(8, 16, 64, 4, 6, tiled=True, tma=True)],
            16: [Tiles(16, 16, 64, 4, 4, tiled=True, tma=True), Tiles(16, 16, 64, 4, 6, tiled=True, tma=True),
                 Tiles(16, 32, 64, 4, 4, tiled=True, tma=True)]}[rows]
+    # the lanes as programs (split_lanes, the explicit loop, the tree in a second launch):
+    # at 2 and 4 rows 8x the programs in flight of the table's tile (1,024 to 4,096 at
+    # N = 8192), each reading its lane's 16-byte blocks; bit-tested under the interpreter
+    # (tests/repro/test_gemm_ieee_lanes.py), never timed at decode
+    split = [Tiles(rows, bn, 64, 4, 3, split_lanes=True) for bn in (32, 64)] if rows in (2, 4) else []
     return [Tiles(rows, 16, big, 4, 1, tiled=True, prefetch=True),
             Tiles(rows, 16, 128, 4, 1, tiled=True, prefetch=True),
             Tiles(rows, 32, 128 if rows >= 8 else big, 8, 1, tiled=True, prefetch=True),
             Tiles(rows, 8, 128, 2, 1, tiled=True, prefetch=True),
             Tiles(rows, 16, 64, 4, 1, tiled=True, prefetch=True),
-            Tiles(rows, 16, 128, 4, 3, tiled=True)] + wide + tma
+            Tiles(rows, 16, 128, 4, 3, tiled=True)] + wide + tma + split
 
 
 def other_orders(rows: int) -> list[tuple[Lanes, Tiles]]:
