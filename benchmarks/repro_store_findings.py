@@ -12,9 +12,9 @@ context) under a time limit, and is kept beside the results for upstream reports
 
     python benchmarks/repro_store_findings.py runs/h200 --out $OUT/plain [--ops a,b] [--timeout 300]
 
-Writes ``OUT/NN-<case>.py`` and ``OUT/results.json`` (one entry per finding: the case,
+Writes ``OUT/NN-<case>.py``, ``OUT/results.json`` (one entry per finding: the case,
 the store's verdict, the plain result: ok, wrong, raised, timed out or crashed) and
-prints a table. Ops without a plain rendering (hand-specified and metamorphic ops) are
+``OUT/results.md`` (the same as a Markdown table) and prints a line per finding. Ops without a plain rendering (hand-specified and metamorphic ops) are
 listed as such; ``repro_cuda_findings.py`` holds their hand probes.
 """
 
@@ -105,7 +105,20 @@ def main(argv=None) -> int:
         print(f"{r.id:60s} store {r.status.value:6s} plain {p['result']:18s} "
               f"{p.get('error') or p.get('first_bad') or ''}", flush=True)
         (out / "results.json").write_text(json.dumps(results, indent=1))
+        (out / "results.md").write_text(markdown(results))
     return 0
+
+
+def markdown(results: list[dict]) -> str:
+    """The results as a table for a results folder's README: case, the store's verdict,
+    the plain-torch result and what it said."""
+    rows = ["| case | sweep | plain torch | detail |", "|---|---|---|---|"]
+    for e in results:
+        p = e["plain"]
+        detail = p.get("error") or (f"{p['wrong']} of {p['compared']} elements off, first at {p['first_bad']}, "
+                                    f"largest difference {p['max_abs_diff']:.3g}" if p.get("wrong") else "")
+        rows.append(f"| `{e['case']}` | {e['store_verdict']} | {p['result']} | {detail.replace('|', '/')} |")
+    return "\n".join(rows) + "\n"
 
 
 if __name__ == "__main__":
