@@ -172,13 +172,17 @@ def test_flash_attention_past_batch_or_heads_65535_raises_and_the_shipped_rules_
     got = (out.detach(), q.grad, k.grad, v.grad)
     guard.uninstall()
     assert engine.stats().fixed >= 2, engine.stats().summary()  # the forward and the backward
-    # the fix is the same kernel on pieces: bitwise what flash gives on those pieces
+    # the fix is the same kernel on pieces: bitwise what flash gives on those pieces (the
+    # largest safe piece is 32768, but a split takes at least MIN_PIECES)
+    from kernelaudit.guard.separable import MIN_PIECES
+
+    step = 65536 // MIN_PIECES
     pieces = []
-    for start in (0, 32768):
-        qs, ks, vs = (t.detach().narrow(dim, start, 32768).clone().requires_grad_() for t in (q, k, v))
+    for start in range(0, 65536, step):
+        qs, ks, vs = (t.detach().narrow(dim, start, step).clone().requires_grad_() for t in (q, k, v))
         with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
             o = F.scaled_dot_product_attention(qs, ks, vs)
-        o.backward(g.narrow(dim, start, 32768))
+        o.backward(g.narrow(dim, start, step))
         pieces.append((o.detach(), qs.grad, ks.grad, vs.grad))
     for i, a in enumerate(got):
         assert torch.equal(a, torch.cat([p[i] for p in pieces], dim=dim)), i
