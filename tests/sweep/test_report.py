@@ -590,3 +590,12 @@ def test_a_derived_ops_findings_come_with_plain_torch_code_and_a_timeout_with_no
     assert "torch.nn.functional.softmin(" not in narrow and "in report.html" in narrow
     html = report.render_html(run)
     assert html.count("plain torch, the first case") == 1 and "torch.nn.functional.softmin(" in html
+
+
+def test_load_run_keeps_a_judged_verdict_over_a_later_skip_for_memory_but_not_over_other_skips(tmp_path):
+    memory = Verdict.skipped("needs about 92.0 GiB, 66.8 GiB available", needed_bytes=98 * 2**30)
+    run = load_run(store(tmp_path, [line(case(), WRONG), line(case(), memory),
+                                    line(case(op="mm"), WRONG), line(case(op="mm"), SKIP)]))
+    by_op = {r.op: r.status for r in run.records}
+    assert by_op == {"bmm": Status.WRONG, "mm": Status.SKIPPED}
+    assert any("for 1 skipped for want of memory" in n for n in run.notes)

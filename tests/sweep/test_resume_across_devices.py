@@ -155,3 +155,20 @@ def test_an_op_that_refuses_a_call_at_any_size_is_skipped_and_anything_else_unju
     v = _uncalibrated(why).to_json()
     assert v["status"] == status and why[:60] in v["message"]
     assert status == "skipped" or unjudged(v)
+
+
+def test_a_rerun_that_a_smaller_device_cannot_hold_keeps_the_judged_verdict(tmp_path):
+    from kernelaudit.sweep.report import load_run
+
+    first = run_sweep(SPEC, tmp_path, device="cpu", fault_model="wrap32")
+    assert first.counts.get("wrong", 0) >= 1
+    again = run_sweep(SPEC, tmp_path, device="cpu", fault_model="wrap32", memory_limit=1024, resume=True,
+                      rerun=("wrong",))
+    assert again.ran == first.counts["wrong"] and again.counts == first.counts   # ran, skipped, kept
+    latest = RunStore.open(tmp_path).latest()
+    wrong = [r for r in latest.values() if r["verdict"]["status"] == "wrong"]
+    assert len(wrong) == first.counts["wrong"]
+    assert all("needs about" in r["not_rerun"]["message"] for r in wrong)
+    run = load_run(tmp_path)
+    assert sum(r.status.value == "wrong" for r in run.records) == first.counts["wrong"]
+    assert any("the earlier judged verdict stands" in n for n in run.notes)

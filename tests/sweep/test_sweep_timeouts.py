@@ -50,8 +50,18 @@ def test_a_bracket_runs_no_control_below_a_probe_that_timed_out(tmp_path):
     store.append(above["2^32"], Verdict(Status.WRONG, "rel", 1.0, 1e-5, message="planted"), 0.1)
     needed = _controls_needed(store, controls)
     assert [c.threshold for c in needed] == ["2^32"]
-    store.append(above["2^32"], TimedOut(store).verdict(above["2^32"]), 0.0)  # later: skipped after the timeout
-    assert _controls_needed(store, controls) == []
+    # a later rerun held back by a timeout judges nothing: the wrong verdict stands, and its control
+    store.append(above["2^32"], TimedOut(store).verdict(above["2^32"]), 0.0)
+    assert [c.threshold for c in _controls_needed(store, controls)] == ["2^32"]
+
+
+def test_a_bracket_runs_no_control_below_a_probe_only_held_back_by_a_timeout(tmp_path):
+    store = _store(tmp_path)
+    cases = [c for c in _cases("add") if c.dtype == "float32"]
+    above = {c.threshold: c for c in cases if c.position == "above"}
+    store.append(above["2^31"], Verdict.error("timed out after 20 s (worker killed)", timed_out=True), 20.0)
+    store.append(above["2^32"], TimedOut(store).verdict(above["2^32"]), 0.0)
+    assert _controls_needed(store, [c for c in cases if c.position == "below"]) == []
 
 
 def _timeout_of(monkeypatch, args, kind):

@@ -43,3 +43,31 @@ def set_aside_torn(run_dir: Path) -> int:
 def torn_count(run_dir: Path) -> int:
     """Lines set aside so far in ``run_dir`` (0 when none)."""
     return count_lines(Path(run_dir) / TORN)
+
+
+#: Statuses that judged the case (a verdict on the op, not a note that it did not run).
+JUDGED = ("ok", "wrong", "error")
+
+
+def not_run(verdict: dict[str, Any]) -> bool:
+    """A skip that says the case did not run here, not what the op does: too little
+    memory (the plan's skip, or an allocation that failed despite it) or held back
+    after a case of its op timed out."""
+    d = verdict.get("details") or {}
+    return verdict.get("status") == "skipped" and bool(
+        "needed_bytes" in d or d.get("out_of_memory") or d.get("after_timeout"))
+
+
+def supersedes(later: dict[str, Any], earlier: dict[str, Any]) -> bool:
+    """Whether record ``later`` of a case replaces record ``earlier`` of the same case
+    (both ``{"case", "verdict", ...}``): always, but where the later one did not run
+    (:func:`not_run`, for example ``--rerun wrong`` resumed on a GPU with less memory)
+    and the earlier one judged the op. The judged verdict then stands, and the skip is
+    kept beside it as ``"not_rerun"`` (its message and time): a finding is not lost
+    to a smaller machine."""
+    return not (not_run(later["verdict"]) and earlier["verdict"].get("status") in JUDGED)
+
+
+def kept_over(later: dict[str, Any], earlier: dict[str, Any]) -> dict[str, Any]:
+    """``earlier`` with ``later`` (a skip that did not displace it) noted as ``not_rerun``."""
+    return {**earlier, "not_rerun": {"message": later["verdict"].get("message"), "recorded": later.get("recorded")}}

@@ -23,6 +23,7 @@ from ..config import OVERLAP_CALIBRATION, WARM_COMPILES, fused_enabled
 from ..executors import EXECUTORS, import_ray, open_executor, parse_devices
 from .worker import DEFAULT_CASE_TIMEOUT_S, WorkerConfig, WorkerPool, pool_on
 from .rules_out import UNCALIBRATED, uncalibrated
+from .runfile import supersedes
 from .store import RunStore, environment, now
 from ..thresholds import Thresholds
 from .tolerance import CALIBRATION_FACTOR, calibrated
@@ -402,7 +403,7 @@ def _record_twins(store: RunStore, cases: list[Case], done: set[str], stale: fro
         if "twin_of" in r:
             continue
         c = Case.from_json(r["case"])
-        if c.key not in stale and (k := _tensor_key(c)) in wanted:
+        if c.key not in stale and (k := _tensor_key(c)) in wanted and (k not in judged or supersedes(r, judged[k])):
             judged[k] = r
     out = set()
     for c in cases:

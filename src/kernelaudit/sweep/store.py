@@ -33,7 +33,7 @@ from ..errors import InvalidArgument
 from ..jsonstore import append_jsonl, read_json, write_json_atomic
 from ..provenance import git_sha, source_digest
 from ..verdict import Verdict
-from .runfile import MANIFEST, VERDICTS, read_verdict_lines, set_aside_torn
+from .runfile import MANIFEST, VERDICTS, kept_over, read_verdict_lines, set_aside_torn, supersedes
 
 #: Deferred manifest updates (:meth:`RunStore.update_manifest` with ``defer``) are
 #: written at most this often (seconds).
@@ -167,11 +167,15 @@ class RunStore:
             yield rec
 
     def latest(self) -> dict[str, dict[str, Any]]:
-        """Case key -> its last record."""
-        out = {}
+        """Case key -> its last record (:func:`~.runfile.supersedes`: a later skip for
+        want of memory does not replace an earlier judged verdict)."""
+        out: dict[str, dict[str, Any]] = {}
         for r in self.records():
-            c = Case.from_json(r["case"])
-            out[c.key] = r
+            key = Case.from_json(r["case"]).key
+            if key in out and not supersedes(r, out[key]):
+                out[key] = kept_over(r, out[key])
+            else:
+                out[key] = r
         return out
 
     def recorded_keys(self) -> set[str]:

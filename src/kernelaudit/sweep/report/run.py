@@ -27,7 +27,7 @@ from typing import Any
 
 from ...errors import KernelAuditError
 from ...verdict import Status, Verdict
-from ..runfile import MANIFEST, TORN, VERDICTS, read_verdict_lines, torn_count
+from ..runfile import MANIFEST, TORN, VERDICTS, read_verdict_lines, supersedes, torn_count
 
 
 _VERDICT_FIELDS = {f.name for f in fields(Verdict)}
@@ -229,13 +229,17 @@ def _read_verdicts(path: Path) -> tuple[list[CaseRecord], list[str]]:
         return [], [f"no {VERDICTS} yet: nothing recorded"]
     parsed, torn = read_verdict_lines(path)
     by_key: dict[str, CaseRecord] = {}
+    raw: dict[str, Any] = {}
     notes: list[str] = []
-    repeated = 0
+    repeated = kept = 0
     for lineno, obj in parsed:
         rec = _record(obj, f"{path} line {lineno}")
         if rec.key in by_key:
             repeated += 1
-        by_key[rec.key] = rec  # a resumed run's later verdict replaces the earlier one
+            if not supersedes(obj, raw[rec.key]):
+                kept += 1  # a rerun that could not run here (memory) leaves the judged verdict
+                continue
+        by_key[rec.key], raw[rec.key] = rec, obj  # a resumed run's later verdict replaces the earlier one
     if torn:
         # A crash mid-write leaves a line cut short; its case simply reruns on --resume.
         notes.append(f"{path.name}: {len(torn)} incomplete line(s) (crash mid-write?) ignored, first at line "
@@ -244,7 +248,9 @@ def _read_verdicts(path: Path) -> tuple[list[CaseRecord], list[str]]:
     if aside:
         notes.append(f"{aside} torn line(s) set aside on resume in {TORN}; their cases were recomputed")
     if repeated:
-        notes.append(f"{repeated} record(s) repeat a case already recorded; the last verdict of each is used")
+        notes.append(f"{repeated} record(s) repeat a case already recorded; the last verdict of each is used"
+                     + (f", but for {kept} skipped for want of memory or after a timeout, where the earlier "
+                        "judged verdict stands" if kept else ""))
     return list(by_key.values()), notes
 
 
