@@ -276,7 +276,8 @@ def test_the_shipped_float32_heads_rules_are_what_the_bracketed_quick_sweep_give
     assert not [r for r in rules if r.op == "sdpa" and r.dtypes == ("float32",)]
 
 
-FULL_GRID = ROOT / "benchmarks/results/2026-12-05-h100-full-grid-segments-and-pool-findings"
+#: The full grid's store after segment 8 (its 2^31 elements and 2^32 bytes cases in).
+FULL_GRID = ROOT / "benchmarks/results/2026-12-05-h100-full-grid-segments-6-8-and-decode"
 #: Ops of the full grid's findings confirmed with plain torch (repro_cuda_findings.py).
 CONFIRMED = {"linspace", "logspace", "nn.functional.adaptive_avg_pool2d", "nn.functional.adaptive_avg_pool3d",
              "nn.functional.adaptive_max_pool1d", "nn.functional.adaptive_max_pool2d",
@@ -296,6 +297,30 @@ def test_the_shipped_pool_and_factory_rules_are_what_the_full_grids_store_gives(
     assert {(r.action, r.split_dim) for r in shipped if "pool" in r.op} == {("fix", 0)}
     assert {(r.op, r.action) for r in shipped if "space" in r.op} == {("linspace", "fix"), ("logspace", "raise")}
     assert all(r.versions == {"torch": "==2.11.*", "cuda": "==13.0.*", "driver": "==580.*"} for r in shipped)
+    # the grid's 2^31 cases brought the pooling rules down from just below 2^32 to just past 2^31
+    assert all(2**31 - 2**12 < r.when["at_least"] < 2**31 + 2**12 for r in shipped
+               if "pool" in r.op and r.when["kind"] == "numel")
+
+
+#: Ops of the full grid's 2^31 findings shipped in full_grid_2_31.json (its ``about`` says why these).
+AT_2_31 = {"nn.functional.interpolate.area", "nn.functional.interpolate.nearest-exact",
+           "nn.functional.upsample_nearest", "nn.functional.interpolate.bilinear", "nn.functional.upsample_bilinear",
+           "nn.functional.avg_pool2d", "nn.functional.multilabel_margin_loss", "nn.functional.pad.reflect", "nn.functional.pad.replicate_negative",
+           "matrix_exp"}
+
+
+@pytest.mark.skipif(not FULL_GRID.is_dir(), reason="the full grid's store is not in this checkout")
+def test_the_shipped_2_31_rules_are_what_the_full_grids_store_gives(tmp_path):
+    from kernelaudit.sweep.rules_out import rules_from_store
+
+    store = _unpacked(tmp_path, FULL_GRID / "store", "h200")
+    rules, _ = rules_from_store(RunStore.open(store))
+    shipped = load_rules(ROOT / "src/kernelaudit/guard/known_faults/full_grid_2_31.json")
+    assert [r for r in rules if r.op in AT_2_31] == shipped
+    assert {r.op for r in shipped} == AT_2_31
+    # the silent findings are fixed (split); a refusal is only where the op raises
+    assert {r.action for r in shipped if r.effect == "wrong"} == {"fix"}
+    assert all(r.effect == "error" for r in shipped if r.action == "raise")
 
 
 FULL_GRID_45 = ROOT / "benchmarks/results/2026-12-05-h100-full-grid-segments-4-5-and-softmin-backward"

@@ -1,0 +1,75 @@
+"""Every ``fix`` rule the full grid's rule files ship splits its op without changing the
+answer: for each, the case it came from (its provenance) is run on the CPU at a small
+batch, bare and under the guard holding that rule scaled down (so the call is cut into
+pieces), forward outputs or gradients compared. A rule whose split dim were not
+separable for its aten entry (an op whose output does not follow its inputs' pieces)
+would fail here before it reached a user's GPU."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelaudit.guard.intercept import guarding
+from kernelaudit.guard.rules import load_rules
+from kernelaudit.sweep.cases import Case
+from kernelaudit.sweep.judge.execution import run_op
+
+ROOT = Path(__file__).resolve().parents[2]
+KNOWN = ROOT / "src/kernelaudit/guard/known_faults"
+#: The full grid's store the files below were derived from.
+STORE = ROOT / "benchmarks/results/2026-12-05-h100-full-grid-segments-6-8-and-decode/store/verdicts.jsonl.gz"
+FILES = ("full_grid_pools_factories.json", "full_grid_2_31.json")
+BATCH = 24
+
+
+def _cases() -> dict[str, dict]:
+    out = {}
+    with gzip.open(STORE, "rt") as f:
+        for line in f:
+            r = json.loads(line)
+            out.setdefault(r["case"]["id"], r["case"])
+    return out
+
+
+def _fix_rules():
+    rules = [r for name in FILES for r in load_rules(KNOWN / name) if r.action == "fix" and r.aten]
+    return [pytest.param(r, id=r.name.removeprefix("sweep-cuda-")) for r in rules]
+
+
+@pytest.fixture(scope="module")
+def cases():
+    if not STORE.is_file():
+        pytest.skip("the full grid's store is not in this checkout")
+    return _cases()
+
+
+def _scaled(rule, tensors):
+    """The rule moved to the CPU, ungated, starting at half the largest of ``tensors`` (in
+    its measure: elements or bytes), so the whole call is unsafe and its pieces are not."""
+    big = max(t.untyped_storage().nbytes() if rule.when["kind"] == "bytes" else t.numel() for t in tensors)
+    return dataclasses.replace(rule, device="cpu", versions={}, when={**rule.when, "at_least": max(2, big // 2)})
+
+
+@pytest.mark.parametrize("rule", _fix_rules())
+def test_a_shipped_split_rule_gives_the_bare_calls_answer(rule, cases):
+    case = Case.from_json(cases[rule.provenance["cases"][0]])
+    if case.spec.call is None:
+        pytest.skip("a factory: its pieces are checked in test_guard_fix_generic.py")
+    small = case.with_batch(BATCH)
+    torch.manual_seed(0)
+    placed, want, _, _ = run_op(small, "cpu", "none")
+    scaled = _scaled(rule, want)
+    with guarding("fix", rules=[scaled], native=False) as engine:
+        _, got, _, _ = run_op(small, "cpu", "none")
+    assert engine.stats().fixed >= 1, (rule.name, engine.stats().summary())
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape, rule.name
+        torch.testing.assert_close(g, w, rtol=2e-3 if w.dtype == torch.float16 else 1e-5, atol=1e-3,
+                                   equal_nan=True, msg=lambda m: f"{rule.name}: {m}")
