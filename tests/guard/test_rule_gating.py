@@ -116,6 +116,7 @@ def test_no_matching_rule_means_nothing_hooked_and_the_dispatch_path_untouched()
     ({"when": {"kind": "numel", "at_least": "2^33"}}, "at_least='2^33'"),
     ({"op": "arange"}, "op='arange' without aten entry points"),
     ({"colour": "red"}, "field(s) ['colour']: allowed fields are name"),
+    ({"when": {"kind": "numel", "at_least": 8, "inner_of": 2}}, "when.inner_of=2: the name of the call's dim"),
 ])
 def test_invalid_rules_name_the_field_and_the_allowed_values(change, message):
     rule = {"name": "r", "op": "bmm", "device": "mps", "effect": "wrong", "when": {"kind": "numel", "at_least": 8}}

@@ -338,6 +338,7 @@ def test_the_shipped_softmin_backward_rule_is_what_the_full_grids_later_store_gi
     (rule,) = shipped
     assert (rule.action, rule.aten, rule.dtypes, rule.effect) == ("raise", ("_softmax_backward_data",), ("float16",),
                                                                   "wrong")
+    assert rule.when["inner_of"] == "dim"  # the spatial kernel only
     assert 2**32 - 2**10 < rule.when["at_least"] <= 2**32
     # the guard holding it (scaled to 64 elements, on the CPU) refuses the backward there
     import dataclasses
@@ -355,5 +356,9 @@ def test_the_shipped_softmin_backward_rule_is_what_the_full_grids_later_store_gi
         y = torch.randn(16, 5, dtype=torch.float16, requires_grad=True)
         with pytest.raises(UnsafeCallError, match="_softmax_backward_data"):
             F.softmin(y, 0).backward(torch.ones(16, 5, dtype=torch.float16))
+        # over the last dim another kernel runs, right past 2^32: the rule lets it through
+        F.softmin(y, 1).backward(torch.ones(16, 5, dtype=torch.float16))
+        F.softmax(y, -1).backward(torch.ones(16, 5, dtype=torch.float16))
+        assert y.grad is not None and y.grad.shape == (16, 5)
     finally:
         intercept.uninstall()

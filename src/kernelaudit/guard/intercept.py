@@ -421,7 +421,8 @@ def screen_call(engine: Engine, name: str, device_type: str, faults, th: Thresho
         outs = [n]
     else:
         outs = _out_numels(func, args, kwargs, tensors)
-    hits = [(f, why) for f in faults if (why := screen_reason(f, tensors, outs, th, dtype))]
+    bound = sep.bind(func, args, kwargs) if any("inner_of" in f.when for f in faults) else None
+    hits = [(f, why) for f in faults if (why := screen_reason(f, tensors, outs, th, dtype, bound))]
     if not hits:
         return run(name, *args, **kwargs)
     flagged = [f for f, _ in hits]
@@ -443,7 +444,7 @@ def screen_call(engine: Engine, name: str, device_type: str, faults, th: Thresho
               "smaller pieces."
     if action == "fix":
         def safe(ts, out_numels) -> bool:
-            return all(screen_reason(f, ts, out_numels, th, dtype) is None for f in flagged)
+            return all(screen_reason(f, ts, out_numels, th, dtype, bound) is None for f in flagged)
         try:
             if factory:
                 out = sep.fix_factory(op, func, args, kwargs, run, lambda k: safe([], [k]))

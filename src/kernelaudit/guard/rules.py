@@ -31,6 +31,11 @@ Predicates (``when``), all over metadata only (shapes, strides, offsets; no data
 * ``{"kind": "bytes", "at_least": N}``: some tensor's storage reaches byte ``N - 1``
   (storage offset plus extent, times the element size: 32-bit byte offsets).
 
+Any predicate of a screened entry point (``aten``) may add ``"inner_of": ARG``: the rule
+then matches only calls whose first tensor argument has more than one element past the
+dim that argument ``ARG`` names (softmax's spatial kernel, which runs over a non-last
+dim: :data:`INNER_OF`).
+
 ``N`` is an integer or a named threshold (``"2^31"``, ``"2^32"``, ``"2*2^32"``, with an
 optional ``"+1"``), resolved at the thresholds the policy is built at (real: 2^32).
 """
@@ -200,6 +205,28 @@ def _check_predicate(when: dict, where: str) -> None:
         resolve_threshold(when.get("at_least"), REAL, f"{where} when.at_least")
     if kind == "dim" and not (isinstance(when.get("dim"), int) and when["dim"] >= 0):
         raise InvalidArgument(f"Cannot have {where} when.dim={when.get('dim')!r}: an integer >= 0 is required")
+    if "inner_of" in when and not (isinstance(when["inner_of"], str) and when["inner_of"]):
+        raise InvalidArgument(f"Cannot have {where} when.inner_of={when['inner_of']!r}: the name of the call's "
+                              "dim argument is required")
+
+
+#: Screened entry points whose fault is in one of their kernels only, and the argument
+#: that picks it: softmax's backward runs its spatial kernel (32-bit offsets,
+#: pytorch/pytorch PR #188031) where the softmax dim is not the last one (more than one
+#: element past it); over the last dim another kernel runs, right past 2^32 (the full
+#: grid's ``softmax`` and ``log_softmax`` backward cases). The sweep's rules add
+#: ``"inner_of"`` for them.
+INNER_OF = {"_softmax_backward_data": "dim", "_log_softmax_backward_data": "dim"}
+
+
+def inner_extent(tensors: Sequence, args: dict, name: str) -> int | None:
+    """The elements of ``tensors[0]`` past the dim that argument ``name`` of the call
+    (``args``: name -> value) names; None where the call says no such thing."""
+    d = args.get(name)
+    if not tensors or not isinstance(d, int) or not tensors[0].dim():
+        return None
+    shape = tensors[0].shape
+    return math.prod(shape[d % len(shape) + 1:])
 
 
 # -- the running process ------------------------------------------------------------------
@@ -503,11 +530,16 @@ def screened(faults: Sequence[KnownFault]) -> list[KnownFault]:
 
 
 def screen_reason(fault: KnownFault, tensors: Sequence, out_numels: Sequence[int], th: Thresholds = REAL,
-                  dtype=None) -> str | None:
+                  dtype=None, args: dict | None = None) -> str | None:
     """Why a call of a screened op is unsafe (``tensors``: its tensor arguments, in
     order; ``out_numels``: its outputs' element counts; ``dtype``: the call's dtype when
-    no tensor says it, e.g. a factory's), or None."""
+    no tensor says it, e.g. a factory's; ``args``: the call's arguments by name, read by
+    ``inner_of``), or None."""
     when = fault.when
+    if "inner_of" in when and args is not None:
+        inner = inner_extent(tensors, args, when["inner_of"])
+        if inner is not None and inner <= 1:
+            return None  # the dim is the last one that counts: not the faulty kernel
     if fault.dtypes:
         dts = {str(t.dtype).replace("torch.", "") for t in tensors}
         if dtype is not None:

@@ -166,7 +166,7 @@ def uncalibrated(verdict: dict) -> bool:
 def rules_from_store(store: RunStore) -> tuple[list, list[str]]:
     """(rules, notes) for the wrong/error verdicts of ``store`` (notes: groups no rule
     could be written for, and why)."""
-    from ..guard.rules import ENGINE_OPS, FACTORIES, KnownFault  # the rule format (data only): docs/architecture.md
+    from ..guard.rules import ENGINE_OPS, FACTORIES, INNER_OF, KnownFault  # the rule format (data only): docs/architecture.md
 
     m = store.manifest()
     device = (m.get("device") or {}).get("type", "cpu")
@@ -239,6 +239,8 @@ def rules_from_store(store: RunStore) -> tuple[list, list[str]]:
         else:
             when = {"kind": "numel", "tensor": "output" if case0.spec.family == "factory" else "any",
                     "at_least": at_least}
+        if len(aten) == 1 and (arg := INNER_OF.get(aten[0])):
+            when["inner_of"] = arg  # the entry's faulty kernel only (guard.rules.INNER_OF says which)
         # the engine splits its ops along batch; a screened op splits along split_dim
         # (separable) or, a factory, along its output
         split_dim = 0 if guard_op in FACTORIES else sep_dim
