@@ -218,6 +218,24 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
     return SweepResult(store, counts, len(todo), len(cases) - len(todo))
 
 
+def _add_overhead(segment: dict, res: dict, wall_s: float, recording_s: float) -> None:
+    """Add to ``segment["case_overhead_s"]`` where one case's wall time (``wall_s``, the
+    pool's run of it) went besides its own ``elapsed_s``: ``round_trip`` in all, made of
+    ``worker_start`` (waiting for a worker to start: a spare's after a replacement, or
+    its own), ``worker_kill`` (replacing it after the case), ``in_worker`` (the worker's
+    own time outside the judged case: the memory plan, freeing the case's tensors, the
+    device health check after an error) and ``transport`` (the rest: the pipe, pickling);
+    and ``recording``: this thread's (the store's fsync, the progress bar)."""
+    elapsed = float(res.get("elapsed_s") or 0.0)
+    start, kill = float(res.get("start_s") or 0.0), float(res.get("kill_s") or 0.0)
+    in_worker = max(0.0, float(res["worker_s"]) - elapsed) if res.get("worker_s") is not None else 0.0
+    parts = {"round_trip": wall_s - elapsed, "worker_start": start, "worker_kill": kill, "in_worker": in_worker,
+             "transport": wall_s - elapsed - start - kill - in_worker, "recording": recording_s}
+    acc = segment.setdefault("case_overhead_s", {})
+    for k, v in parts.items():
+        acc[k] = round(acc.get(k, 0.0) + v, 3)
+
+
 def _controls_needed(store: RunStore, controls: list[Case]) -> list[Case]:
     """The ``below`` controls of a bracketed sweep whose probes (the same case at or
     above the limit) were recorded and not all ok. A probe that timed out (or was not run
@@ -614,12 +632,7 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
                 if v.details.get("timed_out"):
                     timed_out.note(c)
                 record_case(c, v, res["elapsed_s"])
-                # where a case's wall time goes besides its own elapsed_s: the job's round
-                # trip to the worker (its start after a replacement, the memory plan) and
-                # this thread's recording (the store's fsync, the progress bar)
-                acc = segment.setdefault("case_overhead_s", {"round_trip": 0.0, "recording": 0.0})
-                acc["round_trip"] = round(acc["round_trip"] + t_res - t_case - float(res["elapsed_s"] or 0.0), 3)
-                acc["recording"] = round(acc["recording"] + time.perf_counter() - t_res, 3)
+                _add_overhead(segment, res, t_res - t_case, time.perf_counter() - t_res)
 
         def untwinned(cases: list[Case]) -> list[Case]:
             """``cases`` less those recorded from a judged twin (:func:`_record_twins`)."""

@@ -110,7 +110,8 @@ def _worker_main(conn, cfg: WorkerConfig) -> None:
             if not ok:
                 v = Verdict.skipped(f"needs about {need / 2**30:.1f} GiB, {avail / 2**30:.1f} GiB available",
                                     needed_bytes=need, available_bytes=avail)
-                conn.send({"verdict": v.to_json(), "worst": {}, "elapsed_s": time.perf_counter() - t0})
+                wall = time.perf_counter() - t0
+                conn.send({"verdict": v.to_json(), "worst": {}, "elapsed_s": wall, "worker_s": wall})
                 continue
             out = execute(case, device, fault_model=cfg.fault_model, tolerances=job.get("tolerances"),
                           ref_device=cfg.ref_device, mode=cfg.mode, ref_chunk=ref_chunk)
@@ -126,6 +127,7 @@ def _worker_main(conn, cfg: WorkerConfig) -> None:
         # than many small cases), the plan counts cached blocks as available, and an op
         # that still runs out of memory (cached blocks too fragmented for one large
         # tensor) runs again after execute() returns the cache (judge.execution.OOM_RETRIES).
+        res["worker_s"] = time.perf_counter() - t0  # the job in this process, freeing its tensors included
         conn.send(res)
 
 
@@ -229,9 +231,23 @@ class WorkerPool:
 
     def run(self, job: dict[str, Any]) -> dict[str, Any]:
         """Run one job; a dead or hung worker becomes an ``error`` result. A result
-        after which the worker was replaced carries ``worker_replaced: True``."""
+        after which the worker was replaced carries ``worker_replaced: True``. Where its
+        wall time went besides the job: ``start_s``, waiting for a worker to start (a
+        spare's, or its own); ``kill_s``, replacing the worker after the job."""
+        t_start = time.perf_counter()
         self._ensure_started()
         t0 = time.perf_counter()
+        res = self._run_started(job, t0)
+        res["start_s"] = t0 - t_start
+        if needs_restart(self.cfg.device, res) and not res.get("worker_replaced"):
+            t_kill = time.perf_counter()
+            self._kill()  # a device error poisoned the context: start clean
+            res["worker_replaced"] = True
+            res["kill_s"] = time.perf_counter() - t_kill
+        return res
+
+    def _run_started(self, job: dict[str, Any], t0: float) -> dict[str, Any]:
+        """:meth:`run` on the started worker (a dead or hung one killed: ``kill_s``)."""
         try:
             self._conn.send(job)
             deadline = t0 + self.case_timeout_s
@@ -242,23 +258,22 @@ class WorkerPool:
                 if not self._proc.is_alive():
                     raise EOFError
                 if time.perf_counter() > deadline:
+                    elapsed = time.perf_counter() - t0
                     self._kill()
                     v = Verdict.error(f"timed out after {self.case_timeout_s:.0f} s (worker killed)", timed_out=True,
                                       timeout_s=self.case_timeout_s)
-                    return {"verdict": v.to_json(), "worst": {}, "elapsed_s": time.perf_counter() - t0,
-                            "worker_replaced": True}
+                    return {"verdict": v.to_json(), "worst": {}, "elapsed_s": elapsed,
+                            "worker_replaced": True, "kill_s": time.perf_counter() - t0 - elapsed}
         except (EOFError, OSError, BrokenPipeError):
+            elapsed = time.perf_counter() - t0
             code = None
             if self._proc is not None:
                 self._proc.join(10)  # reap it, so its exit status is known
                 code = self._proc.exitcode
             self._kill()
             v = Verdict.error(f"the process running the case died: {describe_exit(code)}", exitcode=code)
-            return {"verdict": v.to_json(), "worst": {}, "elapsed_s": time.perf_counter() - t0,
-                    "worker_replaced": True}
-        if needs_restart(self.cfg.device, res):
-            self._kill()  # a device error poisoned the context: start clean
-            res["worker_replaced"] = True
+            return {"verdict": v.to_json(), "worst": {}, "elapsed_s": elapsed,
+                    "worker_replaced": True, "kill_s": time.perf_counter() - t0 - elapsed}
         return res
 
     def device_memory(self) -> dict[str, int] | None:
