@@ -26,6 +26,7 @@ import re
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 from kernelaudit.sweep.cases import Case
@@ -101,12 +102,24 @@ def main(argv=None) -> int:
             entry["snippet"] = name
             entry["plain"] = run_one(code, out / name, a.timeout)
         results.append(entry)
-        p = entry["plain"]
-        print(f"{r.id:60s} store {r.status.value:6s} plain {p['result']:18s} "
-              f"{p.get('error') or p.get('first_bad') or ''}", flush=True)
+        print(line(entry), flush=True)
         (out / "results.json").write_text(json.dumps(results, indent=1))
         (out / "results.md").write_text(markdown(results))
+    # again at the end, the silent findings first: a device call's output keeps its tail
+    print(f"\n{len(results)} findings: " + ", ".join(
+        f"{n} {k}" for k, n in sorted(Counter(e["plain"]["result"] for e in results).items())))
+    for e in sorted(results, key=lambda e: e["store_verdict"] != "wrong"):
+        if e["plain"]["result"] not in ("no plain rendering", "not run (time)"):
+            print(line(e))
     return 0
+
+
+def line(e: dict) -> str:
+    """One finding on one line: case, the store's verdict, plain torch's and what it said
+    (an error's first line, or the first bad index)."""
+    p = e["plain"]
+    said = str(p.get("error") or p.get("first_bad") or "").strip().splitlines()
+    return f"{e['case']:60s} store {e['store_verdict']:6s} plain {p['result']:18s} {(said or [''])[0][:110]}"
 
 
 def markdown(results: list[dict]) -> str:
