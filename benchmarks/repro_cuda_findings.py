@@ -271,13 +271,43 @@ def spaced(kind: str, n: int) -> dict:
     return res
 
 
+def norm_rows(kind: str, rows: int, shape: tuple = (2, 3), dtype: str = "float32", device: str = "cuda") -> dict:
+    """``F.rms_norm`` / ``F.layer_norm`` over a multi-dim ``normalized_shape`` with
+    ``rows`` rows, backward: the weight gradient's shape and values against the sum of
+    the same backward over chunks of 65,536 rows. The full grid's ``rms_norm`` error
+    (``invalid gradient at index 1 - got [3] but expected [2, 3]``, from just below 2^31
+    elements) matches the two-pass gamma backward past 65,536 rows, which sizes its
+    scratch by the last normalized dim (pytorch/pytorch PR #192016): this finds the
+    row count, far below 2^31 elements."""
+    dt = getattr(torch, dtype)
+    x = torch.randn(rows, *shape, device=device, dtype=dt)
+    g = torch.randn_like(x)
+    w = torch.randn(*shape, device=device, dtype=dt, requires_grad=True)
+
+    def call(xs, gs):
+        y = F.rms_norm(xs, shape, w) if kind == "rms_norm" else F.layer_norm(xs, shape, w)
+        return torch.autograd.grad(y, w, gs)[0]
+
+    out = {"op": kind, "rows": rows, "normalized_shape": list(shape), "dtype": dtype, "device": device}
+    try:
+        got = call(x, g)
+        if device == "cuda":
+            torch.cuda.synchronize()
+    except Exception as e:  # noqa: BLE001 - the finding may be a raise
+        return {**out, "result": "raised", "error": str(e).splitlines()[0][:300]}
+    want = sum(call(x[i:i + 65536], g[i:i + 65536]).float() for i in range(0, rows, 65536))
+    diff = float((got.float() - want).abs().max())
+    return {**out, "result": "ok" if diff <= 1e-2 * (1 + float(want.abs().max())) else "wrong",
+            "grad_shape": list(got.shape), "max_abs_diff": diff}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default=None)
     p.add_argument("--only", default="arange,sdpa_bwd,sdpa_batch",
                    help="comma-separated probes: arange, sdpa_bwd, sdpa_batch, cdist:BATCH, "
                         "pool:ROWS:OUT_SIZE:DTYPE:fwd|bwd, linspace, logspace, softmin_bwd, geometric, "
-                        "bernoulli, rrelu, multinomial, op:NAME (NAME of OP_FINDINGS; "
+                        "bernoulli, rrelu, multinomial, rms_norm, layer_norm, op:NAME (NAME of OP_FINDINGS; "
                         "each in its own process: an illegal memory access poisons the context)")
     a = p.parse_args(argv)
     only = set(a.only.split(","))
@@ -308,6 +338,8 @@ def main(argv=None) -> int:
             res["geometric"] = [geometric_zeros(2**32 + 16384), geometric_zeros(2**28, 16)]
         elif kind in ("bernoulli", "rrelu", "multinomial"):  # from below 2^31 to past 2^32
             res.setdefault("draws", []).extend(draws(kind, n) for n in (2**31 - 16384, 2**31 + 16384, 2**32 - 16384))
+        elif kind in ("rms_norm", "layer_norm"):  # the rows where the gamma backward takes its two-pass path
+            res.setdefault("norm_rows", []).extend(norm_rows(kind, r) for r in (65536, 65537, 2**20))
         elif kind == "op":
             res.setdefault("ops", []).append(op_finding(rest))
         elif kind == "pool":
