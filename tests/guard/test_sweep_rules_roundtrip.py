@@ -284,15 +284,22 @@ CONFIRMED = {"linspace", "logspace", "nn.functional.adaptive_avg_pool2d", "nn.fu
              "nn.functional.adaptive_max_pool3d", "nn.functional.avg_pool1d"}
 
 
-@pytest.mark.skipif(not FULL_GRID.is_dir(), reason="the full grid's store is not in this checkout")
-def test_the_shipped_pool_and_factory_rules_are_what_the_full_grids_store_gives(tmp_path):
+def _shipped_as_derived(tmp_path: Path, record: Path, name: str, ops: set) -> list:
+    """The rules shipped in ``known_faults/NAME``, checked to be exactly those the committed
+    store of ``record`` gives for ``ops``, in order."""
     from kernelaudit.sweep.rules_out import rules_from_store
 
-    store = _unpacked(tmp_path, FULL_GRID / "store", "h200")
+    store = _unpacked(tmp_path, record / "store", "h200")
     rules, _ = rules_from_store(RunStore.open(store))
-    shipped = load_rules(ROOT / "src/kernelaudit/guard/known_faults/full_grid_pools_factories.json")
-    assert [r for r in rules if r.op in CONFIRMED] == shipped
-    assert {r.op for r in shipped} == CONFIRMED
+    shipped = load_rules(ROOT / "src/kernelaudit/guard/known_faults" / name)
+    assert [r for r in rules if r.op in ops] == shipped
+    assert {r.op for r in shipped} == ops
+    return shipped
+
+
+@pytest.mark.skipif(not FULL_GRID.is_dir(), reason="the full grid's store is not in this checkout")
+def test_the_shipped_pool_and_factory_rules_are_what_the_full_grids_store_gives(tmp_path):
+    shipped = _shipped_as_derived(tmp_path, FULL_GRID, "full_grid_pools_factories.json", CONFIRMED)
     # pooling splits along the batch; linspace is computed in pieces, logspace refused
     assert {(r.action, r.split_dim) for r in shipped if "pool" in r.op} == {("fix", 0)}
     assert {(r.op, r.action) for r in shipped if "space" in r.op} == {("linspace", "fix"), ("logspace", "raise")}
@@ -311,13 +318,7 @@ AT_2_31 = {"nn.functional.interpolate.area", "nn.functional.interpolate.nearest-
 
 @pytest.mark.skipif(not FULL_GRID.is_dir(), reason="the full grid's store is not in this checkout")
 def test_the_shipped_2_31_rules_are_what_the_full_grids_store_gives(tmp_path):
-    from kernelaudit.sweep.rules_out import rules_from_store
-
-    store = _unpacked(tmp_path, FULL_GRID / "store", "h200")
-    rules, _ = rules_from_store(RunStore.open(store))
-    shipped = load_rules(ROOT / "src/kernelaudit/guard/known_faults/full_grid_2_31.json")
-    assert [r for r in rules if r.op in AT_2_31] == shipped
-    assert {r.op for r in shipped} == AT_2_31
+    shipped = _shipped_as_derived(tmp_path, FULL_GRID, "full_grid_2_31.json", AT_2_31)
     # the silent findings are fixed (split); a refusal is only where the op raises
     assert {r.action for r in shipped if r.effect == "wrong"} == {"fix"}
     assert all(r.effect == "error" for r in shipped if r.action == "raise")
@@ -328,12 +329,7 @@ FULL_GRID_45 = ROOT / "benchmarks/results/2026-12-05-h100-full-grid-segments-4-5
 
 @pytest.mark.skipif(not FULL_GRID_45.is_dir(), reason="the full grid's later store is not in this checkout")
 def test_the_shipped_softmin_backward_rule_is_what_the_full_grids_later_store_gives(tmp_path):
-    from kernelaudit.sweep.rules_out import rules_from_store
-
-    store = _unpacked(tmp_path, FULL_GRID_45 / "store", "h200")
-    rules, _ = rules_from_store(RunStore.open(store))
-    shipped = load_rules(ROOT / "src/kernelaudit/guard/known_faults/full_grid_softmax_backward.json")
-    assert [r for r in rules if r.op == "nn.functional.softmin"] == shipped
+    shipped = _shipped_as_derived(tmp_path, FULL_GRID_45, "full_grid_softmax_backward.json", {"nn.functional.softmin"})
     # softmin's call also negates the crossing tensor: the kernel's entry is refused, not split
     (rule,) = shipped
     assert (rule.action, rule.aten, rule.dtypes, rule.effect) == ("raise", ("_softmax_backward_data",), ("float16",),
