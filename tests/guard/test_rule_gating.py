@@ -138,7 +138,8 @@ def test_shipped_database_round_trips_and_holds_the_sweeps_of_record():
         "linspace", "logspace", "nn.functional.adaptive_avg_pool2d", "nn.functional.adaptive_avg_pool3d",
         "nn.functional.adaptive_max_pool1d", "nn.functional.adaptive_max_pool2d", "nn.functional.adaptive_max_pool3d",
         "nn.functional.avg_pool1d", "nn.functional.softmin", "nn.functional.interpolate.area",
-        "nn.functional.interpolate.nearest-exact", "nn.functional.upsample_nearest", "nn.functional.interpolate.bilinear",
+        "nn.functional.interpolate.nearest-exact", "nn.functional.upsample_nearest",
+        "nn.functional.interpolate.bilinear",
         "nn.functional.upsample_bilinear", "nn.functional.avg_pool2d", "nn.functional.multilabel_margin_loss",
         "nn.functional.pad.reflect", "nn.functional.pad.replicate_negative", "matrix_exp",
         "masked.log_softmax"}

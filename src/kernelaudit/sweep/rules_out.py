@@ -166,7 +166,8 @@ def uncalibrated(verdict: dict) -> bool:
 def rules_from_store(store: RunStore) -> tuple[list, list[str]]:
     """(rules, notes) for the wrong/error verdicts of ``store`` (notes: groups no rule
     could be written for, and why)."""
-    from ..guard.rules import ENGINE_OPS, FACTORIES, INNER_OF, KnownFault  # the rule format (data only): docs/architecture.md
+    # the rule format (data only): docs/architecture.md
+    from ..guard.rules import ENGINE_OPS, FACTORIES, INNER_OF, KnownFault
 
     m = store.manifest()
     device = (m.get("device") or {}).get("type", "cpu")
