@@ -167,8 +167,9 @@ class RunStore:
             yield rec
 
     def latest(self) -> dict[str, dict[str, Any]]:
-        """Case key -> its last record (:func:`~.runfile.supersedes`: a later skip for
-        want of memory does not replace an earlier judged verdict)."""
+        """Case key -> its last record (:func:`~.runfile.supersedes`: a later record that
+        did not run, for want of memory or after a timeout, does not replace an earlier
+        judged verdict; it is noted on it as ``not_rerun``)."""
         out: dict[str, dict[str, Any]] = {}
         for r in self.records():
             key = Case.from_json(r["case"]).key
