@@ -11,7 +11,7 @@
 #   official checks timed on their first trial, an upper bound of each ratio), mutate (the 10k-mutant campaign,
 #   MUTATE_BUDGET_S), quicksweep (issue 16's 3-minute --quick CUDA sweep), heads (sdpa.heads and
 #   sdpa.flash on the attn_batch axis: the heads rule), gemm (issue 19: repro_gemm's decode,
-#   prefill, bits and invariance sections (GEMM_SECTIONS), then the repro GPU tests (GEMM_TESTS=0
+#   prefill, bits and invariance sections (GEMM_SECTIONS; GEMM_ARGS, e.g. "--decode-ms 2,4 --decode-kn 8192"), then the repro GPU tests (GEMM_TESTS=0
 #   skips them; GEMM_TESTS_TIMEOUT_S, default 300; they took 198 s on 2026-12-05 before 12 tma cases)).
 #   profile: sweep cases' phase times; PROFILE_CASES (op/dtype/direction list) and PROFILE_OPS (the
 #   torch.profiler tables) override benchmarks/sweep_profile.py's defaults; PROFILE_JUDGED=1 runs
@@ -143,7 +143,7 @@ PY
       --dtypes float16,bfloat16 --out runs/heads-h200 --case-timeout 60 > "$O/heads_sweep.log" 2>&1
     tail -8 "$O/heads_sweep.log"; cp -r runs/heads-h200 "$O/" ;;
   gemm) log repro_gemm; timeout ${GEMM_TIMEOUT_S:-500} python3 benchmarks/repro_gemm.py --out "$O/repro" \
-      --sections ${GEMM_SECTIONS:-ceilings,decode,prefill,bits,invariance} > "$O/repro_gemm.log" 2>&1
+      --sections ${GEMM_SECTIONS:-ceilings,decode,prefill,bits,invariance} ${GEMM_ARGS:-} > "$O/repro_gemm.log" 2>&1
     tail -20 "$O/repro_gemm.log"
     if [ "${GEMM_TESTS:-1}" = 1 ]; then timeout ${GEMM_TESTS_TIMEOUT_S:-300} python3 -m pytest -q -p no:cacheprovider \
       tests/gpu/test_repro_ieee_tiled_gpu.py tests/gpu/test_repro_gpu.py > "$O/repro_gpu_tests.log" 2>&1

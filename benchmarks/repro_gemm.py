@@ -64,6 +64,14 @@ import triton.language as tl
 
 RES: dict = {}
 DEV = "cuda"
+#: where main() writes RES (repro_gemm.json); a long section writes what it has so far
+OUT_JSON: Path | None = None
+
+
+def write_partial() -> None:
+    """Write RES as it stands (a section stopped by a time limit keeps its rows)."""
+    if OUT_JSON is not None:
+        OUT_JSON.write_text(json.dumps(RES, indent=1, default=str) + "\n")
 #: shapes; --smoke shrinks them to run the whole script on a CPU (interpreter) first
 S = {"decode": (4096, 8192), "ms": (1, 2, 4, 8, 16), "prefill": (1024, 2048, 4096, 8192), "pk": 8192,
      "prefill_ms": (1024, 4096, 8192),
@@ -353,17 +361,15 @@ def lanes_decode_candidates(rows: int) -> list[Tiles]:
            8: [Tiles(8, 16, 128, 4, 4, tiled=True, tma=True), Tiles(8, 16, 64, 4, 6, tiled=True, tma=True)],
            16: [Tiles(16, 16, 64, 4, 4, tiled=True, tma=True), Tiles(16, 16, 64, 4, 6, tiled=True, tma=True),
                 Tiles(16, 32, 64, 4, 4, tiled=True, tma=True)]}[rows]
-    # the lanes as programs (split_lanes, the explicit loop, the tree in a second launch):
-    # at 2 and 4 rows 8x the programs in flight of the table's tile (1,024 to 4,096 at
-    # N = 8192), each reading its lane's 16-byte blocks; bit-tested under the interpreter
-    # (tests/repro/test_gemm_ieee_lanes.py), never timed at decode
-    split = [Tiles(rows, bn, 64, 4, 3, split_lanes=True) for bn in (32, 64)] if rows in (2, 4) else []
+    # (the lanes as programs, split_lanes, ran 0.24-0.46 TFLOP/s at 2 rows on an H100, K = N
+    # = 4096, against 4.1 for the register-tiled tiles: dropped,
+    # benchmarks/results/2026-12-05-h100-full-grid-segments-6-8-and-decode/)
     return [Tiles(rows, 16, big, 4, 1, tiled=True, prefetch=True),
             Tiles(rows, 16, 128, 4, 1, tiled=True, prefetch=True),
             Tiles(rows, 32, 128 if rows >= 8 else big, 8, 1, tiled=True, prefetch=True),
             Tiles(rows, 8, 128, 2, 1, tiled=True, prefetch=True),
             Tiles(rows, 16, 64, 4, 1, tiled=True, prefetch=True),
-            Tiles(rows, 16, 128, 4, 3, tiled=True)] + wide + tma + split
+            Tiles(rows, 16, 128, 4, 3, tiled=True)] + wide + tma
 
 
 def other_orders(rows: int) -> list[tuple[Lanes, Tiles]]:
@@ -534,6 +540,9 @@ def decode():
             if sb and sb["tiles"] is not None and sb["tiles"].get("tiled"):
                 seq_wins.setdefault(bucket, {}).setdefault(sb["name"], []).append(sb)
             print({k: v for k, v in row.items() if k != "candidates"}, flush=True)
+            RES["decode_rows_so_far"] = rows_out  # kept if the section is stopped (write_partial)
+            write_partial()
+    RES.pop("decode_rows_so_far", None)
     # the tables the later sections use: per bucket, the candidate that won most shapes
     lanes_shape = not tiles_mod.ieee_lanes(_n(S["decode"][0]), S["decode"][0], torch.bfloat16).sequential
     table = {}
@@ -915,14 +924,29 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--sections", default="ceilings,decode,prefill,bits,invariance,model")
     p.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU (Triton interpreter): a dry run")
+    p.add_argument("--decode-ms", default="", help="the decode section's M values, e.g. 2,4 (default 1,2,4,8,16)")
+    p.add_argument("--decode-kn", default="", help="its K = N values, e.g. 8192 (default 4096,8192)")
     a = p.parse_args(argv)
-    global DEV
+    global DEV, OUT_JSON
+    chosen = {}
+    for flag, key, allowed in (("--decode-ms", "ms", (1, 2, 4, 8, 16)), ("--decode-kn", "decode", (4096, 8192))):
+        given = getattr(a, flag[2:].replace("-", "_"))
+        if given:
+            try:
+                vals = tuple(int(v) for v in given.split(","))
+            except ValueError:
+                vals = ()
+            if not vals or not set(vals) <= set(allowed):
+                p.error(f"{flag}={given!r}: allowed values are comma-separated {', '.join(map(str, allowed))}")
+            chosen[key] = vals
     if a.smoke:
         DEV = "cpu"
         S.update(SMOKE)
         triton.testing.do_bench = lambda fn, **k: (lambda t0: (fn(), (time.perf_counter() - t0) * 1e3)[1])(
             time.perf_counter())
+    S.update(chosen)
     a.out.mkdir(parents=True, exist_ok=True)
+    OUT_JSON = a.out / "repro_gemm.json"
     RES["env"] = {"device": torch.cuda.get_device_name() if DEV == "cuda" else "cpu (smoke)",
                   "torch": torch.__version__, "triton": triton.__version__,
                   "cuda": torch.version.cuda, "python": platform.python_version(),
