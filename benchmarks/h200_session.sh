@@ -19,7 +19,8 @@
 #   findings (issue 16: benchmarks/repro_cuda_findings.py's probes of the full grid's findings, one process each; FINDINGS overrides,
 #   e.g. "bernoulli rrelu multinomial")
 #   plain (issue 16: benchmarks/repro_store_findings.py, each finding of runs/h200 as plain torch against
-#   the call in small chunks; PLAIN_OPS, PLAIN_TIMEOUT_S (150 a snippet), PLAIN_UNTIL_S (420: no snippet starts later))
+#   the call in small chunks; PLAIN_OPS, PLAIN_TIMEOUT_S (150 a snippet), PLAIN_UNTIL_S (420: no snippet starts later),
+#   PLAIN_GUARDED=1: each again under `kernelaudit run`, the shipped rules)
 #   gluonncu (issue 19: ncu of the Gluon prefill pass at 4 and 8 warps, M = 4096, K = N = 8192)
 #   steps: gputests (all of tests/gpu) oomsweep (float32 backward at 2*2^32: OOM retries) flatab (flat orders and tiles, interleaved rounds) flatncu kernels verify ncu profile guard sweep workers_ab repro corpus oracle_cost demo
 #   (default: all but sweep, workers_ab, repro)
@@ -112,7 +113,7 @@ PY
     done ;;
   plain) log plain_findings  # every finding of runs/h200 run again as plain torch, one process each
     python3 benchmarks/repro_store_findings.py runs/h200 --out "$O/plain" ${PLAIN_OPS:+--ops $PLAIN_OPS} \
-      --timeout ${PLAIN_TIMEOUT_S:-150} --until ${PLAIN_UNTIL_S:-420} 2>&1 | tail -80 ;;
+      --timeout ${PLAIN_TIMEOUT_S:-150} --until ${PLAIN_UNTIL_S:-420} ${PLAIN_GUARDED:+--guarded} 2>&1 | tail -80 ;;
   repro) log repro; timeout 120 python3 benchmarks/repro_cuda_findings.py --out "$O/repro_cuda_findings.json" 2>&1 | tail -40 ;;
   corpus) log corpus; KERNELAUDIT_GPU_RESULTS="$O/corpus_h200.json" timeout ${CORPUS_TIMEOUT_S:-220} \
       python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_corpus_gpu.py 2>&1 | tail -8 ;;

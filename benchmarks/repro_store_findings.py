@@ -12,6 +12,11 @@ context) under a time limit, and is kept beside the results for upstream reports
 
     python benchmarks/repro_store_findings.py runs/h200 --out $OUT/plain [--ops a,b] [--timeout 300]
 
+With ``--guarded`` each snippet runs a second time under ``kernelaudit run`` (the
+guard, ``fix``, with the shipped known-fault database): a finding the guard fixes reads
+``ok`` there, one it refuses ``raised`` with the guard's ``UnsafeCallError`` (the
+program as a user would run it: issue 16's end-to-end proof on the GPU).
+
 Writes ``OUT/NN-<case>.py``, ``OUT/results.json`` (one entry per finding: the case,
 the store's verdict, the plain result: ok, wrong, raised, timed out or crashed) and
 ``OUT/results.md`` (the same as a Markdown table) and prints a line per finding. Ops without a plain rendering (hand-specified and metamorphic ops) are
@@ -56,11 +61,17 @@ def findings(store: str, ops: set[str] | None = None, per_dtype: bool = False) -
     return sorted(first.values(), key=lambda r: (_rank(r), r.op, r.direction, r.dtype))
 
 
-def run_one(code: str, path: Path, timeout: float) -> dict:
+#: The command prefix that runs a snippet under the guard (``--guarded``).
+GUARDED = [sys.executable, "-m", "kernelaudit", "run", "--guard", "fix", "--"]
+
+
+def run_one(code: str, path: Path, timeout: float, prefix: list[str] = ()) -> dict:
+    """Run the snippet ``code`` (written to ``path``) in its own process, after ``prefix``
+    (:data:`GUARDED`: under the guard); its last JSON line, or why there is none."""
     path.write_text(code)
     t0 = time.perf_counter()
     try:
-        p = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=timeout)
+        p = subprocess.run([*prefix, sys.executable, str(path)], capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"result": "timed out", "seconds": timeout}
     secs = round(time.perf_counter() - t0, 1)
@@ -82,6 +93,8 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per snippet")
     ap.add_argument("--until", type=float, default=0.0,
                     help="stop starting snippets this many seconds after the start (0: no limit)")
+    ap.add_argument("--guarded", action="store_true",
+                    help="run each snippet again under `kernelaudit run --guard fix` (the shipped rules)")
     a = ap.parse_args(argv)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -101,6 +114,8 @@ def main(argv=None) -> int:
             name = f"{i:02d}-{re.sub(r'[^A-Za-z0-9_.+-]', '_', r.id)}.py"
             entry["snippet"] = name
             entry["plain"] = run_one(code, out / name, a.timeout)
+            if a.guarded:
+                entry["guarded"] = run_one(code, out / name, a.timeout, GUARDED)
         results.append(entry)
         print(line(entry), flush=True)
         (out / "results.json").write_text(json.dumps(results, indent=1))
@@ -119,18 +134,22 @@ def line(e: dict) -> str:
     (an error's first line, or the first bad index)."""
     p = e["plain"]
     said = str(p.get("error") or p.get("first_bad") or "").strip().splitlines()
-    return f"{e['case']:60s} store {e['store_verdict']:6s} plain {p['result']:18s} {(said or [''])[0][:110]}"
+    guarded = f"guarded {e['guarded']['result']:10s} " if "guarded" in e else ""
+    return f"{e['case']:60s} store {e['store_verdict']:6s} plain {p['result']:18s} {guarded}{(said or [''])[0][:110]}"
 
 
 def markdown(results: list[dict]) -> str:
     """The results as a table for a results folder's README: case, the store's verdict,
     the plain-torch result and what it said."""
-    rows = ["| case | sweep | plain torch | detail |", "|---|---|---|---|"]
+    guarded = any("guarded" in e for e in results)
+    rows = ["| case | sweep | plain torch |" + (" under the guard |" if guarded else "") + " detail |",
+            "|---|---|---|" + ("---|" if guarded else "") + "---|"]
     for e in results:
         p = e["plain"]
         detail = p.get("error") or (f"{p['wrong']} of {p['compared']} elements off, first at {p['first_bad']}, "
                                     f"largest difference {p['max_abs_diff']:.3g}" if p.get("wrong") else "")
-        rows.append(f"| `{e['case']}` | {e['store_verdict']} | {p['result']} | {detail.replace('|', '/')} |")
+        g = f" {e['guarded']['result'] if 'guarded' in e else '-'} |" if guarded else ""
+        rows.append(f"| `{e['case']}` | {e['store_verdict']} | {p['result']} |{g} {detail.replace('|', '/')} |")
     return "\n".join(rows) + "\n"
 
 

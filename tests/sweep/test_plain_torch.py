@@ -126,3 +126,25 @@ def test_the_plain_check_reports_the_error_a_call_raises(monkeypatch):
     _planted(monkeypatch, "raise", case.batch * case.spec.extra["recipe"]["per_batch"] // 2)
     res = _run_check(case)
     assert res == {"result": "raised", "error": "RuntimeError: CUDA error: invalid argument"}
+
+
+def test_a_plain_check_run_under_the_guard_is_refused_where_a_rule_says_so(tmp_path):
+    """``repro_store_findings.py --guarded``: the same snippet bare, then under
+    ``kernelaudit run`` with a rule (here a CPU rule file) flagging its whole call."""
+    import importlib.util
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "repro_store_findings.py"
+    spec = importlib.util.spec_from_file_location("repro_store_findings", script)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    case = _case("nn.functional.softmin", "fwd", scale=10, threshold="2^31")
+    n = case.batch * case.spec.extra["recipe"]["per_batch"]
+    code = plain_check(case, device="cpu", chunk_elements=2**8)
+    rules = tmp_path / "rules.json"
+    rules.write_text(json.dumps({"schema": 1, "rules": [{
+        "name": "softmin-whole-call", "op": "nn.functional.softmin", "device": "cpu", "effect": "wrong",
+        "when": {"kind": "numel", "at_least": n}, "aten": ["_softmax"], "action": "raise"}]}))
+    assert mod.run_one(code, tmp_path / "bare.py", 120)["result"] == "ok"
+    guarded = mod.run_one(code, tmp_path / "guarded.py", 120, [*mod.GUARDED[:-1], "--rules", str(rules), "--"])
+    assert guarded["result"] == "raised" and "softmin-whole-call" in guarded["error"], guarded
