@@ -4,7 +4,9 @@
 ``torch.logspace`` there is refused, and the pooling calls that read or wrote out of
 bounds past 2^31 elements (the sweep's shapes, just below 2^32) are split along dim 0 and
 equal the same op in small batches; float16 softmin's backward past 2^32 elements is
-refused (``known_faults/full_grid_softmax_backward.json``). Bare, the pooling calls end
+refused (``known_faults/full_grid_softmax_backward.json``); a layer or RMS norm backward over
+two normalized dims past 65,536 rows is flattened (``known_faults/norm_backward_rows.json``)
+and its weight gradient equals the sum over chunks of 65,536 rows. Bare, the pooling calls end
 the process's CUDA context (an illegal memory access), so none is run bare here. The
 rules are taken without their version gate; each test needs 20-60 GiB free.
 """
@@ -30,13 +32,16 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUD
 CHUNK = 2**20
 
 
-def _rules(op: str, file: str = "full_grid_pools_factories.json"):
+def _known(file: str):
     from pathlib import Path
 
     import kernelaudit.guard as guard
 
-    path = Path(guard.__file__).parent / "known_faults" / file
-    rules = [dataclasses.replace(r, versions={}) for r in load_rules(path) if r.op == op]
+    return Path(guard.__file__).parent / "known_faults" / file
+
+
+def _rules(op: str, file: str = "full_grid_pools_factories.json"):
+    rules = [dataclasses.replace(r, versions={}) for r in load_rules(_known(file)) if r.op == op]
     assert rules, f"no shipped rule for {op}"
     return rules
 
@@ -171,3 +176,28 @@ def test_a_program_hitting_the_linspace_fault_is_wrong_bare_and_right_under_kern
                               sys.executable, str(prog)], capture_output=True, text=True, timeout=300)
     assert guarded.returncode == 0 and guarded.stdout.strip() == "RIGHT", guarded.stderr[-2000:]
     assert json.loads(stats.read_text())["fixed"] >= 1
+
+
+@pytest.mark.parametrize("op", ["nn.functional.rms_norm", "nn.functional.layer_norm"])
+def test_a_norm_backward_over_two_dims_past_65536_rows_is_flattened_under_the_guard(op):
+    # known_faults/norm_backward_rows.json: bare, the two-pass gamma backward writes past
+    # its scratch and autograd rejects the flat weight gradient (pytorch/pytorch PR #192016)
+    _need(2)
+    rules = [dataclasses.replace(r, versions={}) for r in load_rules(_known("norm_backward_rows.json"))
+             if r.op == op]
+    shape, rows = (2, 3), 2**20
+    g = torch.Generator(device="cuda").manual_seed(5)
+    x = torch.randn(rows, *shape, generator=g, device="cuda")
+    go = torch.randn(rows, *shape, generator=g, device="cuda")
+    w = torch.randn(*shape, generator=g, device="cuda")
+
+    def weight_grad(xs, gs):
+        ws = w.clone().requires_grad_()
+        y = F.rms_norm(xs, shape, ws) if op.endswith("rms_norm") else F.layer_norm(xs, shape, ws)
+        return torch.autograd.grad(y, ws, gs)[0]
+
+    got, st = _guarded(rules, lambda: weight_grad(x, go))
+    assert st.fixed >= 1 and st.refused == 0, st.summary()
+    want = sum(weight_grad(x[i:i + 65536], go[i:i + 65536]) for i in range(0, rows, 65536))
+    assert got.shape == shape
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-3)

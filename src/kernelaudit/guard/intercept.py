@@ -421,7 +421,8 @@ def screen_call(engine: Engine, name: str, device_type: str, faults, th: Thresho
         outs = [n]
     else:
         outs = _out_numels(func, args, kwargs, tensors)
-    bound = sep.bind(func, args, kwargs) if any("inner_of" in f.when for f in faults) else None
+    bound = sep.bind(func, args, kwargs) if any("inner_of" in f.when or f.when["kind"] == "norm-rows"
+                                                  for f in faults) else None
     hits = [(f, why) for f in faults if (why := screen_reason(f, tensors, outs, th, dtype, bound))]
     if not hits:
         return run(name, *args, **kwargs)
@@ -448,6 +449,8 @@ def screen_call(engine: Engine, name: str, device_type: str, faults, th: Thresho
         try:
             if factory:
                 out = sep.fix_factory(op, func, args, kwargs, run, lambda k: safe([], [k]))
+            elif all(f.when["kind"] == "norm-rows" for f in flagged):
+                out = sep.fix_flatten_normalized(func, args, kwargs, run)
             else:
                 out = sep.fix_split(func, args, kwargs, run, safe, sep.split_dims(flagged), outs)
         except sep.CannotSplit as e:

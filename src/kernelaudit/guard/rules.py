@@ -31,6 +31,14 @@ Predicates (``when``), all over metadata only (shapes, strides, offsets; no data
 * ``{"kind": "bytes", "at_least": N}``: some tensor's storage reaches byte ``N - 1``
   (storage offset plus extent, times the element size: 32-bit byte offsets).
 
+* ``{"kind": "norm-rows", "at_least": R, "below_normalized": N}``: a normalization's
+  backward (an entry point with a ``normalized_shape`` argument) over two or more
+  normalized dims of fewer than ``N`` elements in all, with at least ``R`` rows (the
+  first tensor's elements over the normalized ones): CUDA's two-pass gamma backward,
+  which sizes its scratch by the last normalized dim (:func:`norm_rows`). Its ``fix``
+  needs no ``split_dim``: the guard runs the call with the normalized dims flattened
+  into one (:func:`kernelaudit.guard.separable.fix_flatten_normalized`).
+
 Any predicate of a screened entry point (``aten``) may add ``"inner_of": ARG``: the rule
 then matches only calls whose first tensor argument has more than one element past the
 dim that argument ``ARG`` names (softmax's spatial kernel, which runs over a non-last
@@ -61,7 +69,7 @@ EFFECTS = ("wrong", "error", "crash")
 RULE_ACTIONS = ("fix", "raise")
 LAYOUTS = ("contig", "aT", "bT", "abT", "slice", "expand")
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int32", "int64")
-PREDICATES = ("mps-matmul", "mps-attention", "numel", "attention-scores", "dim", "bytes")
+PREDICATES = ("mps-matmul", "mps-attention", "numel", "attention-scores", "dim", "bytes", "norm-rows")
 TENSOR_KINDS = ("any", "output", "operand", "view-operand", "contig-operand")
 VERSION_KEYS = ("torch", "cuda", "driver")
 #: The guard's engine fixes these ops itself (split into safe pieces); any other op a
@@ -117,7 +125,7 @@ class KnownFault:
             raise InvalidArgument(f"Cannot have {where} op={self.op!r} without aten entry points: name the aten "
                                   f"op(s) to screen in 'aten', or use one of {', '.join(ENGINE_OPS)}")
         if self.op not in ENGINE_OPS and self.action == "fix" and self.split_dim is None and \
-                self.op not in FACTORIES:
+                self.op not in FACTORIES and (self.when or {}).get("kind") != "norm-rows":
             raise InvalidArgument(f"Cannot have {where} action='fix' on op={self.op!r} without split_dim: the "
                                   f"guard splits a screened op along split_dim (factories {', '.join(FACTORIES)} "
                                   "need none); give split_dim or action='raise'")
@@ -201,10 +209,15 @@ def _check_predicate(when: dict, where: str) -> None:
         check_choice(f"{where} when.rule", when.get("rule"), ("A", "B", "C"))
     if kind == "numel":
         check_choice(f"{where} when.tensor", when.get("tensor", "any"), TENSOR_KINDS)
-    if kind in ("numel", "attention-scores", "dim", "bytes"):
+    if kind in ("numel", "attention-scores", "dim", "bytes", "norm-rows"):
         resolve_threshold(when.get("at_least"), REAL, f"{where} when.at_least")
     if kind == "dim" and not (isinstance(when.get("dim"), int) and when["dim"] >= 0):
         raise InvalidArgument(f"Cannot have {where} when.dim={when.get('dim')!r}: an integer >= 0 is required")
+    if kind == "norm-rows" and not (isinstance(when.get("below_normalized"), int)
+                                    and not isinstance(when.get("below_normalized"), bool)
+                                    and when["below_normalized"] >= 2):
+        raise InvalidArgument(f"Cannot have {where} when.below_normalized={when.get('below_normalized')!r}: an "
+                              "integer >= 2 (the normalized elements the faulty path stays below) is required")
     if "inner_of" in when and not (isinstance(when["inner_of"], str) and when["inner_of"]):
         raise InvalidArgument(f"Cannot have {where} when.inner_of={when['inner_of']!r}: the name of the call's "
                               "dim argument is required")
@@ -217,6 +230,17 @@ def _check_predicate(when: dict, where: str) -> None:
 #: grid's ``softmax`` and ``log_softmax`` backward cases). The sweep's rules add
 #: ``"inner_of"`` for them.
 INNER_OF = {"_softmax_backward_data": "dim", "_log_softmax_backward_data": "dim"}
+
+
+def norm_rows(tensors: Sequence, args: dict) -> tuple[int, int, int] | None:
+    """(rows, normalized elements, normalized dims) of a normalization call (``args``:
+    its arguments by name, with ``normalized_shape``; rows: the first tensor's elements
+    over the normalized ones), or None where it has no such argument."""
+    shape = args.get("normalized_shape")
+    if not tensors or not isinstance(shape, (list, tuple)) or not shape:
+        return None
+    n = math.prod(int(x) for x in shape)
+    return (tensors[0].numel() // n if n else 0), n, len(shape)
 
 
 def inner_extent(tensors: Sequence, args: dict, name: str) -> int | None:
@@ -316,7 +340,7 @@ def dump_rules(rules: Iterable[KnownFault], path: str | Path, **meta) -> Path:
 #: The shipped database's files (package data under ``known_faults/``).
 DATABASE_FILES = ("mps_study.json", "sweeps_of_record.json", "quick_sweep_opinfo.json", "sdpa_heads.json",
                   "sdpa_heads_float32.json", "full_grid_pools_factories.json", "full_grid_softmax_backward.json",
-                  "full_grid_2_31.json")
+                  "full_grid_2_31.json", "norm_backward_rows.json")
 
 
 @functools.lru_cache(maxsize=1)
@@ -534,7 +558,7 @@ def screen_reason(fault: KnownFault, tensors: Sequence, out_numels: Sequence[int
     """Why a call of a screened op is unsafe (``tensors``: its tensor arguments, in
     order; ``out_numels``: its outputs' element counts; ``dtype``: the call's dtype when
     no tensor says it, e.g. a factory's; ``args``: the call's arguments by name, read by
-    ``inner_of``), or None."""
+    ``inner_of`` and ``norm-rows``), or None."""
     when = fault.when
     if "inner_of" in when and args is not None:
         inner = inner_extent(tensors, args, when["inner_of"])
@@ -547,6 +571,15 @@ def screen_reason(fault: KnownFault, tensors: Sequence, out_numels: Sequence[int
         if dts and not dts & set(fault.dtypes):
             return None
     n = resolve_threshold(when["at_least"], th)
+    if when["kind"] == "norm-rows":
+        got = norm_rows(tensors, args or {})
+        if got is None:
+            return None
+        rows, normalized, dims = got
+        if dims >= 2 and normalized < when["below_normalized"] and rows >= n:
+            return (f"{rows} >= {n} rows over {dims} normalized dims of {normalized} < "
+                    f"{when['below_normalized']} elements")
+        return None
     if when["kind"] == "attention-scores":
         qi, ki = when.get("query_arg", 0), when.get("key_arg", 1)
         if max(qi, ki) >= len(tensors):

@@ -70,8 +70,10 @@ def op_of(name: str) -> str:
 
 def fixable(fault) -> bool:
     """Whether the guard can fix calls ``fault`` flags on its screened op: the rule says
-    ``fix`` and the op is a factory or the rule names a ``split_dim``."""
-    return fault.action == "fix" and (fault.op in FACTORIES or fault.split_dim is not None)
+    ``fix`` and the op is a factory, the rule names a ``split_dim``, or it flags a
+    normalization's rows (:func:`fix_flatten_normalized`)."""
+    return fault.action == "fix" and (fault.op in FACTORIES or fault.split_dim is not None
+                                      or fault.when.get("kind") == "norm-rows")
 
 
 def split_dims(faults: Sequence) -> tuple[int, ...]:
@@ -208,6 +210,44 @@ def factory_numel_dtype(op: str, func, args, kwargs) -> tuple[int, torch.dtype]:
 def fix_factory(op: str, func, args, kwargs, run: Runner, safe_len: Callable[[int], bool]) -> torch.Tensor:
     """:func:`fix_arange` or :func:`fix_linspace`."""
     return (fix_linspace if op == "linspace" else fix_arange)(func, args, kwargs, run, safe_len)
+
+
+# -- normalizations over several dims ------------------------------------------------------------
+#: Arguments of a normalization's backward shaped like the input (flattened to rows x N),
+#: like its statistics (rows x 1), and like the normalized dims (N).
+_AS_INPUT, _AS_STATS, _AS_NORMALIZED = ("grad_out", "input"), ("mean", "rstd"), ("weight", "bias")
+
+
+def fix_flatten_normalized(func, args, kwargs, run: Runner):
+    """A normalization's backward (``native_layer_norm_backward``,
+    ``_fused_rms_norm_backward``) over several normalized dims, run over one: the
+    normalized dims flattened into N (inputs as rows x N, statistics as rows x 1, weight
+    and bias as N), the gradients shaped back. Layer and RMS norm see only the N values
+    of a row, so the call is the same computation; CUDA's gamma backward past 65,536
+    rows sizes its scratch by the last normalized dim and writes past it, and over one
+    dim that dim is N (pytorch/pytorch PR #192016)."""
+    bound = bind(func, args, kwargs)
+    shape = [int(x) for x in bound["normalized_shape"]]
+    x = bound["input"]
+    if len(shape) < 2 or tuple(x.shape[x.dim() - len(shape):]) != tuple(shape):
+        raise CannotSplit(f"normalized_shape {shape} is not the trailing dims of an input of shape {tuple(x.shape)}")
+    lead, n = tuple(x.shape[:x.dim() - len(shape)]), math.prod(shape)
+    new = dict(bound, normalized_shape=[n])
+    for name in _AS_INPUT:
+        new[name] = bound[name].reshape(*lead, n)
+    for name in _AS_STATS:
+        if isinstance(bound.get(name), torch.Tensor):
+            new[name] = bound[name].reshape(*lead, 1)
+    for name in _AS_NORMALIZED:
+        if isinstance(bound.get(name), torch.Tensor):
+            new[name] = bound[name].reshape(n)
+    names = [a.name for a in func._schema.arguments]
+    entry = func._schema.name.split("::", 1)[-1] + ("." + func._overloadname if func._overloadname != "default" else "")
+    outs = run(entry, *[new[a] for a in names if a in new])
+    grad_input, *grads = outs
+    shaped = [grad_input.reshape(x.shape) if isinstance(grad_input, torch.Tensor) else grad_input]
+    shaped += [g.reshape(shape) if isinstance(g, torch.Tensor) and g.numel() == n else g for g in grads]
+    return tuple(shaped)
 
 
 # -- ops separable along a dim ------------------------------------------------------------------
