@@ -11,7 +11,8 @@
 #   official checks timed on their first trial, an upper bound of each ratio), mutate (the 10k-mutant campaign,
 #   MUTATE_BUDGET_S), quicksweep (issue 16's 3-minute --quick CUDA sweep), heads (sdpa.heads and
 #   sdpa.flash on the attn_batch axis: the heads rule), gemm (issue 19: repro_gemm's decode,
-#   prefill, bits and invariance sections (GEMM_SECTIONS; GEMM_ARGS, e.g. "--decode-ms 2,4 --decode-kn 8192"), then the repro GPU tests (GEMM_TESTS=0
+#   prefill, bits and invariance sections (GEMM_SECTIONS;
+#   GEMM_ARGS, e.g. "--decode-ms 2,4 --decode-kn 8192"), then the repro GPU tests (GEMM_TESTS=0
 #   skips them; GEMM_TESTS_TIMEOUT_S, default 300; they took 198 s on 2026-12-05 before 12 tma cases)).
 #   profile: sweep cases' phase times; PROFILE_CASES (op/dtype/direction list) and PROFILE_OPS (the
 #   torch.profiler tables) override benchmarks/sweep_profile.py's defaults; PROFILE_JUDGED=1 runs
