@@ -17,7 +17,11 @@ Configurations:
   the floor of any Python ``torch.library`` override, so ``enforced - passthrough`` is
   what the guard's own logic costs;
 * ``study``: the study's guard, a ``TorchDispatchMode`` over every aten op that
-  refuses any tensor with >= 2^32 elements (for comparison: it measured 1.73x).
+  refuses any tensor with >= 2^32 elements (for comparison: it measured 1.73x);
+* ``screened``: every rule of the shipped database with aten entry points (the
+  sweeps' findings outside the engine: softmax and layer norm backward, pooling, ...)
+  put on this device without its version gate: what the screens cost a program whose
+  ops they watch (each screened call is a Python kernel), where the rules are active.
 
     python benchmarks/guard_overhead.py --out benchmarks/results/guard_overhead_cpu.json
     python benchmarks/guard_overhead.py --device cuda --out benchmarks/results/guard_overhead_h200.json
@@ -108,6 +112,13 @@ def time_config(name: str, step, iters: int, device) -> float:
         guard.install("fix", policy=policy, native=False)
     elif name == "passthrough":
         lib = passthrough_overrides(dt)
+    elif name == "screened":
+        import dataclasses
+
+        from kernelaudit.guard.intercept import install as install_rules
+        from kernelaudit.guard.rules import known_faults
+
+        install_rules("fix", rules=[dataclasses.replace(r, device=dt, versions={}) for r in known_faults() if r.aten])
     mode = StudyGuard() if name == "study" else None
     try:
         if mode:
@@ -139,7 +150,7 @@ def run(device="cpu", dim=256, heads=4, seq=64, batch=8, iters=None, rounds=15, 
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     x = torch.randn(batch, seq, dim, device=device)
     step = step_fn(model, opt, x)
-    configs = configs or ["none", "install", "enforced", "enforced-python", "passthrough", "study"]
+    configs = configs or ["none", "install", "enforced", "enforced-python", "passthrough", "study", "screened"]
     # calibrate: about 0.25 s per configuration per round
     per_step = []
     for _ in range(13):

@@ -556,7 +556,8 @@ def screened(faults: Sequence[KnownFault]) -> list[KnownFault]:
 def screen_reason(fault: KnownFault, tensors: Sequence, out_numels: Sequence[int], th: Thresholds = REAL,
                   dtype=None, args: dict | None = None) -> str | None:
     """Why a call of a screened op is unsafe (``tensors``: its tensor arguments, in
-    order; ``out_numels``: its outputs' element counts; ``dtype``: the call's dtype when
+    order; ``out_numels``: its outputs' element counts, or a function giving them, called
+    only by a rule that reads them; ``dtype``: the call's dtype when
     no tensor says it, e.g. a factory's; ``args``: the call's arguments by name, read by
     ``inner_of`` and ``norm-rows``), or None."""
     when = fault.when
@@ -595,6 +596,8 @@ def screen_reason(fault: KnownFault, tensors: Sequence, out_numels: Sequence[int
         big = max((_extent(t.shape, t.stride(), t.storage_offset()) * t.element_size() for t in tensors), default=0)
         return f"a tensor argument's storage reaches {big} >= {n} bytes" if big >= n else None
     kind = when.get("tensor", "any")
+    if kind in ("output", "any") and callable(out_numels):
+        out_numels = out_numels()  # computed only here, where a rule reads them
     sizes = list(out_numels) if kind == "output" else [t.numel() for t in tensors] + (
         list(out_numels) if kind == "any" else [])
     big = max(sizes) if sizes else 0
