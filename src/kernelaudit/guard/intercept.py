@@ -466,23 +466,22 @@ def screen_call(engine: Engine, name: str, device_type: str, faults, th: Thresho
     tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
     op = sep.op_of(name)
     factory = op in sep.FACTORIES
-    dtype = None
+    dtype, known = None, []
     if factory:
         n, dtype = sep.factory_numel_dtype(op, func, args, kwargs)
-        outs = [n]
-    else:  # the outputs' sizes are asked for only by rules that read them, once
-        known: list = []
+        known.append([n])
 
-        def outs() -> list[int]:
-            if not known:
-                known.append(_out_numels(func, args, kwargs, tensors, leaves))
-            return known[0]
+    def call_outs() -> list[int]:
+        """The outputs' sizes, asked for only by rules that read them, once."""
+        if not known:
+            known.append(_out_numels(func, args, kwargs, tensors, leaves))
+        return known[0]
     bound = sep.bind(func, args, kwargs) if any("inner_of" in f.when or f.when["kind"] == "norm-rows"
                                                   for f in faults) else None
-    hits = [(f, why) for f in faults if (why := screen_reason(f, tensors, outs, th, dtype, bound))]
+    hits = [(f, why) for f in faults if (why := screen_reason(f, tensors, call_outs, th, dtype, bound))]
     if not hits:
         return run(name, *args, **kwargs)
-    outs = outs() if callable(outs) else outs
+    outs = call_outs()
     flagged = [f for f, _ in hits]
     names = [f.name for f in flagged]
     action = strongest_action(engine, flagged)

@@ -88,6 +88,12 @@ def split_dims(faults: Sequence) -> tuple[int, ...]:
     return (d,)
 
 
+def entry_name(func) -> str:
+    """An aten overload's entry-point name as rules spell it: ``op`` for the default
+    overload, else ``op.overload``."""
+    return func._schema.name.split("::", 1)[-1] + ("." + func._overloadname if func._overloadname != "default" else "")
+
+
 def bind(func, args, kwargs) -> dict:
     """Argument name -> value of one call of aten overload ``func`` (defaults left out)."""
     names = [a.name for a in func._schema.arguments]
@@ -242,8 +248,7 @@ def fix_flatten_normalized(func, args, kwargs, run: Runner):
         if isinstance(bound.get(name), torch.Tensor):
             new[name] = bound[name].reshape(n)
     names = [a.name for a in func._schema.arguments]
-    entry = func._schema.name.split("::", 1)[-1] + ("." + func._overloadname if func._overloadname != "default" else "")
-    outs = run(entry, *[new[a] for a in names if a in new])
+    outs = run(entry_name(func), *[new[a] for a in names if a in new])
     grad_input, *grads = outs
     shaped = [grad_input.reshape(x.shape) if isinstance(grad_input, torch.Tensor) else grad_input]
     shaped += [g.reshape(shape) if isinstance(g, torch.Tensor) and g.numel() == n else g for g in grads]
@@ -307,7 +312,7 @@ def fix_split(func, args, kwargs, run: Runner, safe: Callable, dims: Sequence[in
     sizes is safe; ``out_numels``: the whole call's output sizes. Returns what ``func``
     returns."""
     _preconditions(bind(func, args, kwargs))
-    name = func._schema.name.split("::", 1)[-1] + ("." + func._overloadname if func._overloadname != "default" else "")
+    name = entry_name(func)
     return _split(func, name, args, kwargs, run, safe, tuple(dims), tuple(out_numels), min_pieces)
 
 
