@@ -73,3 +73,29 @@ def test_a_shipped_split_rule_gives_the_bare_calls_answer(rule, cases):
         assert g.shape == w.shape, rule.name
         torch.testing.assert_close(g, w, rtol=2e-3 if w.dtype == torch.float16 else 1e-5, atol=1e-3,
                                    equal_nan=True, msg=lambda m: f"{rule.name}: {m}")
+
+
+def test_the_avg_pool2d_rules_also_fix_local_response_norms_inner_calls():
+    # the grid's local_response_norm errors ("integer out of range" past 2^31) come from
+    # the avg_pool2d its 3-d path calls: that op's shipped rules split those calls
+    import torch.nn.functional as F
+
+    from kernelaudit.guard.rules import load_rules
+
+    rules = [dataclasses.replace(r, device="cpu", versions={}, when={**r.when, "at_least": 1000})
+             for r in load_rules(KNOWN / "full_grid_2_31.json")
+             if r.op == "nn.functional.avg_pool2d" and r.when["kind"] == "numel"]
+    x = torch.randn(240, 6, 3, generator=torch.Generator().manual_seed(0))
+
+    def forward_backward():
+        xs = x.clone().requires_grad_()
+        y = F.local_response_norm(xs, 2, alpha=3e-5, beta=0.5, k=1.25)
+        y.backward(torch.ones_like(y))
+        return y, xs.grad
+
+    want = forward_backward()
+    with guarding("fix", rules=rules, native=False) as engine:
+        got = forward_backward()
+    assert engine.stats().fixed == 2, engine.stats().summary()   # avg_pool2d and its backward
+    for g, w in zip(got, want):
+        assert torch.equal(g, w)
