@@ -56,12 +56,49 @@ def _scaled(rule, tensors):
     return dataclasses.replace(rule, device="cpu", versions={}, when={**rule.when, "at_least": max(2, big // 2)})
 
 
+def _cpu_kernel(entry: str) -> bool:
+    return torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{entry.split('.')[0]}", "CPU")
+
+
+def _split_recorded_calls(rule, small: Case) -> int:
+    """For an entry point with no CPU kernel of its own (a composite there, which the CPU
+    guard does not screen: ``_chunk_cat``): its calls in the case, recorded, each split
+    along the rule's dim by the guard's own splitter and compared with the whole call.
+    Returns how many calls were split."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    from kernelaudit.guard import separable as sep
+
+    calls = []
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if sep.entry_name(func) in rule.aten:
+                calls.append((func, args, kwargs or {}))
+            return func(*args, **(kwargs or {}))
+
+    with Record():
+        run_op(small, "cpu", "none")
+    for func, args, kwargs in calls:
+        want = func(*args, **kwargs)
+        tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+        half = max(t.numel() for t in tensors) // 2   # the whole call is unsafe, its eighths are not
+        got = sep.fix_split(func, args, kwargs, lambda n, *a, **k: func(*a, **k),
+                            lambda ts, outs: max(t.numel() for t in ts) < half, (rule.split_dim,), [want.numel()])
+        assert torch.equal(got, want), rule.name
+    return len(calls)
+
+
 @pytest.mark.parametrize("rule", _fix_rules())
 def test_a_shipped_split_rule_gives_the_bare_calls_answer(rule, cases):
     case = Case.from_json(cases[rule.provenance["cases"][0]])
     if case.spec.call is None:
         pytest.skip("a factory: its pieces are checked in test_guard_fix_generic.py")
     small = case.with_batch(BATCH)
+    if not all(_cpu_kernel(a) for a in rule.aten):
+        assert _split_recorded_calls(rule, small) >= 1, rule.name
+        return
     torch.manual_seed(0)
     placed, want, _, _ = run_op(small, "cpu", "none")
     scaled = _scaled(rule, want)
