@@ -34,9 +34,11 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..config import GUARD, GUARD_FAULT_MODEL, GUARD_RULES, GUARD_SCALE
-from ..errors import InvalidArgument, check_choice
+from ..errors import InvalidArgument, UnsafeCallError, check_choice
 from ..thresholds import REAL, Thresholds
+from . import separable as sep  # module level: screen_call runs on every screened call
 from .engine import WITH_BIAS, Engine, GuardStats
+from .rules import screen_reason
 from .policy import ACTIONS, SDPA_MPS, Policy, policy_for
 
 aten = torch.ops.aten
@@ -458,10 +460,6 @@ def screen_call(engine: Engine, name: str, device_type: str, faults, th: Thresho
     """One call of a screened entry point ``name``: passed to ``run`` when no rule flags
     it, else fixed in pieces, refused, or let through, as :func:`strongest_action` says.
     ``run(entry, *args, **kwargs)`` reaches the unguarded kernels."""
-    from ..errors import UnsafeCallError
-    from . import separable as sep
-    from .rules import screen_reason
-
     leaves = _leaves(args, kwargs)
     tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
     op = sep.op_of(name)
@@ -476,8 +474,7 @@ def screen_call(engine: Engine, name: str, device_type: str, faults, th: Thresho
         if not known:
             known.append(_out_numels(func, args, kwargs, tensors, leaves))
         return known[0]
-    bound = sep.bind(func, args, kwargs) if any("inner_of" in f.when or f.when["kind"] == "norm-rows"
-                                                  for f in faults) else None
+    bound = sep.CallArgs(func, args, kwargs)
     hits = [(f, why) for f in faults if (why := screen_reason(f, tensors, call_outs, th, dtype, bound))]
     if not hits:
         return run(name, *args, **kwargs)

@@ -232,7 +232,7 @@ def _check_predicate(when: dict, where: str) -> None:
 INNER_OF = {"_softmax_backward_data": "dim", "_log_softmax_backward_data": "dim"}
 
 
-def norm_rows(tensors: Sequence, args: dict) -> tuple[int, int, int] | None:
+def norm_rows(tensors: Sequence, args) -> tuple[int, int, int] | None:
     """(rows, normalized elements, normalized dims) of a normalization call (``args``:
     its arguments by name, with ``normalized_shape``; rows: the first tensor's elements
     over the normalized ones), or None where it has no such argument."""
@@ -243,7 +243,7 @@ def norm_rows(tensors: Sequence, args: dict) -> tuple[int, int, int] | None:
     return (tensors[0].numel() // n if n else 0), n, len(shape)
 
 
-def inner_extent(tensors: Sequence, args: dict, name: str) -> int | None:
+def inner_extent(tensors: Sequence, args, name: str) -> int | None:
     """The elements of ``tensors[0]`` past the dim that argument ``name`` of the call
     (``args``: name -> value) names; None where the call says no such thing."""
     d = args.get(name)
@@ -554,12 +554,13 @@ def screened(faults: Sequence[KnownFault]) -> list[KnownFault]:
 
 
 def screen_reason(fault: KnownFault, tensors: Sequence, out_numels: Sequence[int], th: Thresholds = REAL,
-                  dtype=None, args: dict | None = None) -> str | None:
+                  dtype=None, args=None) -> str | None:
     """Why a call of a screened op is unsafe (``tensors``: its tensor arguments, in
     order; ``out_numels``: its outputs' element counts, or a function giving them, called
     only by a rule that reads them; ``dtype``: the call's dtype when
-    no tensor says it, e.g. a factory's; ``args``: the call's arguments by name, read by
-    ``inner_of`` and ``norm-rows``), or None."""
+    no tensor says it, e.g. a factory's; ``args``: the call's arguments by name (a dict,
+    or anything with ``get``: :class:`~.separable.CallArgs`), read by ``inner_of`` and
+    ``norm-rows``), or None."""
     when = fault.when
     if "inner_of" in when and args is not None:
         inner = inner_extent(tensors, args, when["inner_of"])

@@ -28,6 +28,7 @@ evened out (no tiny tail). A call that cannot be split safely raises
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Callable, Sequence
 
@@ -92,6 +93,29 @@ def entry_name(func) -> str:
     """An aten overload's entry-point name as rules spell it: ``op`` for the default
     overload, else ``op.overload``."""
     return func._schema.name.split("::", 1)[-1] + ("." + func._overloadname if func._overloadname != "default" else "")
+
+
+@functools.lru_cache(maxsize=1024)
+def _positions(func) -> dict[str, int]:
+    """Argument name -> its position in aten overload ``func``'s schema."""
+    return {a.name: i for i, a in enumerate(func._schema.arguments)}
+
+
+class CallArgs:
+    """The arguments of one call of ``func`` by name, looked up one at a time (a rule
+    reads one or two of them on every call of a screened entry point: building
+    :func:`bind`'s dict each time cost more)."""
+
+    __slots__ = ("func", "args", "kwargs")
+
+    def __init__(self, func, args, kwargs) -> None:
+        self.func, self.args, self.kwargs = func, args, kwargs
+
+    def get(self, name: str, default=None):
+        if name in self.kwargs:
+            return self.kwargs[name]
+        i = _positions(self.func).get(name)
+        return self.args[i] if i is not None and i < len(self.args) else default
 
 
 def bind(func, args, kwargs) -> dict:
