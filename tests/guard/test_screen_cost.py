@@ -61,3 +61,14 @@ def test_a_rule_that_reads_no_outputs_never_runs_the_meta_kernel(monkeypatch):
     finally:
         intercept.uninstall()
     assert calls == []
+
+
+def test_a_call_s_arguments_are_read_by_name_positional_or_keyword():
+    from kernelaudit.guard.separable import CallArgs
+
+    f = torch.ops.aten._softmax_backward_data.default
+    g = torch.zeros(2, 3)
+    positional = CallArgs(f, (g, g, 1, torch.float32), {})
+    assert positional.get("dim") == 1 and positional.get("input_dtype") == torch.float32
+    keyword = CallArgs(f, (g, g), {"dim": 0, "input_dtype": torch.float16})
+    assert keyword.get("dim") == 0 and keyword.get("no_such_argument", "absent") == "absent"
