@@ -502,7 +502,7 @@ def screen_call(engine: Engine, name: str, device_type: str, faults, th: Thresho
         try:
             if factory:
                 out = sep.fix_factory(op, func, args, kwargs, run, lambda k: safe([], [k]))
-            elif all(f.when["kind"] == "norm-rows" for f in flagged):
+            elif all(f.flattens for f in flagged):
                 out = sep.fix_flatten_normalized(func, args, kwargs, run)
             else:
                 out = sep.fix_split(func, args, kwargs, run, safe, sep.split_dims(flagged), outs)

@@ -125,11 +125,18 @@ class KnownFault:
             raise InvalidArgument(f"Cannot have {where} op={self.op!r} without aten entry points: name the aten "
                                   f"op(s) to screen in 'aten', or use one of {', '.join(ENGINE_OPS)}")
         if self.op not in ENGINE_OPS and self.action == "fix" and self.split_dim is None and \
-                self.op not in FACTORIES and (self.when or {}).get("kind") != "norm-rows":
+                self.op not in FACTORIES and not self.flattens:
             raise InvalidArgument(f"Cannot have {where} action='fix' on op={self.op!r} without split_dim: the "
                                   f"guard splits a screened op along split_dim (factories {', '.join(FACTORIES)} "
                                   "need none); give split_dim or action='raise'")
         _check_predicate(self.when, where)
+
+    @property
+    def flattens(self) -> bool:
+        """Whether its calls are fixed by flattening the normalized dims into one (a
+        ``norm-rows`` rule: :func:`~kernelaudit.guard.separable.fix_flatten_normalized`),
+        not by a split."""
+        return isinstance(self.when, dict) and self.when.get("kind") == "norm-rows"
 
     @property
     def engine(self) -> bool:

@@ -73,8 +73,7 @@ def fixable(fault) -> bool:
     """Whether the guard can fix calls ``fault`` flags on its screened op: the rule says
     ``fix`` and the op is a factory, the rule names a ``split_dim``, or it flags a
     normalization's rows (:func:`fix_flatten_normalized`)."""
-    return fault.action == "fix" and (fault.op in FACTORIES or fault.split_dim is not None
-                                      or fault.when.get("kind") == "norm-rows")
+    return fault.action == "fix" and (fault.op in FACTORIES or fault.split_dim is not None or fault.flattens)
 
 
 def split_dims(faults: Sequence) -> tuple[int, ...]:
