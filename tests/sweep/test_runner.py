@@ -88,3 +88,30 @@ def test_a_pool_keeps_two_spares_on_a_gpu_and_none_on_the_cpu():
 
     assert WorkerPool(WorkerConfig(device="cuda:1")).standby == 2
     assert WorkerPool(WorkerConfig(device="cpu")).standby == 0
+
+
+@pytest.mark.parametrize("device", ["cuda", "mps"])
+def test_a_skip_the_device_reported_probes_it_and_a_plain_skip_does_not(device):
+    oom = _res("skipped", healthy=False)
+    oom["verdict"]["details"] = {"out_of_memory": True, "device_error": True}
+    assert needs_restart(device, oom)
+    oom["healthy"] = True
+    assert not needs_restart(device, oom)
+    assert not needs_restart(device, {"verdict": {"status": "skipped", "details": {"needed_bytes": 1}}})
+
+
+def test_cuda_out_of_memory_outside_the_allocator_is_skipped_for_memory_not_an_error(monkeypatch):
+    from kernelaudit.sweep.cases import Case
+    from kernelaudit.sweep.judge import execution
+
+    def raises(*args, **kwargs):
+        raise RuntimeError("CUDA error: out of memory\nCUDA kernel errors might be asynchronously reported")
+
+    monkeypatch.setattr(execution, "run_op", raises)
+    case = Case("add", "float32", "contig", "out", "2^31", "below", 4, "fwd", scale=12)
+    v = execution.execute(case, "cpu", tolerances={"out0:rel": 1e-6}).verdict
+    assert v.status.value == "skipped" and v.details["out_of_memory"] and v.details["device_error"]
+    assert "outside the caching allocator" in v.message and "RuntimeError" in v.message
+    # any other failure of the op stays an error: the finding class
+    monkeypatch.setattr(execution, "run_op", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("invalid argument")))
+    assert execution.execute(case, "cpu", tolerances={"out0:rel": 1e-6}).verdict.status.value == "error"

@@ -120,7 +120,7 @@ def _worker_main(conn, cfg: WorkerConfig) -> None:
             v = Verdict.error(f"kernelaudit failed on this case: {type(e).__name__}: {e}",
                               checker_bug=True, traceback=traceback.format_exc(limit=5))
             res = {"verdict": v.to_json(), "worst": {}, "elapsed_s": time.perf_counter() - t0}
-        if res["verdict"].get("status") == "error" and device.type != "cpu":
+        if probes_device(res) and device.type != "cpu":
             res["healthy"] = device_healthy(device)
         # No empty_cache() between cases: the caching allocator reuses the last case's
         # blocks (returning tens of GiB to the driver and mapping them again cost more
@@ -297,11 +297,19 @@ def pool_on(cfg: WorkerConfig, case_timeout_s: float, device: str) -> WorkerPool
     return WorkerPool(replace(cfg, device="cpu" if device.startswith("cpu") else device), case_timeout_s)
 
 
+def probes_device(res: dict[str, Any]) -> bool:
+    """Whether the device is probed after the job that returned ``res``: after an
+    ``error``, and after a skip the device itself reported (``device_error``: CUDA out of
+    memory outside torch's allocator)."""
+    v = res.get("verdict", {})
+    return v.get("status") == "error" or bool((v.get("details") or {}).get("device_error"))
+
+
 def needs_restart(device: str, res: dict[str, Any]) -> bool:
-    """Whether a worker that returned ``res`` must be replaced: after an ``error`` on a
-    GPU, unless the worker's probe found its device healthy (a result without a probe
-    counts as unhealthy)."""
-    if res.get("verdict", {}).get("status") != "error" or not device.startswith(("cuda", "mps")):
+    """Whether a worker that returned ``res`` must be replaced: after a result that
+    probes the device (:func:`probes_device`) on a GPU, unless the worker's probe found
+    it healthy (a result without a probe counts as unhealthy)."""
+    if not probes_device(res) or not device.startswith(("cuda", "mps")):
         return False
     return not res.get("healthy", False)
 

@@ -107,6 +107,13 @@ class Outcome:
 #: OutOfMemoryError).
 CPU_ALLOC_FAILED = "DefaultCPUAllocator: can't allocate memory"
 
+#: What CUDA says when memory a library allocates itself, outside torch's caching
+#: allocator, is not there (an ``AcceleratorError``, not an ``OutOfMemoryError``): on the
+#: H100 (80 GiB) ``linalg.lu_factor`` at 2^32 float32 elements, whose solver workspace the
+#: memory plan does not count. Skipped for memory like the allocator's own failure, so a
+#: run resumed on a larger device judges it.
+DEVICE_ALLOC_FAILED = "CUDA error: out of memory"
+
 OOM_RETRIES = 1
 """Times a case whose op ran out of memory is run again after the allocator's cache is
 returned to the driver (see ``execute``)."""
@@ -179,6 +186,12 @@ def _execute_once(case: Case, device: torch.device, fault_model: str, tolerances
             # for 176 GB at 2^20 elements: it grows with the batch squared): skipped
             return Outcome(Verdict.skipped(f"out of memory: {str(e).strip().splitlines()[0][-160:]}",
                                            out_of_memory=True), {}, time.perf_counter() - t0)
+        if DEVICE_ALLOC_FAILED in str(e):
+            # a library's own cudaMalloc: skipped, and the worker probes its device as after
+            # an error (device_error), since CUDA said it and not torch's allocator
+            return Outcome(Verdict.skipped(f"out of memory outside the caching allocator: "
+                                           f"{type(e).__name__}: {str(e).strip().splitlines()[0][-160:]}",
+                                           out_of_memory=True, device_error=True), {}, time.perf_counter() - t0)
         msg = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
         return Outcome(Verdict.error(msg, traceback=traceback.format_exc(limit=3)), {}, time.perf_counter() - t0)
     try:
