@@ -3,6 +3,7 @@ a bracketed sweep runs no control below it."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from kernelaudit.sweep.cases import GridSpec, grid
@@ -83,14 +84,69 @@ def _timeout_of(monkeypatch, args, kind):
     monkeypatch.setattr(cli, "_device_kind", lambda device: kind)
     out = CliRunner().invoke(cli.sweep, ["--device", "cpu", *args])
     assert isinstance(out.exception, Stop), out.output
-    return seen["case_timeout_s"]
+    return seen["case_timeout_s"], seen["slow_timeout_s"]
 
 
 def test_presets_bound_a_case_on_cuda_and_an_explicit_timeout_wins(monkeypatch):
-    assert _timeout_of(monkeypatch, ["--quick"], "cuda") == 10.0
-    assert _timeout_of(monkeypatch, ["--full", "--ops", "add"], "cuda") == 20.0
-    assert _timeout_of(monkeypatch, ["--quick"], "cpu") == 600.0
-    assert _timeout_of(monkeypatch, ["--quick", "--case-timeout", "33"], "cuda") == 33.0
+    assert _timeout_of(monkeypatch, ["--quick"], "cuda") == (10.0, 0.0)
+    assert _timeout_of(monkeypatch, ["--full", "--ops", "add"], "cuda") == (20.0, 120.0)   # a slow pass
+    assert _timeout_of(monkeypatch, ["--full", "--ops", "add"], "cpu") == (600.0, 0.0)
+    assert _timeout_of(monkeypatch, ["--quick"], "cpu") == (600.0, 0.0)
+    assert _timeout_of(monkeypatch, ["--quick", "--case-timeout", "33", "--slow-timeout", "99"], "cuda") == (33.0, 99.0)
+
+
+def test_a_slow_pass_no_longer_than_a_case_or_negative_is_refused_naming_the_option(tmp_path):
+    from click.testing import CliRunner
+
+    from kernelaudit.errors import InvalidArgument
+    from kernelaudit.sweep import cli
+    from kernelaudit.sweep.schedule import run_sweep
+
+    with pytest.raises(InvalidArgument, match="slow_timeout_s=20 .*--slow-timeout.*case_timeout_s=20"):
+        run_sweep(GridSpec(ops=("add",), scale=SCALE), tmp_path / "x", device="cpu", case_timeout_s=20,
+                  slow_timeout_s=20)
+    out = CliRunner().invoke(cli.sweep, ["--device", "cpu", "--ops", "add", "--slow-timeout", "-1",
+                                         "--out", str(tmp_path / "y")])
+    assert out.exit_code == 2 and "--slow-timeout=-1" in out.output
+
+
+def test_the_slow_pass_takes_timed_out_and_held_back_cases_op_by_op_smallest_first(tmp_path):
+    from kernelaudit.sweep.schedule import _slow_cases
+
+    store = _store(tmp_path)
+    add = [c for c in _cases("add") if c.dtype == "float32"]        # 2^31-, 2^31+, 2^32-, 2^32+
+    gelu = [c for c in _cases("gelu") if c.dtype == "float32"]
+    big, small = add[3], add[0]
+    store.append(big, Verdict.error("timed out after 20 s (worker killed)", timed_out=True, timeout_s=20.0), 20.0)
+    store.append(small, TimedOut(store).verdict(small), 0.0)
+    store.append(add[1], Verdict(Status.OK, "rel", 0.0, 1e-5), 0.1)   # judged before the timeout: stays
+    store.append(gelu[2], Verdict.error("timed out after 120 s (worker killed)", timed_out=True,
+                                        timeout_s=120.0), 120.0)
+    store.append(gelu[3], TimedOut(store).verdict(gelu[3]), 0.0)
+    planned = gelu + add
+    got = _slow_cases(store.latest(), planned, 120.0)
+    assert got == [small, big]          # gelu timed out at 120 s already: a cliff, not run again
+    assert _slow_cases(store.latest(), planned, 600.0) == [gelu[2], gelu[3], small, big]
+    assert got[0].crossing_numel < got[1].crossing_numel
+    assert _slow_cases(store.latest(), planned, 20.0) == []
+
+
+def test_a_slow_pass_judges_the_cases_a_short_timeout_lost_in_the_same_run(tmp_path):
+    # linalg.solve at scale 26: 6-7 s a case on the CPU (see test_resume_across_devices)
+    from kernelaudit.sweep.schedule import run_sweep
+
+    spec = GridSpec(ops=("linalg.solve",), dtypes=("float32",), thresholds=("2^32",), positions=("below", "above"),
+                    layouts=("contig",), directions=("fwd",), scale=26)
+    res = run_sweep(spec, tmp_path, device="cpu", case_timeout_s=2.0, slow_timeout_s=600.0)
+    assert res.counts == {"ok": 2}
+    records = list(res.store.records())
+    assert [r["verdict"]["status"] for r in records] == ["error", "skipped", "ok", "ok"]
+    assert records[0]["verdict"]["details"]["timeout_s"] == 2.0
+    (segment,) = res.store.manifest()["segments"]
+    assert segment["slow_pass"] | {"wall_s": 0} == {"timeout_s": 600.0, "cases": 2, "recorded": 2, "timed_out": 0,
+                                                  "held_back": 0, "judged": 2, "wall_s": 0}
+    again = run_sweep(spec, tmp_path, device="cpu", case_timeout_s=2.0, slow_timeout_s=600.0, resume=True)
+    assert again.ran == 0 and again.counts == {"ok": 2}
 
 
 def test_an_op_that_refuses_a_dtype_below_the_thresholds_too_is_skipped_not_an_error(tmp_path):

@@ -60,6 +60,12 @@ class Case:
         return key + "/tiny" if AXES[self.axis].tiny_shapes else key
 
     @property
+    def crossing_numel(self) -> int:
+        """The elements of the case's crossing tensor (its series' largest per-batch
+        operand or output, times the batch): what its limit counts on the elements axis."""
+        return self.batch * per_batch_max(self.spec, self.series, self.thresholds)
+
+    @property
     def thresholds(self) -> Thresholds:
         """The limits at this case's scale; per-batch shapes cut for its axis."""
         return AXES[self.axis].thresholds(self.scale)
@@ -81,7 +87,7 @@ class Case:
         if self.threshold in limits:
             ops = self.spec.operands(self.series, self.batch, self.thresholds)
             d["shapes"] = [list(o.shape) for o in ops]
-            d["crossing_numel"] = self.batch * per_batch_max(self.spec, self.series, self.thresholds)
+            d["crossing_numel"] = self.crossing_numel
             d["limit"] = limits[self.threshold]
             d["measure"] = crossing_measure(ax, self.spec, self.series, self.thresholds, self.dtype,
                                             self.layout, self.batch)

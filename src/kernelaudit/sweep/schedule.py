@@ -89,8 +89,15 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
               progress: Callable | None = None, calibration_workers: int | None = None,
               case_workers: int | None = None, devices: str | Sequence[str] | None = None,
               executor: str = "local", ray_address: str | None = None,
-              rerun: Sequence[str] = ()) -> SweepResult:
+              rerun: Sequence[str] = (), slow_timeout_s: float | None = None) -> SweepResult:
     """Run the grid ``spec`` into the run store at ``out``.
+
+    ``slow_timeout_s`` (longer than ``case_timeout_s``; None or 0: none): after the
+    other cases, a slow pass runs the planned cases that timed out under a shorter
+    timeout, and those their timeouts held back (:class:`TimedOut`), op by op from the
+    smallest, with this many seconds each (:func:`_slow_cases`). The main pass keeps its
+    short timeout, so a slow op costs it one timeout, and the grid still ends with every
+    op judged, or timed out at the longer bound (a performance cliff, not a slow op).
 
     ``rerun`` (with ``resume``): statuses of :data:`RERUN_STATUSES` whose recorded cases
     are judged again (after the judge changed, say); the new verdict is the case's last.
@@ -121,6 +128,9 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
     check_choice("executor", executor, EXECUTORS)
     if rerun:
         check_choices("rerun", rerun, RERUN_STATUSES)
+    if slow_timeout_s and slow_timeout_s <= case_timeout_s:
+        raise InvalidArgument(f"Cannot have slow_timeout_s={slow_timeout_s:g} (--slow-timeout) with "
+                              f"case_timeout_s={case_timeout_s:g}: it must be longer, or 0 (no slow pass)")
     spread = devices is not None or executor != "local"
     if ray_address is not None and executor != "ray":
         raise InvalidArgument(f"Cannot have ray_address={ray_address!r} (--ray-address) with executor={executor!r}: "
@@ -196,10 +206,18 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
         tick(total=total + len(more), description="controls below the limits")
         return more
 
+    def slow_cases() -> list[Case]:
+        """The cases the slow pass runs (:func:`_slow_cases`), added to the progress."""
+        more = _slow_cases(store.latest(), cases, slow_timeout_s)
+        if more:
+            tick(total=total + len(more), description=f"slow pass: {len(more)} cases, {slow_timeout_s:g} s each")
+        return more
+
     try:
         _run_cases(store, pool_args=(cfg, case_timeout_s), todo=todo, need_cal=need_cal, tolerances=tolerances,
                    tick=tick, segment=segment, calibration_workers=n_cal, case_workers=n_cases, spread=on,
-                   then=bracket_controls if controls else None)
+                   then=bracket_controls if controls else None,
+                   slow=(slow_timeout_s, slow_cases) if slow_timeout_s else None)
         segment["completed"] = True
     finally:
         segment.update(ended=now(), wall_s=round(time.perf_counter() - t0, 1))
@@ -301,9 +319,9 @@ class TimedOut:
     what an earlier call learnt, unless this call's timeout is longer: then ``--resume
     --case-timeout N`` judges the timed-out cases and the ones they held back again."""
 
-    def __init__(self, store: RunStore, case_timeout_s: float = 0.0) -> None:
+    def __init__(self, store: RunStore | None, case_timeout_s: float = 0.0) -> None:
         self.first: dict[str, Case] = {}
-        for r in store.latest().values():
+        for r in (store.latest().values() if store is not None else ()):
             t = timeout_of(r["verdict"])
             if t is not None and t >= case_timeout_s:   # a longer timeout now: tried again
                 self.note(Case.from_json(r["case"]))
@@ -319,6 +337,29 @@ class TimedOut:
         return Verdict.skipped(f"not run: {slow.id} (batch {slow.batch}) timed out; the op's other cases are "
                                f"not run in this sweep (--ops {c.op} --case-timeout SECONDS runs them)",
                                after_timeout=slow.id)
+
+
+def _slow_cases(latest: dict, planned: list[Case], slow_timeout_s: float) -> list[Case]:
+    """The planned cases a slow pass with ``slow_timeout_s`` a case runs: those whose
+    last verdict in ``latest`` (a store's :meth:`~.RunStore.latest`) timed out, or was
+    held back by a case of its op that did (``after_timeout``), where the op's longest
+    timeout so far is shorter. In the plan's order of ops, each op's cases from the
+    smallest crossing tensor up, so that a slow op's cheap cases are judged before its
+    largest can time out again and hold back the rest."""
+    slowest: dict[str, float] = {}   # op -> the longest timeout a case of it ran out of
+    for r in latest.values():
+        if (t := timeout_of(r["verdict"])) is not None:
+            op = r["case"]["op"]
+            slowest[op] = max(slowest.get(op, 0.0), t)
+    rank: dict[str, int] = {}
+    out = []
+    for c in planned:
+        r = latest.get(c.key)
+        d = (r["verdict"].get("details") or {}) if r is not None else {}
+        if (d.get("timed_out") or d.get("after_timeout")) and slowest.get(c.op, math.inf) < slow_timeout_s:
+            rank.setdefault(c.op, len(rank))
+            out.append(c)
+    return sorted(out, key=lambda c: (rank[c.op], c.crossing_numel))
 
 
 def _tensor_key(c: Case) -> tuple | None:
@@ -479,10 +520,14 @@ def _spread_device_info(kind: str, devices, executor: str) -> dict:
 
 def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, tick, segment: dict,
                calibration_workers: int = 1, case_workers: int = 1, spread: Callable | None = None,
-               then: Callable[[], list[Case]] | None = None) -> None:
+               then: Callable[[], list[Case]] | None = None,
+               slow: tuple[float, Callable[[], list[Case]]] | None = None) -> None:
     """Calibrate the missing tolerance keys, then run every case in ``todo``, appending
     each verdict to ``store`` as it comes (``segment`` counts what this call did); then
-    the cases ``then()`` returns, chosen from those verdicts, in the same workers.
+    the slow pass, if ``slow`` = (seconds a case, the cases) asks for one: those cases,
+    one at a time with that timeout, a timeout holding back the rest of its op
+    (``segment["slow_pass"]``); then the cases ``then()`` returns, chosen from those
+    verdicts, in the same workers.
 
     With ``case_workers`` > 1, the cases that fit a 1/N share of the device run side by
     side first (:func:`_cases_side_by_side`); the rest, and any that failed there, then
@@ -614,25 +659,49 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
                                             segment=segment, workers=case_workers)
             run_alone(alone)
 
-        def run_alone(alone: list[Case]) -> None:
+        def run_alone(alone: list[Case], held: TimedOut = timed_out, timeout_s: float | None = None) -> None:
+            """Each case in this thread's worker; ``timeout_s`` replaces the pool's, and
+            ``held`` says which ops' cases a timeout holds back."""
             for c in alone:
                 tol = tolerance(c)
                 if tol is None:
                     record_case(c, _uncalibrated(cal_failed.get(c.tolerance_key, "")), 0.0)
                     continue
-                skipped = timed_out.verdict(c)
+                skipped = held.verdict(c)
                 if skipped is not None:
                     record_case(c, skipped, 0.0)
                     continue
                 t_case = time.perf_counter()
-                res = pool.run({"case": c.to_json(), "tolerances": tol})
+                res = pool.run({"case": c.to_json(), "tolerances": tol,
+                                **({"timeout_s": timeout_s} if timeout_s else {})})
                 t_res = time.perf_counter()
                 segment["workers_replaced"] += bool(res.get("worker_replaced"))
                 v = Verdict.from_json(res["verdict"])
                 if v.details.get("timed_out"):
-                    timed_out.note(c)
+                    held.note(c)
                 record_case(c, v, res["elapsed_s"])
                 _add_overhead(segment, res, t_res - t_case, time.perf_counter() - t_res)
+
+        def run_slow(timeout_s: float, cases: list[Case]) -> None:
+            """The slow pass (:func:`_slow_cases`): alone, or on the executor's devices
+            (there every case runs: nothing holds back a device's queue)."""
+            if not cases:
+                return
+            t_slow = time.perf_counter()
+            first_record = segment["cases_run"]
+            if ex is not None:
+                run_alone(_cases_on(ex, cases, tolerance=tolerance, record=record_case, segment=segment,
+                                    timeout_s=timeout_s), TimedOut(None), timeout_s)
+            else:
+                run_alone(cases, TimedOut(None), timeout_s)
+            latest = store.latest()
+            verdicts = [(latest.get(c.key) or {}).get("verdict") or {} for c in cases]
+            segment["slow_pass"] = {
+                "timeout_s": timeout_s, "cases": len(cases), "recorded": segment["cases_run"] - first_record,
+                "timed_out": sum(bool((v.get("details") or {}).get("timed_out")) for v in verdicts),
+                "held_back": sum(bool((v.get("details") or {}).get("after_timeout")) for v in verdicts),
+                "judged": sum(v.get("status") in (Status.OK.value, Status.WRONG.value) for v in verdicts),
+                "wall_s": round(time.perf_counter() - t_slow, 1)}
 
         def untwinned(cases: list[Case]) -> list[Case]:
             """``cases`` less those recorded from a judged twin (:func:`_record_twins`)."""
@@ -654,6 +723,8 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
                 record(key, pool.run({"case": jobs[key].to_json(), "tolerances": None}))
             run(deferred)
         run(untwinned(followers))
+        if slow is not None:
+            run_slow(slow[0], slow[1]())
         if then is not None:  # cases chosen from these verdicts (a bracket's controls), same workers;
             # each shares its probe's tolerance key, calibrated or not as the probe's
             firsts, followers = _split_twins(untwinned(then()))
@@ -834,12 +905,16 @@ def _calibrate_spread(spread, jobs: dict, workers: int):
                             group=lambda key: jobs[key].op)
 
 
-def _cases_on(ex, todo: list[Case], *, tolerance, record, segment: dict) -> list[Case]:
+def _cases_on(ex, todo: list[Case], *, tolerance, record, segment: dict,
+              timeout_s: float | None = None) -> list[Case]:
     """Run every case of ``todo`` that has a tolerance on the executor ``ex``, in
     ``todo``'s order, one at a time per device, recording each verdict as it comes with
-    the device that ran it; return the others (the caller records why they cannot run)."""
+    the device that ran it; return the others (the caller records why they cannot run).
+    ``timeout_s``: each case's, instead of its worker pool's."""
     cases = {c.key: c for c in todo if tolerance(c) is not None}
-    for key, res in _results(ex, {k: {"case": c.to_json(), "tolerances": tolerance(c)} for k, c in cases.items()}):
+    extra = {"timeout_s": timeout_s} if timeout_s else {}
+    for key, res in _results(ex, {k: {"case": c.to_json(), "tolerances": tolerance(c), **extra}
+                                  for k, c in cases.items()}):
         segment["workers_replaced"] += bool(res.get("worker_replaced"))
         record(cases[key], Verdict.from_json(res["verdict"]), res["elapsed_s"], device=res["device"])
     return [c for c in todo if c.key not in cases]

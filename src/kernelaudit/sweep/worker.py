@@ -247,10 +247,12 @@ class WorkerPool:
         return res
 
     def _run_started(self, job: dict[str, Any], t0: float) -> dict[str, Any]:
-        """:meth:`run` on the started worker (a dead or hung one killed: ``kill_s``)."""
+        """:meth:`run` on the started worker (a dead or hung one killed: ``kill_s``). A
+        job's own ``timeout_s`` (the sweep's slow pass) replaces the pool's."""
+        timeout_s = float(job.get("timeout_s") or self.case_timeout_s)
         try:
             self._conn.send(job)
-            deadline = t0 + self.case_timeout_s
+            deadline = t0 + timeout_s
             while True:
                 if self._conn.poll(0.5):
                     res = self._conn.recv()
@@ -260,8 +262,8 @@ class WorkerPool:
                 if time.perf_counter() > deadline:
                     elapsed = time.perf_counter() - t0
                     self._kill()
-                    v = Verdict.error(f"timed out after {self.case_timeout_s:.0f} s (worker killed)", timed_out=True,
-                                      timeout_s=self.case_timeout_s)
+                    v = Verdict.error(f"timed out after {timeout_s:.0f} s (worker killed)", timed_out=True,
+                                      timeout_s=timeout_s)
                     return {"verdict": v.to_json(), "worst": {}, "elapsed_s": elapsed,
                             "worker_replaced": True, "kill_s": time.perf_counter() - t0 - elapsed}
         except (EOFError, OSError, BrokenPipeError):
