@@ -6,7 +6,9 @@ bounds past 2^31 elements (the sweep's shapes, just below 2^32) are split along 
 equal the same op in small batches; float16 softmin's backward past 2^32 elements is
 refused (``known_faults/full_grid_softmax_backward.json``); a layer or RMS norm backward over
 two normalized dims past 65,536 rows is flattened (``known_faults/norm_backward_rows.json``)
-and its weight gradient equals the sum over chunks of 65,536 rows. Bare, the pooling calls end
+and its weight gradient equals the sum over chunks of 65,536 rows; rrelu in training past 2^31
+elements, bernoulli and multinomial past 2^32 - 16384 draw in pieces
+(``known_faults/random_draws.json``), every draw checked. Bare, the pooling calls end
 the process's CUDA context (an illegal memory access), so none is run bare here. The
 rules are taken without their version gate; each test needs 20-60 GiB free.
 """
@@ -201,3 +203,49 @@ def test_a_norm_backward_over_two_dims_past_65536_rows_is_flattened_under_the_gu
     want = sum(weight_grad(x[i:i + 65536], go[i:i + 65536]) for i in range(0, rows, 65536))
     assert got.shape == shape
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-3)
+
+
+def test_rrelu_in_training_past_2_31_is_unwritten_bare_and_every_element_right_under_the_guard():
+    # known_faults/random_draws.json: the CUDA kernel's int element count is negative
+    # from 2^31 elements, so bare nothing is written (RreluWithNoise.cu)
+    _need(40)
+    rules = _rules("nn.functional.rrelu", "random_draws.json")
+    n, lower, upper = 2**31 + 4096, 0.1, 0.3
+    g = torch.Generator(device="cuda").manual_seed(6)
+    x = torch.randn(n, generator=g, device="cuda", dtype=torch.float16)
+
+    def right(y: torch.Tensor, noise: torch.Tensor) -> bool:
+        pos = x > 0
+        return bool(torch.equal(y[pos], x[pos]) and (noise[pos] == 1).all()
+                    and ((noise[~pos] >= lower) & (noise[~pos] <= upper)).all())
+
+    noise = torch.full_like(x, float("nan"))
+    bare = torch.ops.aten.rrelu_with_noise(x, noise, lower, upper, True)
+    torch.cuda.synchronize()
+    assert not right(bare, noise), "rrelu_with_noise past 2^31 is right bare on this stack: the rule is stale"
+    del bare
+    noise.fill_(float("nan"))
+    got, st = _guarded(rules, lambda: torch.ops.aten.rrelu_with_noise(x, noise, lower, upper, True))
+    assert st.fixed == 1 and st.refused == 0, st.summary()
+    assert right(got, noise)
+
+
+def test_bernoulli_and_multinomial_past_their_limits_draw_right_under_the_guard():
+    # known_faults/random_draws.json: probabilities of 0 and 1, and one category a row,
+    # make every draw known; bare, bernoulli left values outside {0, 1} and multinomial
+    # read out of bounds (not run bare here: it ends the CUDA context)
+    _need(60)
+    n = 2**32 - 16384
+    p = torch.zeros(n, device="cuda")
+    p[::3] = 1.0
+    got, st = _guarded(_rules("bernoulli", "random_draws.json"), lambda: torch.bernoulli(p))
+    assert st.fixed == 1 and st.refused == 0, st.summary()
+    assert torch.equal(got, p)
+    del got, p
+    rows, draws = 2**22, 1024                                       # 2^32 draws
+    cats = torch.arange(rows, device="cuda") % 7
+    probs = F.one_hot(cats, 7).float()
+    got, st = _guarded(_rules("multinomial", "random_draws.json"),
+                       lambda: torch.multinomial(probs, draws, replacement=True))
+    assert st.fixed == 1 and st.refused == 0, st.summary()
+    assert torch.equal(got, cats[:, None].expand(rows, draws))

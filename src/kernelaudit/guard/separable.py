@@ -282,6 +282,9 @@ def fix_flatten_normalized(func, args, kwargs, run: Runner):
 #: Arguments naming the dims an op works along (reduces, scans, sorts, normalises,
 #: joins, moves): a call is never cut along one of them.
 WORKS_ALONG = ("dim", "dims", "dim0", "dim1", "axis", "dimension", "start_dim", "end_dim", "source", "destination")
+#: Ops that work along their input's last dim without an argument saying so: a
+#: ``multinomial`` draws from each row's categories (a 1-d input is one distribution).
+WORKS_ALONG_LAST = ("multinomial",)
 
 
 def dims_worked_along(bound: dict, ndim: int) -> set[int] | None:
@@ -357,10 +360,17 @@ def _split(func, name: str, args, kwargs, run: Runner, safe, dims, out_numels, m
     lead = next((t for t in cuttable if t.dim() > d and id(t) not in out_ids), None)
     if lead is None:
         raise CannotSplit(f"no tensor argument has a dim {d}")
-    along = dims_worked_along({**dict(zip(names, args)), **kwargs}, lead.dim())
+    bound = {**dict(zip(names, args)), **kwargs}
+    along = dims_worked_along(bound, lead.dim())
+    if along is not None and op_of(name) in WORKS_ALONG_LAST:
+        along.add(lead.dim() - 1)
     if along is None or d in along:
         raise CannotSplit(f"{name} works along dim {d} here (its dim arguments): its pieces would not be independent")
     n_all = lead.shape[d]
+    for k_ in outs_kw:   # an out= tensor not yet of the call's shape: resized first, as its kernel would
+        o = kwargs.get(k_)
+        if isinstance(o, torch.Tensor) and (o.dim() <= d or o.shape[d] != n_all):
+            o.resize_(_out_shape(func, args, kwargs, k_))
     for t in cuttable:
         if t.dim() > d and t.shape[d] not in (n_all, 1):
             raise CannotSplit(f"tensor arguments of sizes {t.shape[d]} and {n_all} along dim {d}: not separable there")
@@ -383,6 +393,7 @@ def _split(func, name: str, args, kwargs, run: Runner, safe, dims, out_numels, m
         k, inner = 1, dims[1:]
     else:
         k = _balanced(min(k, -(-n_all // min_pieces)), n_all)
+    mutated = _returned_in_place(func)   # an in-place op: its pieces write into the caller's tensor
     full = None
     for i0 in range(0, n_all, k):
         n = min(k, n_all - i0)
@@ -391,8 +402,8 @@ def _split(func, name: str, args, kwargs, run: Runner, safe, dims, out_numels, m
             res = _split(func, name, pa, pk, run, safe, inner, [m * n // n_all for m in out_numels], min_pieces)
         else:
             res = run(name, *pa, **pk)
-        if out_ids:
-            continue  # the pieces wrote into their slices of the caller's out
+        if out_ids or mutated:
+            continue  # the pieces wrote into their slices of the caller's out (or self)
         items = list(res) if isinstance(res, (tuple, list)) else [res]
         if full is None:
             rets = [a.name for a in func._schema.returns]
@@ -405,8 +416,40 @@ def _split(func, name: str, args, kwargs, run: Runner, safe, dims, out_numels, m
     if out_ids:
         outs = [kwargs[k_] for k_ in outs_kw]
         return outs[0] if len(outs) == 1 else tuple(outs)
+    if mutated:
+        outs = [bound[n] for n in mutated]
+        return outs[0] if len(outs) == 1 else tuple(outs)
     full = [f.value if isinstance(f, _Whole) else f for f in full]
     return full[0] if not isinstance(res, (tuple, list)) else type(res)(full)
+
+
+def _out_shape(func, args, kwargs, name: str) -> tuple[int, ...]:
+    """The shape the call's ``out=`` argument ``name`` takes, from the op's meta kernel."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    def to_meta(x):
+        return x.to("meta") if isinstance(x, torch.Tensor) else x
+
+    try:
+        with _disable_current_modes():
+            kw = {k: tree_map(to_meta, v) for k, v in kwargs.items()}
+            func(*tree_map(to_meta, args), **kw)
+    except Exception as e:
+        raise CannotSplit(f"{name}= is not of the call's output shape and the op's meta kernel cannot say what "
+                          f"it is ({type(e).__name__}): pass an {name}= of the output's shape") from None
+    return tuple(kw[name].shape)
+
+
+def _returned_in_place(func) -> tuple[str, ...]:
+    """The names of the arguments ``func`` writes in place and returns, one per return
+    (``bernoulli_.Tensor``: ``("self",)``), or () where some return is a new tensor.
+    Arguments written in place but not returned (``rrelu_with_noise``'s ``noise``) are cut
+    like any other: each piece writes its slice."""
+    written = {frozenset(a.alias_info.before_set): a.name for a in func._schema.arguments
+               if a.alias_info is not None and a.alias_info.is_write and not a.is_out}
+    names = tuple(written.get(frozenset(r.alias_info.before_set)) if r.alias_info is not None else None
+                  for r in func._schema.returns)
+    return names if names and all(names) else ()
 
 
 class _Whole:
