@@ -13,6 +13,7 @@ import pytest
 
 from kernelaudit.sweep.judge.execution import DEVICE_ALLOC_FAILED
 from kernelaudit.sweep.rules_out import unjudged
+from kernelaudit.sweep.runfile import supersedes
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The full grid's run store of record (cumulative: every segment so far).
@@ -31,7 +32,9 @@ def findings(path: Path) -> dict[str, list[str]]:
     with gzip.open(path, "rt") as f:
         for line in f:
             r = json.loads(line)
-            latest[r["case"]["id"]] = r
+            key = r["case"]["id"]
+            if key not in latest or supersedes(r, latest[key]):   # as the store reads it
+                latest[key] = r
     out: dict[str, list[str]] = {}
     for r in latest.values():
         v = r["verdict"]
