@@ -136,3 +136,19 @@ def test_the_avg_pool2d_rules_also_fix_local_response_norms_inner_calls():
     assert engine.stats().fixed == 2, engine.stats().summary()   # avg_pool2d and its backward
     for g, w in zip(got, want):
         assert torch.equal(g, w)
+
+
+def test_the_addmm_column_rules_compute_a_wide_addmm_in_pieces_with_its_answer():
+    # addmm.decomposed: cuBLAS refuses 2^31 or more output columns; the engine's pieces of
+    # columns (these rules carry no aten entry: the engine screens addmm itself)
+    rules = [r for r in load_rules(KNOWN / "full_grid_2_31.json") if r.op == "addmm"]
+    assert {(r.action, r.dtypes) for r in rules} == {("fix", ("float16",)), ("fix", ("float32",))}
+    (rule,) = [r for r in rules if r.dtypes == ("float32",)]
+    g = torch.Generator().manual_seed(7)
+    m, a, b = torch.randn(2, 600, generator=g), torch.randn(2, 2, generator=g), torch.randn(2, 600, generator=g)
+    bare = torch.addmm(m, a, b, beta=0.5, alpha=2.0)
+    with guarding("fix", rules=[_scaled(rule, [m, b])]) as engine:
+        got = torch.addmm(m, a, b, beta=0.5, alpha=2.0)
+    st = engine.stats()
+    assert st.fixed == 1 and st.refused == 0, st.summary()
+    torch.testing.assert_close(got, bare, rtol=1e-6, atol=1e-6)

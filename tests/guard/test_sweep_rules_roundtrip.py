@@ -313,7 +313,7 @@ def test_the_shipped_pool_and_factory_rules_are_what_the_full_grids_store_gives(
 AT_2_31 = {"nn.functional.interpolate.area", "nn.functional.interpolate.nearest-exact",
            "nn.functional.upsample_nearest", "nn.functional.interpolate.bilinear", "nn.functional.upsample_bilinear",
            "nn.functional.avg_pool2d", "nn.functional.multilabel_margin_loss", "nn.functional.pad.reflect",
-           "nn.functional.pad.replicate_negative", "matrix_exp", "masked.log_softmax", "_chunk_cat"}
+           "nn.functional.pad.replicate_negative", "matrix_exp", "masked.log_softmax", "_chunk_cat", "addmm"}
 
 
 @pytest.mark.skipif(not FULL_GRID.is_dir(), reason="the full grid's store is not in this checkout")
