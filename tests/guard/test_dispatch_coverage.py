@@ -126,3 +126,15 @@ def test_the_mps_linear_interception_computes_linear_and_its_gradients():
         gi, gw, gb = linear_backward_decomposed(x.detach(), g, w.detach(), (True, True, True))
         assert torch.allclose(gi, x.grad) and torch.allclose(gw, w.grad) and torch.allclose(gb, b.grad)
         assert linear_backward_decomposed(x.detach(), g, w.detach(), (False, True, False))[0].numel() == 0
+
+
+def test_every_aten_entry_of_a_shipped_rule_has_a_kernel_on_its_backend(table):
+    # a rule screening an entry its backend decomposes (CompositeExplicitAutograd
+    # `bernoulli`, say) would never be reached: its calls arrive at the kernel it calls
+    from kernelaudit.guard.rules import known_faults
+
+    keys = {"cuda": "CUDA", "mps": "MPS", "cpu": "CPU"}
+    unreached = [(r.name, entry) for r in known_faults() for entry in r.aten
+                 if backend_kernel(table, entry, keys[r.device]) is None]
+    assert not unreached, f"rules whose entry points their backend never runs: {unreached}"
+    assert backend_kernel(table, "bernoulli", "CUDA") is None          # what the check catches
