@@ -48,7 +48,7 @@ def phases(path: str) -> dict:
             "twins": seg.get("twins"), "calibration": seg.get("calibration"),
             "retried_alone": seg.get("retried_alone"), "warm_compiles": seg.get("warm_compiles"),
             "case_elapsed_s": round(sum(float(r.get("elapsed_s") or 0.0) for r in rows), 1),
-            "case_overhead_s": seg.get("case_overhead_s"),
+            "case_overhead_s": seg.get("case_overhead_s"), "slow_pass": seg.get("slow_pass"),
             "case_time_by_family_s": {k: round(v[1], 1) for k, v in sorted(fam.items())},
             "cases_by_family": {k: v[0] for k, v in sorted(fam.items())}}
 
