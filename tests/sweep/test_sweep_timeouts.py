@@ -160,3 +160,29 @@ def test_an_op_that_refuses_a_dtype_below_the_thresholds_too_is_skipped_not_an_e
     latest = list(res.store.latest().values())
     assert latest and all(r["verdict"]["status"] == "skipped" for r in latest)
     assert "NotImplementedError" in latest[0]["verdict"]["message"] and not res.failed
+
+
+def test_the_slow_pass_hands_its_timeout_to_each_job_on_an_executor():
+    from kernelaudit.executors import Done
+    from kernelaudit.sweep.schedule import _cases_on
+
+    class Recorder:   # an executor's map: each job run on "cpu:0", an ok verdict back
+        jobs: dict = {}
+
+        def map(self, jobs, group=None):
+            self.jobs.update(jobs)
+            for key in jobs:
+                yield Done(key, "cpu:0", value={"verdict": Verdict(Status.OK, "rel", 0.0, 1.0).to_json(),
+                                                "elapsed_s": 0.1})
+
+    cases = [c for c in _cases("add") if c.dtype == "float32"]
+    got = []
+    ex = Recorder()
+    left = _cases_on(ex, cases, tolerance=lambda c: {"out0:rel": 1.0}, segment={"workers_replaced": 0},
+                     record=lambda c, v, s, **kw: got.append((c.key, kw["device"])), timeout_s=120.0)
+    assert left == [] and len(got) == len(cases)
+    assert {j["timeout_s"] for j in ex.jobs.values()} == {120.0}
+    ex.jobs.clear()
+    _cases_on(ex, cases, tolerance=lambda c: {"out0:rel": 1.0}, segment={"workers_replaced": 0},
+              record=lambda *a, **k: None)
+    assert all("timeout_s" not in j for j in ex.jobs.values())   # the main pass: the pool's own
