@@ -250,3 +250,9 @@ def test_bernoulli_and_multinomial_past_their_limits_draw_right_under_the_guard(
                        lambda: torch.multinomial(probs, draws, replacement=True))
     assert st.fixed == 1 and st.refused == 0, st.summary()
     assert torch.equal(got, cats[:, None].expand(rows, draws))
+    got = probs = cats = None
+    one = torch.tensor([0.0, 0.0, 1.0, 0.0], device="cuda")                 # the sweep's call: one law
+    got, st = _guarded(_rules("multinomial", "random_draws.json"),
+                       lambda: torch.multinomial(one, n, replacement=True))
+    assert st.fixed == 1 and st.refused == 0, st.summary()
+    assert bool((got == 2).all()) and got.numel() == n

@@ -77,18 +77,29 @@ def test_rrelu_in_training_in_pieces_writes_every_output_and_noise_element():
     assert st.fixed >= 3 and st.refused == 0, st.summary()
 
 
-def test_multinomial_in_pieces_draws_each_rows_only_category_and_refuses_one_distribution():
+def test_multinomial_draws_in_pieces_of_draws_or_rows_and_never_cuts_categories():
     g = torch.Generator().manual_seed(2)
     cats = torch.randint(0, 6, (ROWS,), generator=g)
     probs = F.one_hot(cats, 6).float()      # the rule's dtype: float32
+    one = torch.zeros(6)
+    one[4] = 1.0
     rule = _rule("random-multinomial", ROWS * 3 // 4)
     with guarding("fix", rules=[rule]) as engine:
-        drawn = torch.multinomial(probs, 3, replacement=True)
+        drawn = torch.multinomial(probs, 3, replacement=True)                  # one draw a row too many: rows
         assert torch.equal(drawn, cats[:, None].expand(ROWS, 3))
-        with pytest.raises(UnsafeCallError, match="works along dim 0"):
-            torch.multinomial(torch.ones(ROWS * 3), ROWS * 3)                  # 1-d: its categories
+        wide = torch.multinomial(probs[:4], ROWS * 3, replacement=True)        # pieces of draws, every row
+        assert torch.equal(wide, cats[:4, None].expand(4, ROWS * 3))
+        many = torch.multinomial(one, ROWS * 3, replacement=True)             # the sweep's: one law, many draws
+        assert torch.equal(many, torch.full((ROWS * 3,), 4))
+        out = torch.empty(0, dtype=torch.int64)
+        torch.multinomial(one, ROWS * 3, replacement=True, out=out)
+        assert torch.equal(out, many)
+        unique = torch.multinomial(probs, 1)                                   # without: pieces of rows
+        assert torch.equal(unique[:, 0], cats)
+        with pytest.raises(UnsafeCallError, match="depend on each other"):
+            torch.multinomial(torch.ones(ROWS * 3), ROWS * 3)                  # without, one law: refused
     st = engine.stats()
-    assert (st.fixed, st.refused) == (1, 1), st.summary()
+    assert (st.fixed, st.refused) == (5, 1), st.summary()
 
 
 def test_an_in_place_entry_split_returns_the_callers_tensor_and_allocates_no_whole_copy():
@@ -107,3 +118,20 @@ def test_an_in_place_entry_split_returns_the_callers_tensor_and_allocates_no_who
     assert got is x and torch.equal(x, p)
     assert [s for _, s, _ in pieces] == [(ROWS // 8, 5)] * 8                 # MIN_PIECES pieces, each a slice
     assert {ptr for _, _, ptr in pieces} == {x[i:i + ROWS // 8].data_ptr() for i in range(0, ROWS, ROWS // 8)}
+
+
+def test_multinomial_with_replacement_draws_every_row_in_pieces_of_draws():
+    from kernelaudit.guard import separable as sep
+
+    probs = torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    calls = []
+
+    def run(name, p, m, replacement, generator=None):
+        calls.append((name, tuple(p.shape), m, replacement))
+        return torch.multinomial(p, m, replacement, generator=generator)
+
+    got = sep.fix_multinomial(torch.ops.aten.multinomial.default, (probs, 100, True), {}, run,
+                              lambda ts, outs: outs[0] < 60, [200])
+    assert torch.equal(got, torch.tensor([[1] * 100, [2] * 100]))
+    assert {(n, s, r) for n, s, _, r in calls} == {("multinomial", (2, 3), True)}     # every row, each piece
+    assert sum(m for *_, m, _ in calls) == 100 and max(m for *_, m, _ in calls) <= 29

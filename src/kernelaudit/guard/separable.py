@@ -481,3 +481,49 @@ def _alloc(r, d: int, n: int, n_all: int, name: str = ""):
     shape = list(r.shape)
     shape[d] = n_all
     return r.new_empty(shape)
+
+
+# -- draws ---------------------------------------------------------------------------------------
+def fix_multinomial(func, args, kwargs, run: Runner, safe: Callable, out_numels: Sequence[int],
+                    min_pieces: int = MIN_PIECES):
+    """``multinomial`` (or ``multinomial.out``) in safe pieces. With replacement every draw
+    is independent of the others, so the draws are made in pieces of ``num_samples``
+    (each piece's draws from every row, into the output's slice along its last dim): the
+    sweep's finding is one distribution drawn 2^32 times. Without replacement a row's
+    draws depend on each other, and where one draw from every row is already unsafe,
+    the rows split (:func:`fix_split`); one distribution without replacement cannot be.
+    The pieces draw from the law a correct kernel draws from, not its values."""
+    b = bind(func, args, kwargs)
+    probs, n, replacement = b["self"], int(b["num_samples"]), bool(b.get("replacement", False))
+    rows = probs.shape[0] if probs.dim() == 2 else 1
+    k = _largest(lambda m: safe([probs], [rows * m]), n) if replacement else 0
+    if k == 0:
+        if probs.dim() < 2:
+            raise CannotSplit("even one draw is unsafe" if replacement else
+                              "draws without replacement from one distribution depend on each other")
+        plain = {key: v for key, v in kwargs.items() if key != "out"}
+        got = fix_split(torch.ops.aten.multinomial.default, args, plain, run, safe, (0,), out_numels, min_pieces)
+        return got if "out" not in kwargs else _into(kwargs["out"], got)
+    k = _balanced(min(k, -(-n // min_pieces)), n)
+    shape = (*probs.shape[:-1], n)
+    out = kwargs.get("out")
+    if out is None:
+        out = torch.empty(shape, dtype=torch.int64, device=probs.device)
+    elif tuple(out.shape) != shape:
+        out.resize_(shape)
+    for j0 in range(0, n, k):
+        m = min(k, n - j0)
+        out.narrow(-1, j0, m).copy_(run("multinomial", probs, m, True, generator=b.get("generator")))
+    return out
+
+
+def _into(out: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+    """``value`` written into ``out`` (resized to it), as an ``out=`` overload returns."""
+    if out.shape != value.shape:
+        out.resize_(value.shape)
+    return out.copy_(value)
+
+
+#: Screened ops with a fix of their own, called as ``fix(func, args, kwargs, run, safe,
+#: out_numels)`` instead of the generic split.
+OWN_FIX = {"multinomial": fix_multinomial}
