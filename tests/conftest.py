@@ -108,3 +108,41 @@ def summary_cases():
             (torch.zeros(2, 1030, dtype=torch.float64), [0.0, 0.0]),  # nothing above a zero tolerance
             (a[:1, :1029].float(), [0.95]),
             (torch.tensor([[float("nan")]], dtype=torch.float64), [1.0])]
+
+
+#: The full grid's run store of record (cumulative: every segment so far), compressed.
+FULL_GRID_STORE = ("benchmarks/results/2026-12-05-h100-full-grid-segments-6-8-and-decode/store/"
+                   "verdicts.jsonl.gz")
+
+
+@pytest.fixture(scope="session")
+def full_grid_findings() -> dict[str, list[str]]:
+    """op -> ids of the full grid's cases whose last verdict (as the run store reads it:
+    a later not-run skip keeps a judged verdict) is a finding: wrong, or an error that
+    is neither unjudged (a timeout, kernelaudit's own failure, a failed calibration) nor
+    CUDA out of memory inside a library (a memory skip since)."""
+    import gzip
+    import json
+    from pathlib import Path
+
+    from kernelaudit.sweep.judge.execution import DEVICE_ALLOC_FAILED
+    from kernelaudit.sweep.rules_out import unjudged
+    from kernelaudit.sweep.runfile import supersedes
+
+    path = Path(__file__).resolve().parents[1] / FULL_GRID_STORE
+    if not path.exists():
+        pytest.skip("the full grid's store of record is not in this checkout")
+    latest: dict = {}
+    with gzip.open(path, "rt") as f:
+        for line in f:
+            r = json.loads(line)
+            key = r["case"]["id"]
+            if key not in latest or supersedes(r, latest[key]):
+                latest[key] = r
+    out: dict[str, list[str]] = {}
+    for r in latest.values():
+        v = r["verdict"]
+        if v["status"] == "wrong" or (v["status"] == "error" and not unjudged(v)
+                                      and DEVICE_ALLOC_FAILED not in (v.get("message") or "")):
+            out.setdefault(r["case"]["op"], []).append(r["case"]["id"])
+    return out
