@@ -8,7 +8,8 @@ refused (``known_faults/full_grid_softmax_backward.json``); a layer or RMS norm 
 two normalized dims past 65,536 rows is flattened (``known_faults/norm_backward_rows.json``)
 and its weight gradient equals the sum over chunks of 65,536 rows; rrelu in training past 2^31
 elements, bernoulli and multinomial past 2^32 - 16384 draw in pieces
-(``known_faults/random_draws.json``), every draw checked. Bare, the pooling calls end
+(``known_faults/random_draws.json``), every draw checked; unique_consecutive past 2^31
+elements is merged from pieces (``known_faults/unique_consecutive_cub.json``). Bare, the pooling calls end
 the process's CUDA context (an illegal memory access), so none is run bare here. The
 rules are taken without their version gate; each test needs 20-60 GiB free.
 """
@@ -256,3 +257,18 @@ def test_bernoulli_and_multinomial_past_their_limits_draw_right_under_the_guard(
                        lambda: torch.multinomial(one, n, replacement=True))
     assert st.fixed == 1 and st.refused == 0, st.summary()
     assert bool((got == 2).all()) and got.numel() == n
+
+
+def test_unique_consecutive_past_2_31_raises_bare_and_is_merged_from_pieces_under_the_guard():
+    # known_faults/unique_consecutive_cub.json: CUB counts its items in an int
+    _need(40)
+    n, run = 2**31 + 16384, 1000
+    x = (torch.arange(n, device="cuda") // run % 5).to(torch.float16)
+    with pytest.raises(RuntimeError, match="too big"):
+        torch.unique_consecutive(x)
+    rules = [dataclasses.replace(r, versions={}) for r in load_rules(_known("unique_consecutive_cub.json"))]
+    (out, counts), st = _guarded(rules, lambda: torch.unique_consecutive(x, return_counts=True))
+    assert st.fixed == 1 and st.refused == 0, st.summary()
+    runs = -(-n // run)
+    assert torch.equal(out, (torch.arange(runs, device="cuda") % 5).to(torch.float16))
+    assert bool((counts[:-1] == run).all()) and int(counts[-1]) == n - (runs - 1) * run

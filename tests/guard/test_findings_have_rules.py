@@ -23,7 +23,6 @@ NOT_FIXED = {
     "nn.functional.conv3d": "cuDNN's TF32 recorded before the judge's TF32 floor: to judge again",
     "linalg.pinv": "cuSOLVER refuses it loudly; its entry (_linalg_svd) shares the crossing tensor with the "
                    "call's mm, so no split at the entry fixes the call",
-    "unique_consecutive": "CUB's explicit refusal; pieces would change the answer at every cut",
 }
 
 

@@ -524,6 +524,49 @@ def _into(out: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
     return out.copy_(value)
 
 
+def fix_unique_consecutive(func, args, kwargs, run: Runner, safe: Callable, out_numels: Sequence[int],
+                           min_pieces: int = MIN_PIECES):
+    """``unique_consecutive`` over the flattened input (``dim=None``, or a 1-d input) in
+    safe pieces, merged: where a piece's first value equals (``==``, as the kernel
+    compares: NaN never does) the previous piece's last unique value, its first run
+    continues that one (its count added, its inverse indexes shifted back by one). The
+    same output, inverse and counts as the whole call (CUB counts its items in an
+    ``int``: CUDA refuses 2^31 or more). Along a dim of a tensor of 2 or more dims the
+    call compares slices: not split."""
+    b = bind(func, args, kwargs)
+    x, dim = b["self"], b.get("dim")
+    inverse, counts = bool(b.get("return_inverse", False)), bool(b.get("return_counts", False))
+    if dim is not None and x.dim() > 1:
+        raise CannotSplit(f"unique_consecutive along dim {dim} of a {x.dim()}-d tensor compares slices")
+    flat = x.reshape(-1)
+    n = flat.numel()
+    k = _largest(lambda m: safe([flat.narrow(0, 0, m)], [m, m if inverse else 0, m if counts else 0]), n)
+    if k == 0:
+        raise CannotSplit("even one element is unsafe")
+    k = _balanced(min(k, -(-n // min_pieces)), n)
+    outs, invs, cnts, last, found = [], [], [], None, 0
+    tail = None   # the counts tensor holding the last run's count (a piece can be all one run)
+    for i0 in range(0, n, k):
+        o, inv, c = run("unique_consecutive", flat.narrow(0, i0, min(k, n - i0)), inverse, counts, None)
+        merged = last is not None and bool(o[0] == last)   # a run across the cut
+        if inverse:
+            invs.append(inv + (found - 1 if merged else found))
+        last = o[-1]
+        if merged:
+            if counts:
+                tail[-1] += c[0]
+                c = c[1:]
+            o = o[1:]
+        outs.append(o)
+        cnts.append(c)
+        if counts and c.numel():
+            tail = c
+        found += o.numel()
+    empty = x.new_empty(0, dtype=torch.int64)
+    return (torch.cat(outs), torch.cat(invs).reshape(x.shape) if inverse else empty,
+            torch.cat(cnts) if counts else empty)
+
+
 #: Screened ops with a fix of their own, called as ``fix(func, args, kwargs, run, safe,
 #: out_numels)`` instead of the generic split.
-OWN_FIX = {"multinomial": fix_multinomial}
+OWN_FIX = {"multinomial": fix_multinomial, "unique_consecutive": fix_unique_consecutive}
