@@ -334,8 +334,8 @@ class TimedOut:
         slow = self.first.get(c.op)
         if slow is None:
             return None
-        return Verdict.skipped(f"not run: {slow.id} (batch {slow.batch}) timed out; the op's other cases are "
-                               f"not run in this sweep (--ops {c.op} --case-timeout SECONDS runs them)",
+        return Verdict.skipped(f"not run: {slow.id} (batch {slow.batch}) timed out; the op's other cases wait "
+                               f"for a slow pass (--slow-timeout SECONDS) or --ops {c.op} --case-timeout SECONDS",
                                after_timeout=slow.id)
 
 
