@@ -27,9 +27,11 @@ def _rule(name: str, at_least: int):
     return dataclasses.replace(rule, device="cpu", versions={}, when={**rule.when, "at_least": at_least})
 
 
-def test_the_shipped_rules_start_where_the_source_and_the_grid_say_and_split_dim_0():
+def test_the_shipped_rules_start_where_the_source_and_the_grid_say_and_say_how_they_split():
     rules = {r.name: r for r in load_rules(SHIPPED)}
-    assert {r.action for r in rules.values()} == {"fix"} and {r.split_dim for r in rules.values()} == {0}
+    assert {r.action for r in rules.values()} == {"fix"}
+    assert {n: r.split_dim for n, r in rules.items()} == {   # multinomial: its own fix (pieces of draws)
+        "random-rrelu_with_noise": 0, "random-bernoulli-tensor": 0, "random-multinomial": None}
     rrelu = rules["random-rrelu_with_noise"]
     big, small = (torch.empty(n, device="meta") for n in (2**31, 2**31 - 1))
     assert screen_reason(rrelu, [big, big], [big.numel()]) is not None          # int numel < 0 from here

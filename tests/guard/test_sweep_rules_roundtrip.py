@@ -313,7 +313,8 @@ def test_the_shipped_pool_and_factory_rules_are_what_the_full_grids_store_gives(
 AT_2_31 = {"nn.functional.interpolate.area", "nn.functional.interpolate.nearest-exact",
            "nn.functional.upsample_nearest", "nn.functional.interpolate.bilinear", "nn.functional.upsample_bilinear",
            "nn.functional.avg_pool2d", "nn.functional.multilabel_margin_loss", "nn.functional.pad.reflect",
-           "nn.functional.pad.replicate_negative", "matrix_exp", "masked.log_softmax", "_chunk_cat", "addmm"}
+           "nn.functional.pad.replicate_negative", "matrix_exp", "masked.log_softmax", "_chunk_cat", "addmm",
+           "unique_consecutive"}
 
 
 @pytest.mark.skipif(not FULL_GRID.is_dir(), reason="the full grid's store is not in this checkout")
@@ -330,31 +331,38 @@ FULL_GRID_45 = ROOT / "benchmarks/results/2026-12-05-h100-full-grid-segments-4-5
 @pytest.mark.skipif(not FULL_GRID_45.is_dir(), reason="the full grid's later store is not in this checkout")
 def test_the_shipped_softmin_backward_rule_is_what_the_full_grids_later_store_gives(tmp_path):
     shipped = _shipped_as_derived(tmp_path, FULL_GRID_45, "full_grid_softmax_backward.json", {"nn.functional.softmin"})
-    # softmin's call also negates the crossing tensor: the kernel's entry is refused, not split
+    # softmin's call also negates the crossing tensor: no split dim, but the entry's own fix
     (rule,) = shipped
-    assert (rule.action, rule.aten, rule.dtypes, rule.effect) == ("raise", ("_softmax_backward_data",), ("float16",),
-                                                                  "wrong")
+    assert (rule.action, rule.split_dim, rule.aten, rule.dtypes, rule.effect) == (
+        "fix", None, ("_softmax_backward_data",), ("float16",), "wrong")
     assert rule.when["inner_of"] == "dim"  # the spatial kernel only
     assert 2**32 - 2**10 < rule.when["at_least"] <= 2**32
-    # the guard holding it (scaled to 64 elements, on the CPU) refuses the backward there
+    # the guard holding it (scaled to 64 elements, on the CPU) runs the backward over the
+    # last dim there, with the bare call's values up to the order of a row's sum
     import dataclasses
 
     import torch.nn.functional as F
 
-    from kernelaudit.errors import UnsafeCallError
     from kernelaudit.guard import intercept
 
     small = dataclasses.replace(rule, device="cpu", versions={}, when={**rule.when, "at_least": 64})
+    y = torch.randn(16, 5, dtype=torch.float16)
+    g = torch.randn(16, 5, dtype=torch.float16)
+
+    def grad(dim: int) -> torch.Tensor:
+        ys = y.clone().requires_grad_()
+        F.softmin(ys, dim).backward(g)
+        return ys.grad
+
+    bare = [grad(0), grad(1)]
     try:
-        intercept.install("fix", rules=[small], native=False)
+        engine = intercept.install("fix", rules=[small], native=False)
         x = torch.randn(8, 4, dtype=torch.float16, requires_grad=True)  # 32 elements: runs
         F.softmin(x, 0).backward(torch.ones(8, 4, dtype=torch.float16))
-        y = torch.randn(16, 5, dtype=torch.float16, requires_grad=True)
-        with pytest.raises(UnsafeCallError, match="_softmax_backward_data"):
-            F.softmin(y, 0).backward(torch.ones(16, 5, dtype=torch.float16))
-        # over the last dim another kernel runs, right past 2^32: the rule lets it through
-        F.softmin(y, 1).backward(torch.ones(16, 5, dtype=torch.float16))
-        F.softmax(y, -1).backward(torch.ones(16, 5, dtype=torch.float16))
-        assert y.grad is not None and y.grad.shape == (16, 5)
+        got = [grad(0), grad(1)]   # over the last dim another kernel runs, right: the rule lets it through
+        st = engine.stats()
     finally:
         intercept.uninstall()
+    assert (st.fixed, st.refused) == (1, 0), st.summary()
+    torch.testing.assert_close(got[0], bare[0], rtol=2e-3, atol=1e-3)
+    assert torch.equal(got[1], bare[1])

@@ -1,6 +1,6 @@
-"""``known_faults/unique_consecutive_cub.json``: CUDA refuses ``unique_consecutive`` of 2^31
-or more elements (CUB's int item count); the guard computes it in pieces of the flattened
-input and merges runs across the cuts. On the CPU, the rule scaled down: the same
+"""The full grid's ``unique_consecutive`` rules (``known_faults/full_grid_2_31.json``): CUDA
+refuses ``unique_consecutive`` of 2^31 or more elements (CUB's int item count); the guard
+computes it in pieces of the flattened input and merges runs across the cuts. On the CPU, the rule scaled down: the same
 output, inverse and counts as the whole call, NaN runs (never equal) included; along a
 dim of a 2-d tensor the call is refused."""
 
@@ -17,7 +17,7 @@ from kernelaudit.guard import separable as sep
 from kernelaudit.guard.intercept import guarding
 from kernelaudit.guard.rules import load_rules
 
-SHIPPED = Path(__file__).resolve().parents[2] / "src/kernelaudit/guard/known_faults/unique_consecutive_cub.json"
+SHIPPED = Path(__file__).resolve().parents[2] / "src/kernelaudit/guard/known_faults/full_grid_2_31.json"
 
 
 def _runs(seed: int, n_runs: int = 40) -> torch.Tensor:
@@ -54,8 +54,10 @@ def test_pieces_merged_across_their_cuts_give_the_whole_calls_answer(seed):
 
 
 def test_the_shipped_rule_fixes_calls_past_its_size_and_refuses_a_dim_of_a_2d_tensor():
-    (rule,) = load_rules(SHIPPED)
-    assert (rule.action, rule.aten, rule.when["at_least"]) == ("fix", ("unique_consecutive",), 2147467265)
+    rules = [r for r in load_rules(SHIPPED) if r.op == "unique_consecutive"]
+    assert {(r.action, r.split_dim, r.aten) for r in rules} == {("fix", None, ("unique_consecutive",))}
+    (rule,) = [r for r in rules if r.dtypes == ("float32",)]
+    assert rule.when["at_least"] == 2147467265       # one past the grid's right case below 2^31
     x = _runs(7)
     cpu = dataclasses.replace(rule, device="cpu", versions={}, when={**rule.when, "at_least": x.numel() // 3})
     want = torch.unique_consecutive(x, return_inverse=True, return_counts=True)

@@ -504,7 +504,7 @@ def screen_call(engine: Engine, name: str, device_type: str, faults, th: Thresho
                 out = sep.fix_factory(op, func, args, kwargs, run, lambda k: safe([], [k]))
             elif all(f.flattens for f in flagged):
                 out = sep.fix_flatten_normalized(func, args, kwargs, run)
-            elif op in sep.OWN_FIX:
+            elif op in sep.OWN_FIX and all(f.split_dim is None for f in flagged):
                 out = sep.OWN_FIX[op](func, args, kwargs, run, safe, outs)
             else:
                 out = sep.fix_split(func, args, kwargs, run, safe, sep.split_dims(flagged), outs)

@@ -79,6 +79,15 @@ ENGINE_OPS = ("matmul", "mm", "bmm", "addmm", "baddbmm", "sdpa_mps")
 #: Screened factory ops the guard fixes by computing their output in pieces of offset
 #: starts (no ``split_dim`` needed; :mod:`.separable`).
 FACTORIES = ("arange", "linspace")
+#: Aten ops the guard fixes in a way of their own rather than by a split along one dim
+#: (the fixes: :data:`kernelaudit.guard.separable.OWN_FIX`): draws in pieces of draws,
+#: pieces merged at their cuts, softmax's backward moved off its spatial kernel.
+OWN_FIXES = frozenset({"multinomial", "unique_consecutive", "_softmax_backward_data", "_log_softmax_backward_data"})
+
+
+def own_fixed(aten: Sequence[str]) -> bool:
+    """Whether every entry point of ``aten`` has a fix of its own (:data:`OWN_FIXES`)."""
+    return bool(aten) and all(a.partition(".")[0] in OWN_FIXES for a in aten)
 _FIELDS = ("name", "op", "device", "effect", "when", "dtypes", "layouts", "versions", "action", "split_dim",
            "aten", "explain", "provenance")
 
@@ -125,10 +134,11 @@ class KnownFault:
             raise InvalidArgument(f"Cannot have {where} op={self.op!r} without aten entry points: name the aten "
                                   f"op(s) to screen in 'aten', or use one of {', '.join(ENGINE_OPS)}")
         if self.op not in ENGINE_OPS and self.action == "fix" and self.split_dim is None and \
-                self.op not in FACTORIES and not self.flattens:
+                self.op not in FACTORIES and not self.flattens and not own_fixed(self.aten):
             raise InvalidArgument(f"Cannot have {where} action='fix' on op={self.op!r} without split_dim: the "
                                   f"guard splits a screened op along split_dim (factories {', '.join(FACTORIES)} "
-                                  "need none); give split_dim or action='raise'")
+                                  f"and entries with fixes of their own, {', '.join(sorted(OWN_FIXES))}, need none); "
+                                  "give split_dim or action='raise'")
         _check_predicate(self.when, where)
 
     @property
@@ -347,8 +357,7 @@ def dump_rules(rules: Iterable[KnownFault], path: str | Path, **meta) -> Path:
 #: The shipped database's files (package data under ``known_faults/``).
 DATABASE_FILES = ("mps_study.json", "sweeps_of_record.json", "quick_sweep_opinfo.json", "sdpa_heads.json",
                   "sdpa_heads_float32.json", "full_grid_pools_factories.json", "full_grid_softmax_backward.json",
-                  "full_grid_2_31.json", "norm_backward_rows.json", "random_draws.json",
-                  "unique_consecutive_cub.json")
+                  "full_grid_2_31.json", "norm_backward_rows.json", "random_draws.json")
 
 
 @functools.lru_cache(maxsize=1)

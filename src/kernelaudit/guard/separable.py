@@ -35,7 +35,7 @@ from typing import Callable, Sequence
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from .rules import FACTORIES
+from .rules import FACTORIES, own_fixed
 from .split import _balanced, _largest
 
 #: The entry point a factory's pieces are computed with (an ``out=`` overload).
@@ -71,9 +71,11 @@ def op_of(name: str) -> str:
 
 def fixable(fault) -> bool:
     """Whether the guard can fix calls ``fault`` flags on its screened op: the rule says
-    ``fix`` and the op is a factory, the rule names a ``split_dim``, or it flags a
-    normalization's rows (:func:`fix_flatten_normalized`)."""
-    return fault.action == "fix" and (fault.op in FACTORIES or fault.split_dim is not None or fault.flattens)
+    ``fix`` and the op is a factory, the rule names a ``split_dim``, it flags a
+    normalization's rows (:func:`fix_flatten_normalized`), or every entry point it
+    screens has a fix of its own (:data:`OWN_FIX`)."""
+    return fault.action == "fix" and (fault.op in FACTORIES or fault.split_dim is not None or fault.flattens
+                                      or own_fixed(fault.aten))
 
 
 def split_dims(faults: Sequence) -> tuple[int, ...]:
@@ -567,6 +569,27 @@ def fix_unique_consecutive(func, args, kwargs, run: Runner, safe: Callable, out_
             torch.cat(cnts) if counts else empty)
 
 
+def fix_softmax_backward_last_dim(func, args, kwargs, run: Runner, safe: Callable, out_numels: Sequence[int]):
+    """``_softmax_backward_data`` / ``_log_softmax_backward_data`` over a dim that is not
+    the last, run over the last: ``grad_output`` and ``output`` with that dim moved last
+    (contiguous copies), the gradient moved back (contiguous, as the kernel returns it).
+    CUDA's spatial kernel, the one a non-last dim with an inner extent selects, is wrong
+    in float16 past 2^32 elements; over the last dim another kernel runs, right there
+    (the full grid: softmin and the masked softmax family wrong, softmax and log_softmax
+    over the last dim right; :data:`~kernelaudit.guard.rules.INNER_OF`). The same
+    formula, so the same values up to the order of one row's sum (float32 inside)."""
+    b = bind(func, args, kwargs)
+    g, y, dim, dtype = b["grad_output"], b["output"], int(b["dim"]), b["input_dtype"]
+    d = dim % g.dim() if g.dim() else 0
+    if d == g.dim() - 1 or g.dim() == 0:
+        raise CannotSplit(f"dim {dim} is already the last: no other kernel to run it on")
+    moved = run(entry_name(func), g.movedim(d, -1).contiguous(), y.movedim(d, -1).contiguous(), -1, dtype)
+    return moved.movedim(-1, d).contiguous()
+
+
 #: Screened ops with a fix of their own, called as ``fix(func, args, kwargs, run, safe,
-#: out_numels)`` instead of the generic split.
-OWN_FIX = {"multinomial": fix_multinomial, "unique_consecutive": fix_unique_consecutive}
+#: out_numels)`` instead of the generic split where no rule that flags the call names a
+#: ``split_dim``.
+OWN_FIX = {"multinomial": fix_multinomial, "unique_consecutive": fix_unique_consecutive,
+           "_softmax_backward_data": fix_softmax_backward_last_dim,
+           "_log_softmax_backward_data": fix_softmax_backward_last_dim}

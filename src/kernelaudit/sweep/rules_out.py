@@ -18,7 +18,10 @@
   when no smaller size was correct);
 * a version gate on what the sweep ran on: torch and CUDA to the minor release, the
   driver to its major (the exact versions are in ``provenance.ran_on``);
-* action ``fix`` with a ``split_dim`` when the op is separable (a hand spec with an
+* action ``fix`` where every entry point has a fix of its own in the guard
+  (:data:`kernelaudit.guard.separable.OWN_FIX`: softmax's backward moved off its spatial
+  kernel, ``unique_consecutive`` merged from pieces), else ``fix`` with a ``split_dim``
+  when the op is separable (a hand spec with an
   operand of one row per batch: dim 0, split by the engine or, for a screened op, the
   guard's generic split in :mod:`kernelaudit.guard.separable`; an op derived from the
   OpInfo database: the dim its recipe scales, which is also the aten entry point's dim
@@ -167,7 +170,7 @@ def rules_from_store(store: RunStore) -> tuple[list, list[str]]:
     """(rules, notes) for the wrong/error verdicts of ``store`` (notes: groups no rule
     could be written for, and why)."""
     # the rule format (data only): docs/architecture.md
-    from ..guard.rules import ENGINE_OPS, FACTORIES, INNER_OF, KnownFault
+    from ..guard.rules import ENGINE_OPS, FACTORIES, INNER_OF, KnownFault, own_fixed
 
     m = store.manifest()
     device = (m.get("device") or {}).get("type", "cpu")
@@ -253,7 +256,8 @@ def rules_from_store(store: RunStore) -> tuple[list, list[str]]:
             name=f"sweep-{device}-{op}-{dtype}-{layout}-{direction}-{series}" + ("" if axis == "elements" else f"-{axis}"),
             op=guard_op, device=device, effect=effect, when=when, dtypes=(dtype,),
             layouts=(layout,) if direction == "fwd" and op in ENGINE_OP else (),
-            versions=gate, action="raise" if split_dim is None else "fix", split_dim=split_dim, aten=aten,
+            versions=gate, action="fix" if split_dim is not None or own_fixed(aten) else "raise",
+            split_dim=split_dim, aten=aten,
             explain=(f"{op} {dtype} {layout} {direction}: {len(bad)} {effect} case(s) from {at_least} "
                      + (f"crossing elements (2^32 = {th.t32} here)" if axis == "elements" else
                         f"{_unit(bad)} ({axis} axis)")

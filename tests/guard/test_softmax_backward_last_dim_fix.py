@@ -1,0 +1,60 @@
+"""The softmax backward's own fix (``separable.fix_softmax_backward_last_dim``): a call of
+``_softmax_backward_data`` / ``_log_softmax_backward_data`` over a dim that is not the
+last runs over the last dim (grad and output with the dim moved last, the gradient moved
+back), so CUDA's spatial kernel, wrong in float16 past 2^32 elements, is never run. On
+the CPU: the same gradients as the call over its own dim (float64: to rounding; float16:
+to its precision), for every dim of 2-4-d tensors, and the call that is already over
+the last dim is not the fix's to make."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernelaudit.guard import separable as sep
+
+ENTRIES = [torch.ops.aten._softmax_backward_data.default, torch.ops.aten._log_softmax_backward_data.default]
+
+
+def _call(func, shape, dim, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(*shape, generator=g, dtype=torch.float64)
+    y = (torch.softmax if "log" not in str(func) else torch.log_softmax)(x, dim).to(dtype)
+    return torch.randn(*shape, generator=g, dtype=torch.float64).to(dtype), y
+
+
+@pytest.mark.parametrize("func", ENTRIES, ids=["softmax", "log_softmax"])
+@pytest.mark.parametrize("shape", [(6, 5), (3, 4, 5), (2, 3, 4, 5)])
+def test_a_backward_over_any_non_last_dim_equals_the_call_over_its_own_dim(func, shape):
+    calls = []
+
+    def run(name, *args):
+        calls.append((name, tuple(args[0].shape), args[2], args[0].is_contiguous()))
+        return getattr(torch.ops.aten, name)(*args)
+
+    for dim in range(len(shape) - 1):
+        for dtype, tol in ((torch.float64, 1e-12), (torch.float16, 2e-3)):
+            grad, out = _call(func, shape, dim, dtype, seed=dim)
+            want = func(grad, out, dim, dtype)
+            got = sep.fix_softmax_backward_last_dim(func, (grad, out, dim, dtype), {}, run, None, [])
+            assert got.shape == want.shape and got.is_contiguous()
+            torch.testing.assert_close(got, want, rtol=tol, atol=tol)
+            moved = list(shape)
+            moved.append(moved.pop(dim))
+            assert calls[-1] == (func._schema.name.split("::")[1], tuple(moved), -1, True)
+
+
+@pytest.mark.parametrize("func", ENTRIES, ids=["softmax", "log_softmax"])
+def test_a_backward_over_the_last_dim_is_not_rerouted(func):
+    grad, out = _call(func, (4, 5), 1, torch.float32)
+    for dim in (1, -1):
+        with pytest.raises(sep.CannotSplit, match="already the last"):
+            sep.fix_softmax_backward_last_dim(func, (grad, out, dim, torch.float32), {}, None, None, [])
+
+
+def test_the_rules_data_and_the_guards_own_fixes_name_the_same_entries():
+    from kernelaudit.guard.rules import OWN_FIXES, own_fixed
+
+    assert set(sep.OWN_FIX) == OWN_FIXES
+    assert own_fixed(("_softmax_backward_data",)) and own_fixed(("multinomial", "multinomial.out"))
+    assert not own_fixed(()) and not own_fixed(("_softmax_backward_data", "mm"))
