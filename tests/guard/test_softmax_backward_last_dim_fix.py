@@ -58,3 +58,33 @@ def test_the_rules_data_and_the_guards_own_fixes_name_the_same_entries():
     assert set(sep.OWN_FIX) == OWN_FIXES
     assert own_fixed(("_softmax_backward_data",)) and own_fixed(("multinomial", "multinomial.out"))
     assert not own_fixed(()) and not own_fixed(("_softmax_backward_data", "mm"))
+
+
+def test_a_rule_whose_split_dim_is_the_softmax_dim_falls_back_to_the_last_dim_fix():
+    # masked.log_softmax's shipped rule splits along dim 1 (the sweep's layout: softmax over
+    # dim 0 of a (5, n) view); a program's softmax over dim 1 of a 3-d tensor cannot be cut there
+    import dataclasses
+    from pathlib import Path
+
+    from kernelaudit.guard.intercept import guarding
+    from kernelaudit.guard.rules import load_rules
+
+    shipped = Path(__file__).resolve().parents[2] / "src/kernelaudit/guard/known_faults/full_grid_2_31.json"
+    (rule,) = [r for r in load_rules(shipped) if r.op == "masked.log_softmax"]
+    assert (rule.split_dim, rule.aten) == (1, ("_log_softmax_backward_data",))
+    small = dataclasses.replace(rule, device="cpu", versions={}, when={**rule.when, "at_least": 64})
+    g0 = torch.Generator().manual_seed(5)
+    x = torch.randn(4, 6, 5, generator=g0, dtype=torch.float16)
+    go = torch.randn(4, 6, 5, generator=g0, dtype=torch.float16)
+
+    def grad():
+        xs = x.clone().requires_grad_()
+        torch.log_softmax(xs, 1).backward(go)
+        return xs.grad
+
+    want = grad()
+    with guarding("fix", rules=[small]) as engine:
+        got = grad()
+    st = engine.stats()
+    assert (st.fixed, st.refused) == (1, 0), st.summary()
+    torch.testing.assert_close(got, want, rtol=2e-3, atol=2e-3)

@@ -507,7 +507,12 @@ def screen_call(engine: Engine, name: str, device_type: str, faults, th: Thresho
             elif op in sep.OWN_FIX and all(f.split_dim is None for f in flagged):
                 out = sep.OWN_FIX[op](func, args, kwargs, run, safe, outs)
             else:
-                out = sep.fix_split(func, args, kwargs, run, safe, sep.split_dims(flagged), outs)
+                try:
+                    out = sep.fix_split(func, args, kwargs, run, safe, sep.split_dims(flagged), outs)
+                except sep.CannotSplit:
+                    if op not in sep.OWN_FIX:   # where the rule's dim cannot be cut, the entry's own fix
+                        raise
+                    out = sep.OWN_FIX[op](func, args, kwargs, run, safe, outs)
         except sep.CannotSplit as e:
             why_not = f" It cannot be split into safe pieces: {e}."
         else:
