@@ -191,3 +191,29 @@ def test_nearest_interpolation_past_2_31_inputs_under_the_guard_equals_it_in_sma
         assert bare != "ok", "the bare call was right: the fault did not reproduce"
     del x, got
     torch.cuda.empty_cache()
+
+
+def test_nearest_interpolation_backward_past_2_31_inputs_is_split_with_its_sizes_under_the_guard():
+    # Bare, upsample_nearest1d_backward refuses 2^31 or more input elements; the shipped
+    # rule splits it along dim 0, its input_size argument cut with it (separable.SIZE_ARGS)
+    if _free_gib() < 30:
+        pytest.skip(f"needs about 30 GiB free on the GPU, has {_free_gib():.0f}")
+    g = torch.Generator(device="cuda").manual_seed(3)
+    x = torch.randn(INTERP_N, 3, 4096, generator=g, device="cuda", dtype=torch.float16)
+    go = torch.randn(INTERP_N, 3, 3072, generator=g, device="cuda", dtype=torch.float16)
+
+    def grad(i0, i1):
+        xs = x[i0:i1].detach().requires_grad_()
+        F.interpolate(xs, size=3072, mode="nearest").backward(go[i0:i1])
+        return xs.grad
+
+    rules = [r for r in _rules("nn.functional.interpolate.nearest") if r.dtypes == ("float16",)]
+    assert {r.action for r in rules} == {"fix"}
+    try:
+        engine = intercept.install("fix", rules=rules, native=False)
+        got = grad(0, INTERP_N)
+        st = engine.stats()
+        assert st.fixed >= 2 and st.refused == 0, st.summary()    # the forward and the backward
+    finally:
+        intercept.uninstall()
+    _equal_in_chunks(got, grad, INTERP_N, 4096)

@@ -245,8 +245,8 @@ def test_the_shipped_opinfo_rules_are_what_the_quick_sweep_gives_for_ops_the_ful
     # widened recipe keeps its output below 2^31), so its rules start there
     assert all(2**31 - 2**18 < r.when["at_least"] <= 2**31 for r in shipped if "interpolate" in r.op)
     # derived ops split along the dim their recipe scales (dim 0 here); interpolate's
-    # size check is screened at the entry points its trace finds: the forward split
-    # along dim 0, the backward (which takes the sizes as arguments) refused
+    # size check is screened at the entry points its trace finds: the forward and the
+    # backward split along dim 0 (the backward's input_size argument cut with it)
     direction = {r.name: r.name.split("-")[-2] for r in shipped}  # sweep-cuda-OP-DTYPE-LAYOUT-DIRECTION-SERIES
     interp = "nn.functional.interpolate.nearest"
     assert {(r.op, r.action, r.split_dim) for r in shipped if r.op != interp} == {
@@ -254,7 +254,7 @@ def test_the_shipped_opinfo_rules_are_what_the_quick_sweep_gives_for_ops_the_ful
     assert {(r.dtypes, direction[r.name], r.aten, r.action, r.split_dim) for r in shipped if r.op == interp} == {
         ((dt,), d, (entry,), action, split) for dt in ("float32", "float16")
         for d, entry, action, split in (("fwd", "upsample_nearest1d", "fix", 0),
-                                        ("bwd", "upsample_nearest1d_backward", "raise", None))}
+                                        ("bwd", "upsample_nearest1d_backward", "fix", 0))}
 
 
 BRACKETED = ROOT / "benchmarks/results/2026-12-04-h200-quick-sweep-bracketed-and-case-profile"

@@ -44,8 +44,9 @@ def test_interpolate_nearest_is_screened_at_its_upsample_kernel_and_its_backward
     assert (fwd.aten, fwd.split_dim) == (("upsample_nearest1d",), 0)
     bwd = entry_points(INTERPOLATE, "bwd", device="cuda")
     assert bwd.aten == ("upsample_nearest1d_backward",)
-    # it takes the input's sizes as arguments: the guard's split cannot cut it (raise)
-    assert bwd.split_dim is None and "does not split" in bwd.reason
+    # it takes the input's sizes as an argument, which the guard's split cuts with the
+    # batch (separable.SIZE_ARGS): its split of the traced call is verified, dim 0
+    assert (bwd.split_dim, bwd.reason) == (0, "")
 
 
 @pytest.mark.parametrize("op, direction, aten", [

@@ -380,7 +380,8 @@ def _split(func, name: str, args, kwargs, run: Runner, safe, dims, out_numels, m
     def piece(i0: int, n: int):
         def cut(x):
             return x.narrow(d, i0, n) if x.dim() > d and x.shape[d] == n_all and n_all != 1 else x
-        return each(cut)
+        pa, pk = each(cut)
+        return _sized(pa, pk, names, d, n_all, n)
 
     def ok(n: int) -> bool:
         pa, pk = piece(0, n)
@@ -423,6 +424,24 @@ def _split(func, name: str, args, kwargs, run: Runner, safe, dims, out_numels, m
         return outs[0] if len(outs) == 1 else tuple(outs)
     full = [f.value if isinstance(f, _Whole) else f for f in full]
     return full[0] if not isinstance(res, (tuple, list)) else type(res)(full)
+
+
+#: Arguments that spell a tensor's shape (an upsampling backward's ``input_size``, the
+#: shape of the gradient it returns): their extent along the split dim is the piece's.
+SIZE_ARGS = ("input_size",)
+
+
+def _sized(args: list, kwargs: dict, names: list, d: int, n_all: int, n: int) -> tuple[list, dict]:
+    """A piece's arguments with every :data:`SIZE_ARGS` list whose dim ``d`` is the whole
+    call's extent ``n_all`` set to the piece's ``n``."""
+    def fit(v):
+        if isinstance(v, (list, tuple)) and len(v) > d and v[d] == n_all:
+            v = list(v)
+            v[d] = n
+        return v
+
+    args = [fit(v) if i < len(names) and names[i] in SIZE_ARGS else v for i, v in enumerate(args)]
+    return args, {k: fit(v) if k in SIZE_ARGS else v for k, v in kwargs.items()}
 
 
 def _out_shape(func, args, kwargs, name: str) -> tuple[int, ...]:
