@@ -83,6 +83,28 @@ def test_linspace_under_wrap32_is_wrong_and_the_guard_fixes_it(args, dtype):
             assert torch.equal(g, honest)
 
 
+@pytest.mark.parametrize("args,kwargs,dtype", [((0, 1, N), {}, torch.float32), ((-2.0, 3.0, N), {"base": 2.0},
+                                                  torch.float64), ((0, 9, N), {"base": 3.0}, torch.int64)])
+def test_logspace_under_wrap32_is_wrong_and_the_guard_fixes_it(args, kwargs, dtype):
+    """Floats: within an ulp of the kernel's (base to the power of linspace's points, in
+    float64, rounded once); integers: exactly the kernel's (its float64 power, truncated)."""
+    honest = torch.logspace(*args, **kwargs, dtype=dtype)
+    with make_fault_model("wrap32", TH):
+        assert not torch.equal(torch.logspace(*args, **kwargs, dtype=dtype), honest)
+    rule = _rule(op="logspace", aten_=("logspace.out",), action="fix")
+    with guarding("fix", rules=[rule], fault_model="wrap32", scale=SCALE) as engine:
+        got = torch.logspace(*args, **kwargs, dtype=dtype)
+        out = torch.empty(3, dtype=dtype)
+        torch.logspace(*args, **kwargs, out=out)
+    assert engine.stats().fixed == 2
+    for g in (got, out):
+        assert g.shape == honest.shape
+        if dtype.is_floating_point:
+            torch.testing.assert_close(g, honest, rtol=4 * torch.finfo(dtype).eps, atol=0)
+        else:
+            assert torch.equal(g, honest)
+
+
 def test_arange_on_the_real_cpu_kernel_key_is_fixed_in_pieces():
     """The backend-key path the H200's CUDA arange takes: ``arange.start_out`` screened,
     its pieces run by the captured original kernel (the screen is not re-entered)."""

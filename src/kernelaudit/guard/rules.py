@@ -78,7 +78,7 @@ VERSION_KEYS = ("torch", "cuda", "driver")
 ENGINE_OPS = ("matmul", "mm", "bmm", "addmm", "baddbmm", "sdpa_mps")
 #: Screened factory ops the guard fixes by computing their output in pieces of offset
 #: starts (no ``split_dim`` needed; :mod:`.separable`).
-FACTORIES = ("arange", "linspace")
+FACTORIES = ("arange", "linspace", "logspace")
 #: Aten ops the guard fixes in a way of their own rather than by a split along one dim
 #: (the fixes: :data:`kernelaudit.guard.separable.OWN_FIX`): draws in pieces of draws,
 #: pieces merged at their cuts, softmax's backward moved off its spatial kernel.

@@ -3,7 +3,7 @@
 A screened op (a sweep's finding on ``arange``, attention, ...; see :mod:`.rules`) is
 fixed, not refused, when every rule that flags the call says ``fix`` and the op splits:
 
-* **factories** (``arange``, ``linspace``; :data:`FACTORIES`): the output is computed in
+* **factories** (``arange``, ``linspace``, ``logspace``; :data:`FACTORIES`): the output is computed in
   pieces of offset starts. Element ``i`` is ``start + i*step`` with ``i`` in int64: integer
   dtypes run the original kernel on each piece's slice of the output with start
   ``start + i0*step`` (Python ints: no float rounding of the offset); floating dtypes
@@ -39,7 +39,7 @@ from .rules import FACTORIES, own_fixed
 from .split import _balanced, _largest
 
 #: The entry point a factory's pieces are computed with (an ``out=`` overload).
-FACTORY_PIECE = {"arange": "arange.start_out", "linspace": "arange.start_out"}
+FACTORY_PIECE = {"arange": "arange.start_out", "linspace": "arange.start_out", "logspace": "arange.start_out"}
 #: A floating ``arange`` (and ``linspace``) goes through float64 temporaries of at most
 #: this many elements.
 FLOAT_CHUNK = 2**26
@@ -189,7 +189,7 @@ def fix_arange(func, args, kwargs, run: Runner, safe_len: Callable[[int], bool])
 
 
 def linspace_spec(func, args, kwargs) -> tuple:
-    """(start, end, steps, dtype, device, out) of any ``aten::linspace`` overload."""
+    """(start, end, steps, dtype, device, out) of any ``aten::linspace`` (or ``logspace``) overload."""
     b = bind(func, args, kwargs)
     start, end, out = b["start"], b["end"], b.get("out")
     start, end = (x.item() if isinstance(x, torch.Tensor) else x for x in (start, end))
@@ -201,8 +201,10 @@ def linspace_spec(func, args, kwargs) -> tuple:
 def fix_linspace(func, args, kwargs, run: Runner, safe_len: Callable[[int], bool]) -> torch.Tensor:
     """``aten::linspace`` in safe pieces, with the kernels' formula (from the start up
     to ``steps // 2``, from the end after, so both ends are exact) in float64 on int64
-    indexes, rounded once to the dtype (integer dtypes: truncated, as a cast does)."""
+    indexes, rounded once to the dtype (integer dtypes: truncated, as a cast does).
+    ``aten::logspace`` the same way: ``base`` to the power of those points, in float64."""
     start, end, steps, dtype, device, out = linspace_spec(func, args, kwargs)
+    base = float(bind(func, args, kwargs).get("base", 10.0)) if entry_name(func).startswith("logspace") else None
     k = _largest(safe_len, steps)
     if k == 0:
         raise CannotSplit("even a 1-element piece is unsafe")
@@ -211,7 +213,7 @@ def fix_linspace(func, args, kwargs, run: Runner, safe_len: Callable[[int], bool
     elif tuple(out.shape) != (steps,):
         out.resize_(steps)
     if steps == 1:
-        out.fill_(start)
+        out.fill_(start if base is None else base ** float(start))
         return out
     step = (float(end) - float(start)) / (steps - 1)
     half = steps // 2
@@ -225,13 +227,15 @@ def fix_linspace(func, args, kwargs, run: Runner, safe_len: Callable[[int], bool
         hi = t[lo.numel():]
         lo.mul_(step).add_(float(start))                          # start + step * i
         hi.sub_(steps - 1).mul_(step).add_(float(end))            # end - step * (steps - 1 - i)
+        if base is not None:
+            torch.pow(base, t, out=t)                             # logspace: base ** point, in float64
         out[i0:i1].copy_(t)
     return out
 
 
 def factory_numel_dtype(op: str, func, args, kwargs) -> tuple[int, torch.dtype]:
     """The output size and dtype of a factory call (no data)."""
-    if op == "linspace":
+    if op in ("linspace", "logspace"):
         _, _, steps, dtype, _, _ = linspace_spec(func, args, kwargs)
         return max(steps, 0), dtype
     start, end, step, dtype, _, _ = arange_spec(func, args, kwargs)
@@ -240,7 +244,7 @@ def factory_numel_dtype(op: str, func, args, kwargs) -> tuple[int, torch.dtype]:
 
 def fix_factory(op: str, func, args, kwargs, run: Runner, safe_len: Callable[[int], bool]) -> torch.Tensor:
     """:func:`fix_arange` or :func:`fix_linspace`."""
-    return (fix_linspace if op == "linspace" else fix_arange)(func, args, kwargs, run, safe_len)
+    return (fix_linspace if op in ("linspace", "logspace") else fix_arange)(func, args, kwargs, run, safe_len)
 
 
 # -- normalizations over several dims ------------------------------------------------------------
