@@ -281,3 +281,27 @@ def test_unique_consecutive_past_2_31_raises_bare_and_is_merged_from_pieces_unde
     runs = -(-n // run)
     assert torch.equal(out, (torch.arange(runs, device="cuda") % 5).to(torch.float16))
     assert bool((counts[:-1] == run).all()) and int(counts[-1]) == n - (runs - 1) * run
+
+
+def test_float16_matrix_exp_past_2_31_is_computed_in_pieces_of_its_batch_forward_and_backward():
+    # known_faults/full_grid_2_31.json: bare, CUBLAS_STATUS_INTERNAL_ERROR from its batched
+    # GEMMs, forward and backward (the backward by the entry's own fix)
+    _need(60)
+    rules = _rules("matrix_exp", "full_grid_2_31.json")
+    batch = 85899360                                                 # the grid's 2^31+ case
+    g = torch.Generator(device="cuda").manual_seed(7)
+    a = (torch.randn(batch, 5, 5, generator=g, device="cuda") / 4).to(torch.float16)
+    go = torch.randn(batch, 5, 5, generator=g, device="cuda", dtype=torch.float16)
+
+    def both(i0, i1):
+        x = a[i0:i1].detach().requires_grad_()
+        y = torch.linalg.matrix_exp(x)
+        y.backward(go[i0:i1])
+        return y.detach(), x.grad
+
+    (y, dx), st = _guarded(rules, lambda: both(0, batch))
+    assert st.fixed >= 2 and st.refused == 0, st.summary()
+    for i0 in (0, batch // 2, batch - 4096):
+        wy, wdx = both(i0, i0 + 4096)
+        torch.testing.assert_close(y[i0:i0 + 4096], wy, rtol=1e-3, atol=1e-3)
+        torch.testing.assert_close(dx[i0:i0 + 4096], wdx, rtol=1e-3, atol=1e-3)

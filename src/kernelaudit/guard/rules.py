@@ -81,8 +81,10 @@ ENGINE_OPS = ("matmul", "mm", "bmm", "addmm", "baddbmm", "sdpa_mps")
 FACTORIES = ("arange", "linspace", "logspace")
 #: Aten ops the guard fixes in a way of their own rather than by a split along one dim
 #: (the fixes: :data:`kernelaudit.guard.separable.OWN_FIX`): draws in pieces of draws,
-#: pieces merged at their cuts, softmax's backward moved off its spatial kernel.
-OWN_FIXES = frozenset({"multinomial", "unique_consecutive", "_softmax_backward_data", "_log_softmax_backward_data"})
+#: pieces merged at their cuts, softmax's backward moved off its spatial kernel, batched
+#: matrices in pieces of the batch.
+OWN_FIXES = frozenset({"multinomial", "unique_consecutive", "_softmax_backward_data", "_log_softmax_backward_data",
+                       "linalg_matrix_exp"})
 
 
 def own_fixed(aten: Sequence[str]) -> bool:

@@ -291,6 +291,9 @@ WORKS_ALONG = ("dim", "dims", "dim0", "dim1", "axis", "dimension", "start_dim", 
 #: Ops that work along their input's last dim without an argument saying so: a
 #: ``multinomial`` draws from each row's categories (a 1-d input is one distribution).
 WORKS_ALONG_LAST = ("multinomial",)
+#: Entry points that work on matrices, their input's last two dims (linear algebra):
+#: only the batch dims before them are cut.
+MATRIX_PREFIXES = ("linalg_", "_linalg_")
 
 
 def dims_worked_along(bound: dict, ndim: int) -> set[int] | None:
@@ -370,6 +373,8 @@ def _split(func, name: str, args, kwargs, run: Runner, safe, dims, out_numels, m
     along = dims_worked_along(bound, lead.dim())
     if along is not None and op_of(name) in WORKS_ALONG_LAST:
         along.add(lead.dim() - 1)
+    if along is not None and op_of(name).startswith(MATRIX_PREFIXES):
+        along.update(range(max(0, lead.dim() - 2), lead.dim()))
     if along is None or d in along:
         raise CannotSplit(f"{name} works along dim {d} here (its dim arguments): its pieces would not be independent")
     n_all = lead.shape[d]
@@ -610,9 +615,19 @@ def fix_softmax_backward_last_dim(func, args, kwargs, run: Runner, safe: Callabl
     return moved.movedim(-1, d).contiguous()
 
 
+def fix_batched_matrices(func, args, kwargs, run: Runner, safe: Callable, out_numels: Sequence[int]):
+    """A linear-algebra entry (``linalg_matrix_exp``) over a batch of matrices in pieces of
+    the batch (dim 0; a single matrix is refused: its rows are not separable). Its own fix
+    because the rule writer finds no split dim where the call also runs other ops on the
+    crossing tensor (matrix_exp's backward assembles block matrices with ``cat``); the
+    fault is in the entry's batched GEMMs, which the pieces keep under the limit."""
+    return fix_split(func, args, kwargs, run, safe, (0,), out_numels)
+
+
 #: Screened ops with a fix of their own, called as ``fix(func, args, kwargs, run, safe,
 #: out_numels)`` instead of the generic split where no rule that flags the call names a
 #: ``split_dim``.
 OWN_FIX = {"multinomial": fix_multinomial, "unique_consecutive": fix_unique_consecutive,
            "_softmax_backward_data": fix_softmax_backward_last_dim,
-           "_log_softmax_backward_data": fix_softmax_backward_last_dim}
+           "_log_softmax_backward_data": fix_softmax_backward_last_dim,
+           "linalg_matrix_exp": fix_batched_matrices}

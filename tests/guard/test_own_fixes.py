@@ -1,10 +1,11 @@
-"""The softmax backward's own fix (``separable.fix_softmax_backward_last_dim``): a call of
-``_softmax_backward_data`` / ``_log_softmax_backward_data`` over a dim that is not the
-last runs over the last dim (grad and output with the dim moved last, the gradient moved
-back), so CUDA's spatial kernel, wrong in float16 past 2^32 elements, is never run. On
-the CPU: the same gradients as the call over its own dim (float64: to rounding; float16:
-to its precision), for every dim of 2-4-d tensors, and the call that is already over
-the last dim is not the fix's to make."""
+"""The guard's fixes of their own (``separable.OWN_FIX``), for entries no split along one
+dim fixes. Softmax's backward (``_softmax_backward_data`` / ``_log_softmax_backward_data``)
+over a dim that is not the last runs over the last dim (grad and output with the dim
+moved last, the gradient moved back), so CUDA's spatial kernel, wrong in float16 past
+2^32 elements, is never run: on the CPU the same gradients as the call over its own dim
+(float64: to rounding; float16: to its precision), for every dim of 2-4-d tensors.
+``linalg_matrix_exp`` splits along its batch only, never across a matrix. (multinomial:
+``test_random_draw_rules.py``; unique_consecutive: ``test_unique_consecutive_rule.py``.)"""
 
 from __future__ import annotations
 
@@ -88,3 +89,40 @@ def test_a_rule_whose_split_dim_is_the_softmax_dim_falls_back_to_the_last_dim_fi
     st = engine.stats()
     assert (st.fixed, st.refused) == (1, 0), st.summary()
     torch.testing.assert_close(got, want, rtol=2e-3, atol=2e-3)
+
+
+def test_matrix_exp_forward_and_backward_split_along_the_batch_and_never_across_a_matrix():
+    # full_grid_2_31.json: float16 matrix_exp raised CUBLAS_STATUS_INTERNAL_ERROR from its
+    # batched GEMMs past 2^31 elements; the backward's rule says fix by the entry's own fix
+    import dataclasses
+    from pathlib import Path
+
+    from kernelaudit.errors import UnsafeCallError
+    from kernelaudit.guard.intercept import guarding
+    from kernelaudit.guard.rules import load_rules
+
+    shipped = Path(__file__).resolve().parents[2] / "src/kernelaudit/guard/known_faults/full_grid_2_31.json"
+    rules = [r for r in load_rules(shipped) if r.op == "matrix_exp"]
+    assert {(r.action, r.aten) for r in rules} == {("fix", ("linalg_matrix_exp",))}
+    assert {r.split_dim for r in rules} == {0, None}              # forward: traced split; backward: own fix
+    cpu = [dataclasses.replace(r, device="cpu", versions={}, dtypes=("float64",), when={**r.when, "at_least": 200})
+           for r in rules if r.when["kind"] == "numel"]
+    g0 = torch.Generator().manual_seed(6)
+    a = torch.randn(40, 3, 3, generator=g0, dtype=torch.float64) / 3
+    go = torch.randn(40, 3, 3, generator=g0, dtype=torch.float64)
+
+    def both():
+        x = a.clone().requires_grad_()
+        y = torch.linalg.matrix_exp(x)
+        y.backward(go)
+        return y.detach(), x.grad
+
+    want = both()
+    with guarding("fix", rules=cpu) as engine:
+        got = both()
+        with pytest.raises(UnsafeCallError, match="works along dim 0"):
+            torch.linalg.matrix_exp(torch.eye(15, dtype=torch.float64))   # one matrix: its rows are not pieces
+    st = engine.stats()
+    assert st.fixed >= 2 and st.refused == 1, st.summary()
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
