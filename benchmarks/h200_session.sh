@@ -23,8 +23,8 @@
 #   the call in small chunks; PLAIN_OPS, PLAIN_TIMEOUT_S (150 a snippet), PLAIN_UNTIL_S (420: no snippet starts later),
 #   PLAIN_GUARDED=1: each again under `kernelaudit run`, the shipped rules)
 #   gluonncu (issue 19: ncu of the Gluon prefill pass at 4 and 8 warps, M = 4096, K = N = 8192)
-#   guardgrid (issue 16: the full grid's hand rules on the GPU: random draws, unique_consecutive, norm rows;
-#   GUARDGRID_K overrides the -k selection)
+#   guardgrid (issue 16: the full grid's guard GPU tests: linspace/logspace, softmin, random draws,
+#   unique_consecutive, norm rows, matrix_exp; GUARDGRID_K overrides the -k selection, GUARDGRID_TIMEOUT_S 420)
 #   steps: gputests (all of tests/gpu) oomsweep (float32 backward at 2*2^32: OOM retries) flatab (flat orders and tiles, interleaved rounds) flatncu kernels verify ncu profile guard sweep workers_ab repro corpus oracle_cost demo
 #   (default: all but sweep, workers_ab, repro)
 # workers_ab: the same sub-grid swept once per AB_CONFIGS entry (workers:calibration
