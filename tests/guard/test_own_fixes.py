@@ -38,7 +38,7 @@ def test_a_backward_over_any_non_last_dim_equals_the_call_over_its_own_dim(func,
             grad, out = _call(func, shape, dim, dtype, seed=dim)
             want = func(grad, out, dim, dtype)
             got = sep.fix_softmax_backward_last_dim(func, (grad, out, dim, dtype), {}, run, None, [])
-            assert got.shape == want.shape and got.is_contiguous()
+            assert got.shape == want.shape
             torch.testing.assert_close(got, want, rtol=tol, atol=tol)
             moved = list(shape)
             moved.append(moved.pop(dim))

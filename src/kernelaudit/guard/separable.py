@@ -600,7 +600,8 @@ def fix_unique_consecutive(func, args, kwargs, run: Runner, safe: Callable, out_
 def fix_softmax_backward_last_dim(func, args, kwargs, run: Runner, safe: Callable, out_numels: Sequence[int]):
     """``_softmax_backward_data`` / ``_log_softmax_backward_data`` over a dim that is not
     the last, run over the last: ``grad_output`` and ``output`` with that dim moved last
-    (contiguous copies), the gradient moved back (contiguous, as the kernel returns it).
+    (contiguous copies), the gradient moved back (a view of the last-dim result: at 2^32
+    elements a contiguous copy would cost another 8 GiB in float16).
     CUDA's spatial kernel, the one a non-last dim with an inner extent selects, is wrong
     in float16 past 2^32 elements; over the last dim another kernel runs, right there
     (the full grid: softmin and the masked softmax family wrong, softmax and log_softmax
@@ -612,7 +613,7 @@ def fix_softmax_backward_last_dim(func, args, kwargs, run: Runner, safe: Callabl
     if d == g.dim() - 1 or g.dim() == 0:
         raise CannotSplit(f"dim {dim} is already the last: no other kernel to run it on")
     moved = run(entry_name(func), g.movedim(d, -1).contiguous(), y.movedim(d, -1).contiguous(), -1, dtype)
-    return moved.movedim(-1, d).contiguous()
+    return moved.movedim(-1, d)
 
 
 def fix_batched_matrices(func, args, kwargs, run: Runner, safe: Callable, out_numels: Sequence[int]):
