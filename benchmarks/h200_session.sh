@@ -77,7 +77,8 @@ for l in sys.stdin:
     log guard_overhead; timeout ${GUARD_TIMEOUT_S:-100} python3 benchmarks/guard_overhead.py --device cuda --rounds 9 --out "$O/guard_overhead_h200.json" 2>&1 | tail -8
     log guard_fix; timeout ${GUARD_TIMEOUT_S:-100} python3 benchmarks/guard_fix_throughput.py --device cuda --out "$O/guard_fix_h200.json" 2>&1 | tail -8 ;;
   guardgrid) log guard_full_grid_tests; timeout ${GUARDGRID_TIMEOUT_S:-420} python3 -m pytest -q -p no:cacheprovider \
-      tests/gpu/test_guard_full_grid_faults_gpu.py -k "${GUARDGRID_K:-rrelu or bernoulli or unique_consecutive or norm_backward or matrix_exp or softmin or linspace}" \
+      tests/gpu/test_guard_full_grid_faults_gpu.py \
+      -k "${GUARDGRID_K:-rrelu or bernoulli or unique_consecutive or norm_backward or matrix_exp or softmin or linspace}" \
       --durations=8 > "$O/guard_full_grid_tests.log" 2>&1; tail -14 "$O/guard_full_grid_tests.log" ;;
   demo) log guard_demo; timeout 90 python3 examples/guard_demo.py --device cuda --scale 32 --dtype bfloat16 \
       --out "$O/guard_demo_h200.json" --figure "$O/guard_demo_h200.png" 2>&1 | tail -6 ;;

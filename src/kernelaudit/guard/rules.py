@@ -90,6 +90,8 @@ OWN_FIXES = frozenset({"multinomial", "unique_consecutive", "_softmax_backward_d
 def own_fixed(aten: Sequence[str]) -> bool:
     """Whether every entry point of ``aten`` has a fix of its own (:data:`OWN_FIXES`)."""
     return bool(aten) and all(a.partition(".")[0] in OWN_FIXES for a in aten)
+
+
 _FIELDS = ("name", "op", "device", "effect", "when", "dtypes", "layouts", "versions", "action", "split_dim",
            "aten", "explain", "provenance")
 

@@ -201,7 +201,8 @@ def sweep(device, ops, dtypes, layouts, directions, thresholds, positions, brack
         executor = executor or EXECUTOR.get()
         with _Progress() as prog:
             res = run_sweep(spec, out, device=device, fault_model=fault_model, resume=resume, rerun=rerun,
-                            case_timeout_s=case_timeout, slow_timeout_s=slow_timeout, memory_limit=limit, mode=mode, reference=reference,
+                            case_timeout_s=case_timeout, slow_timeout_s=slow_timeout, memory_limit=limit,
+                            mode=mode, reference=reference,
                             progress=prog.tick, calibration_workers=calibration_workers,
                             case_workers=case_workers, devices=devices, executor=executor,
                             ray_address=ray_address or (RAY_ADDRESS.get() if executor == "ray" else "") or None)

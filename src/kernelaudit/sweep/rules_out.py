@@ -20,7 +20,8 @@
   driver to its major (the exact versions are in ``provenance.ran_on``);
 * action ``fix`` where every entry point has a fix of its own in the guard
   (:data:`kernelaudit.guard.separable.OWN_FIX`: softmax's backward moved off its spatial
-  kernel, ``unique_consecutive`` merged from pieces), else ``fix`` with a ``split_dim``
+  kernel, ``unique_consecutive`` merged from pieces, ``linalg_matrix_exp`` in pieces of its
+  batch), else ``fix`` with a ``split_dim``
   when the op is separable (a hand spec with an
   operand of one row per batch: dim 0, split by the engine or, for a screened op, the
   guard's generic split in :mod:`kernelaudit.guard.separable`; an op derived from the
