@@ -339,6 +339,12 @@ memory than the bare call (two pieces of adaptive_max_pool1d's 39 GiB of values 
 indices ran out of an H100's 80 GiB)."""
 
 
+def _piece_len(k: int, n: int, min_pieces: int) -> int:
+    """The length of the pieces of ``n`` a fix runs: at most the largest safe ``k``, at
+    least ``min_pieces`` of them, as equal as possible."""
+    return _balanced(min(k, -(-n // min_pieces)), n)
+
+
 def fix_split(func, args, kwargs, run: Runner, safe: Callable, dims: Sequence[int], out_numels: Sequence[int],
               min_pieces: int = MIN_PIECES):
     """Run ``func`` (an aten overload) in pieces along ``dims[0]`` (then ``dims[1]`` inside
@@ -404,7 +410,7 @@ def _split(func, name: str, args, kwargs, run: Runner, safe, dims, out_numels, m
             raise CannotSplit(f"even one slice along dim {d} is unsafe")
         k, inner = 1, dims[1:]
     else:
-        k = _balanced(min(k, -(-n_all // min_pieces)), n_all)
+        k = _piece_len(k, n_all, min_pieces)
     mutated = _returned_in_place(func)   # an in-place op: its pieces write into the caller's tensor
     full = None
     for i0 in range(0, n_all, k):
@@ -453,17 +459,25 @@ def _sized(args: list, kwargs: dict, names: list, d: int, n_all: int, n: int) ->
     return args, {k: fit(v) if k in SIZE_ARGS else v for k, v in kwargs.items()}
 
 
-def _out_shape(func, args, kwargs, name: str) -> tuple[int, ...]:
-    """The shape the call's ``out=`` argument ``name`` takes, from the op's meta kernel."""
+def meta_call(func, args, kwargs) -> tuple:
+    """(outputs, keyword arguments) of ``func`` run by its meta kernel on meta copies of
+    the arguments (a ``device`` argument made ``meta``): shapes without data, outside
+    every dispatch mode (a fault model must not see it); an ``out=`` among the keyword
+    arguments holds the shape the call gives it. Raises what the meta kernel raises."""
     from torch.utils._python_dispatch import _disable_current_modes
 
     def to_meta(x):
         return x.to("meta") if isinstance(x, torch.Tensor) else x
 
+    with _disable_current_modes():
+        kw = {k: ("meta" if k == "device" else tree_map(to_meta, v)) for k, v in kwargs.items()}
+        return func(*tree_map(to_meta, args), **kw), kw
+
+
+def _out_shape(func, args, kwargs, name: str) -> tuple[int, ...]:
+    """The shape the call's ``out=`` argument ``name`` takes, from the op's meta kernel."""
     try:
-        with _disable_current_modes():
-            kw = {k: tree_map(to_meta, v) for k, v in kwargs.items()}
-            func(*tree_map(to_meta, args), **kw)
+        _, kw = meta_call(func, args, kwargs)
     except Exception as e:
         raise CannotSplit(f"{name}= is not of the call's output shape and the op's meta kernel cannot say what "
                           f"it is ({type(e).__name__}): pass an {name}= of the output's shape") from None
@@ -534,7 +548,7 @@ def fix_multinomial(func, args, kwargs, run: Runner, safe: Callable, out_numels:
         plain = {key: v for key, v in kwargs.items() if key != "out"}
         got = fix_split(torch.ops.aten.multinomial.default, args, plain, run, safe, (0,), out_numels, min_pieces)
         return got if "out" not in kwargs else _into(kwargs["out"], got)
-    k = _balanced(min(k, -(-n // min_pieces)), n)
+    k = _piece_len(k, n, min_pieces)
     shape = (*probs.shape[:-1], n)
     out = kwargs.get("out")
     if out is None:
@@ -573,7 +587,7 @@ def fix_unique_consecutive(func, args, kwargs, run: Runner, safe: Callable, out_
     k = _largest(lambda m: safe([flat.narrow(0, 0, m)], [m, m if inverse else 0, m if counts else 0]), n)
     if k == 0:
         raise CannotSplit("even one element is unsafe")
-    k = _balanced(min(k, -(-n // min_pieces)), n)
+    k = _piece_len(k, n, min_pieces)
     outs, invs, cnts, last, found = [], [], [], None, 0
     tail = None   # the counts tensor holding the last run's count (a piece can be all one run)
     for i0 in range(0, n, k):
