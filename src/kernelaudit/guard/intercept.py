@@ -428,16 +428,10 @@ def _out_numels(func, args, kwargs, tensors, leaves=None) -> list[int]:
 
 def _meta_out_numels(func, args, kwargs, tensors) -> list[int]:
     """:func:`_out_numels` without the memory."""
-    from torch.utils._python_dispatch import _disable_current_modes
-    from torch.utils._pytree import tree_flatten, tree_map
-
-    def to_meta(x):
-        return x.to("meta") if isinstance(x, torch.Tensor) else x
+    from torch.utils._pytree import tree_flatten
 
     try:
-        with _disable_current_modes():
-            kw = {k: ("meta" if k == "device" else tree_map(to_meta, v)) for k, v in kwargs.items()}
-            outs = func(*tree_map(to_meta, args), **kw)
+        outs, _ = sep.meta_call(func, args, kwargs)
         return [t.numel() for t in tree_flatten(outs)[0] if isinstance(t, torch.Tensor)]
     except Exception:  # no meta kernel: judge on the inputs (and out= tensors) alone
         return [t.numel() for t in tensors]
