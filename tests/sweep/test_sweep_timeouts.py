@@ -186,3 +186,26 @@ def test_the_slow_pass_hands_its_timeout_to_each_job_on_an_executor():
     _cases_on(ex, cases, tolerance=lambda c: {"out0:rel": 1.0}, segment={"workers_replaced": 0},
               record=lambda *a, **k: None)
     assert all("timeout_s" not in j for j in ex.jobs.values())   # the main pass: the pool's own
+
+
+def test_an_op_timed_out_under_two_timeouts_is_held_back_by_the_longer(tmp_path):
+    """A resumed sweep judges an op's timed-out cases again only under a timeout longer
+    than the longest its cases ran out of, whichever was recorded last: add's large case
+    ran out of 120 s, a smaller one of 20 s after it, and 60 s outlasts only the 20."""
+    from kernelaudit.sweep.schedule import _done_on, _slow_cases
+
+    store = _store(tmp_path)
+    add = [c for c in _cases("add") if c.dtype == "float32"]        # 2^31-, 2^31+, 2^32-, 2^32+
+    big, small, held = add[3], add[1], add[0]
+    store.append(big, Verdict.error("timed out after 120 s (worker killed)", timed_out=True, timeout_s=120.0), 120.0)
+    store.append(small, Verdict.error("timed out after 20 s (worker killed)", timed_out=True, timeout_s=20.0), 20.0)
+    store.append(held, TimedOut(store).verdict(held), 0.0)
+    keys = {big.key, small.key, held.key}
+    assert _done_on(store, capacity=0, case_timeout_s=60.0) == keys
+    assert _done_on(store, capacity=0, case_timeout_s=600.0) == set()
+    # the other two readers of a timed-out op agree: held back at 60 s, in the name of the 120 s case
+    v = TimedOut(store, 60.0).verdict(add[2])
+    assert v.status is Status.SKIPPED and v.details["after_timeout"] == big.id
+    assert TimedOut(store, 600.0).verdict(add[2]) is None
+    assert _slow_cases(store.latest(), add, 60.0) == []
+    assert _slow_cases(store.latest(), add, 600.0) == [held, small, big]

@@ -309,6 +309,19 @@ def timeout_of(verdict: dict) -> float | None:
     return float(m.group(1)) if m else DEFAULT_CASE_TIMEOUT_S
 
 
+def _longest_timeouts(latest: dict) -> dict[str, float]:
+    """Op -> the longest case timeout (:func:`timeout_of`) a case of it timed out under,
+    from ``latest`` (a store's :meth:`~.RunStore.latest`); ops that never timed out are
+    absent. The longest, not the last recorded: an op that ran out of 120 s will run out
+    of 60 s too, whatever shorter timeout one of its cases also ran out of."""
+    out: dict[str, float] = {}
+    for r in latest.values():
+        if (t := timeout_of(r["verdict"])) is not None:
+            op = r["case"]["op"]
+            out[op] = max(out.get(op, 0.0), t)
+    return out
+
+
 class TimedOut:
     """The ops that timed out: a later case of such an op is recorded as not run
     (``skipped``, naming the case that timed out) instead of costing another
@@ -321,9 +334,13 @@ class TimedOut:
 
     def __init__(self, store: RunStore | None, case_timeout_s: float = 0.0) -> None:
         self.first: dict[str, Case] = {}
-        for r in (store.latest().values() if store is not None else ()):
+        latest = store.latest() if store is not None else {}
+        longest = _longest_timeouts(latest)
+        for r in latest.values():
+            # a longer timeout now: tried again; else held back in the name of the case
+            # that ran out of the longest, the one this call's timeout cannot outlast
             t = timeout_of(r["verdict"])
-            if t is not None and t >= case_timeout_s:   # a longer timeout now: tried again
+            if t is not None and t == longest[r["case"]["op"]] >= case_timeout_s:
                 self.note(Case.from_json(r["case"]))
 
     def note(self, c: Case) -> None:
@@ -346,11 +363,7 @@ def _slow_cases(latest: dict, planned: list[Case], slow_timeout_s: float) -> lis
     timeout so far is shorter. In the plan's order of ops, each op's cases from the
     smallest crossing tensor up, so that a slow op's cheap cases are judged before its
     largest can time out again and hold back the rest."""
-    slowest: dict[str, float] = {}   # op -> the longest timeout a case of it ran out of
-    for r in latest.values():
-        if (t := timeout_of(r["verdict"])) is not None:
-            op = r["case"]["op"]
-            slowest[op] = max(slowest.get(op, 0.0), t)
+    slowest = _longest_timeouts(latest)
     rank: dict[str, int] = {}
     out = []
     for c in planned:
@@ -410,7 +423,8 @@ def _done_on(store: RunStore, capacity: int, rerun: frozenset = frozenset(),
     """The keys a resumed run does not run again: every recorded case but those whose
     status is in ``rerun``, those left unjudged by a failed calibration of a key in
     ``retry_cal`` (:func:`_calibrations_to_retry`), those that timed
-    out (or were not run after a case of their op did) under a shorter timeout than
+    out (or were not run after a case of their op did) where the longest timeout a case
+    of their op ran out of (:func:`_longest_timeouts`) is shorter than
     ``case_timeout_s``, and those skipped for want of memory (the plan's skip or an
     allocation that failed despite it) by a segment that had less memory than
     ``capacity`` (this one's: ``memory_limit``, else the device's): a run resumed on a
@@ -424,10 +438,7 @@ def _done_on(store: RunStore, capacity: int, rerun: frozenset = frozenset(),
               s.get("memory_bytes") or (s.get("device") or {}).get("memory_bytes") or first)
              for s in m.get("segments") or ()]
     latest = store.latest() if latest is None else latest
-    slow = {}   # op -> the timeout its case timed out under
-    for r in latest.values():
-        if (t := timeout_of(r["verdict"])) is not None:
-            slow[r["case"]["op"]] = t
+    slow = _longest_timeouts(latest)
     done = set()
     for key, r in latest.items():
         d = r["verdict"].get("details") or {}
