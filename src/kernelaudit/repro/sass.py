@@ -40,17 +40,24 @@ class Sass:
         c = self.counts()
         return round(c["FFMA"] / max(1, sum(c.values())), 3)
 
-    def main_loop(self) -> dict:
-        """The longest backward-branch loop (a GEMM's K loop): its instruction count, its
-        FFMA share and its 8 commonest base opcodes; {} where nothing branches back."""
+    def loop_opcodes(self) -> list[str]:
+        """The opcodes with modifiers of the longest backward-branch loop (a GEMM's K
+        loop), in address order; [] where nothing branches back."""
         best = None
         for a, _, line in self.instructions:
             m = _BRANCH.search(line)
             if m and int(m.group(1), 16) < a and (best is None or a - int(m.group(1), 16) > best[1] - best[0]):
                 best = (int(m.group(1), 16), a)
         if best is None:
+            return []
+        return [op for a, op, _ in self.instructions if best[0] <= a <= best[1]]
+
+    def main_loop(self) -> dict:
+        """The longest backward-branch loop (a GEMM's K loop): its instruction count, its
+        FFMA share and its 8 commonest base opcodes; {} where nothing branches back."""
+        ops = Counter(op.split(".")[0] for op in self.loop_opcodes())
+        if not ops:
             return {}
-        ops = Counter(op.split(".")[0] for a, op, _ in self.instructions if best[0] <= a <= best[1])
         n = sum(ops.values())
         return {"instructions": n, "ffma_share": round(ops["FFMA"] / max(1, n), 3), "top": ops.most_common(8)}
 
