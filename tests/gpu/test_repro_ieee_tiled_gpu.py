@@ -186,3 +186,49 @@ def test_gluon_lane_sums_bmm_and_signed_zeros():
     assert bool((wantz.view(torch.int32) == -2**31).all())   # every element -0.0
     gotz = gemm.linear(xz.cuda(), wz.cuda(), tiles=t).cpu()
     assert torch.equal(gotz.view(torch.int32), wantz.view(torch.int32))
+
+
+@pytest.mark.parametrize("tiles_args", [(4, 16, 256, 4), (4, 64, 128, 4), (2, 32, 256, 4), (1, 16, 512, 4),
+                                        (16, 32, 64, 4)])
+@pytest.mark.parametrize("m, k, n, adt, with_bias, out_dtype", [
+    (4, 8192, 256, torch.bfloat16, True, None),         # whole steps, a bias
+    (3, 4100, 200, torch.bfloat16, False, None),        # row, column and K tails (K even, not whole steps)
+    (2, 1030, 70, torch.float32, True, None),           # fp32 activations, K < a step for the wide tiles
+    (1, 2048, 96, torch.float16, False, torch.float32), # fp16 activations, fp32 output
+])
+def test_gluon_lanes_decode_equals_cpu_emulator_bit_for_bit(tiles_args, m, k, n, adt, with_bias, out_dtype):
+    """The Gluon decode kernel (:mod:`kernelaudit.repro.ieee_gluon_decode`) in the 8 x 8
+    order: row, column and K tails, every activation dtype, bias or none; and the launch
+    really ran the Gluon kernel."""
+    from kernelaudit.repro import emulate, gemm, ieee_gluon_decode
+    from kernelaudit.repro.tiles import Lanes, Tiles
+
+    t = Tiles(*tiles_args, 1, tiled=True, gluon=True)
+    x, w, b = _draw((m, k), adt, 41, 10.0), _draw((n, k), torch.bfloat16, 42), _draw((n,), torch.bfloat16, 43)
+    bias = b if with_bias else None
+    xc, wc = x.cuda(), w.cuda()
+    assert ieee_gluon_decode.usable(xc[None, None], wc.t()[None, None], t, Lanes(8, 8))
+    got = gemm.addmm(bias.cuda() if with_bias else None, xc, wc.t(), tiles=t, lanes=Lanes(8, 8),
+                     out_dtype=out_dtype).cpu()
+    want = emulate.addmm_ieee(bias, x, w.t(), lanes=Lanes(8, 8), out_dtype=out_dtype)
+    assert emulate.bit_mismatches(got, want) == 0, (t, m, k, n)
+    compiled = [c[0] for c in ieee_gluon_decode.lanes_decode_kernel.device_caches.values()]
+    assert any(compiled), "the Gluon kernel never compiled: the Triton kernel ran"
+
+
+def test_gluon_lanes_decode_bmm_and_signed_zeros():
+    """Batched operands (per-batch strides through grid dims 1 and 2) and an all -0.0 result
+    through the lanes, the K tail's padding and the tree, bit for bit."""
+    from kernelaudit.repro import emulate, gemm
+    from kernelaudit.repro.tiles import Lanes, Tiles
+
+    t = Tiles(4, 16, 256, 4, 1, tiled=True, gluon=True)
+    a, bb = _draw((3, 4, 1100), torch.bfloat16, 51), _draw((3, 90, 1100), torch.bfloat16, 52).transpose(1, 2)
+    got = gemm.bmm(a.cuda(), bb.cuda(), tiles=t, lanes=Lanes(8, 8)).cpu()
+    assert emulate.bit_mismatches(got, emulate.bmm_ieee(a, bb, lanes=Lanes(8, 8))) == 0
+    k = 1500
+    xz, wz = torch.full((2, k), -1e-30), torch.full((40, k), 1e-30).bfloat16()
+    wantz = emulate.linear_ieee(xz, wz, lanes=Lanes(8, 8))
+    assert bool((wantz.view(torch.int32) == -2**31).all())   # every element -0.0
+    gotz = gemm.linear(xz.cuda(), wz.cuda(), tiles=t, lanes=Lanes(8, 8)).cpu()
+    assert torch.equal(gotz.view(torch.int32), wantz.view(torch.int32))

@@ -1,7 +1,9 @@
-"""The Gluon first pass of ``split_lanes`` (:mod:`kernelaudit.repro.ieee_gluon`) without a
-GPU: it compiles for sm_90 with this machine's Triton (its own ptxas) to what it was
-written for, and a launch it cannot run (the interpreter, a CPU tensor) takes the Triton
-first pass with the same bits. Its bits on the GPU: tests/gpu/test_repro_ieee_tiled_gpu.py."""
+"""The Gluon kernels of ``ieee`` without a GPU: the first pass of ``split_lanes``
+(:mod:`kernelaudit.repro.ieee_gluon`) and the K-lanes decode kernel
+(:mod:`kernelaudit.repro.ieee_gluon_decode`) compile for sm_90 with this machine's Triton
+(its own ptxas) to what they were written for, and a launch they cannot run (the
+interpreter, a CPU tensor) takes the Triton kernel with the same bits. Their bits on the
+GPU: tests/gpu/test_repro_ieee_tiled_gpu.py."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import pytest
 import torch
 
 from kernelaudit.config import interpreter_requested
-from kernelaudit.repro import emulate, gemm, ieee_gluon
+from kernelaudit.repro import emulate, gemm, ieee_gluon, ieee_gluon_decode
 from kernelaudit.repro.sass import Sass, read_cubin
 from kernelaudit.repro.tiles import Lanes, Tiles
 
@@ -32,7 +34,7 @@ def test_gluon_compile_checks_pass_in_a_process_without_the_interpreter():
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "sm90", __file__],
                           env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
-    assert "1 passed" in proc.stdout, proc.stdout[-2000:]
+    assert "2 passed" in proc.stdout, proc.stdout[-2000:]
 
 
 def _sm90_sass(bm, bn, bk, warps, lanes: Lanes) -> Sass:
@@ -65,8 +67,39 @@ def test_gluon_tiles_off_the_gpu_run_the_triton_pass_with_the_same_bits(lanes):
     assert emulate.bit_mismatches(got, emulate.linear_ieee(x, w, lanes=lanes)) == 0
 
 
-def test_gluon_flag_needs_split_lanes():
+def test_gluon_flag_needs_split_lanes_or_tiled():
     from kernelaudit.errors import InvalidArgument
 
-    with pytest.raises(InvalidArgument, match="gluon=True without split_lanes=True"):
-        Tiles(128, 128, 16, 8, 1, gluon=True)
+    for bad in (dict(), dict(tiled=True, tma=True)):
+        with pytest.raises(InvalidArgument, match="gluon=True without split_lanes=True or tiled=True"):
+            Tiles(128, 128, 16, 8, 1, gluon=True, **bad)
+
+
+@pytest.mark.skipif(INTERPRETED, reason="runs in a child process without the Triton interpreter")
+def test_gluon_lanes_decode_compiles_for_sm90_to_a_k_loop_of_loads_unpacks_and_ffma():
+    """4 rows, 1 column a thread, 4 rounds a step (the 8 x 8 order): no spills, the K
+    loop's global loads 16 bytes wide (a round: one of weights, two for each row of activations),
+    and the loop moves nothing through shared memory (the
+    layouts are slices of one parent): FFMA at least half its instructions."""
+    pytest.importorskip("triton.backends.nvidia")
+    sass = read_cubin(ieee_gluon_decode.compile_for(Tiles(4, 16, 256, 4, 1, tiled=True, gluon=True)).asm["cubin"])
+    assert sass.stack_bytes == 0 and sass.registers <= 128, (sass.registers, sass.stack_bytes)
+    loop = sass.main_loop()
+    top = dict(loop["top"])
+    assert top.get("FFMA") == 4 * 8 * 4, loop      # 4 rows x 8 k x 4 rounds, one column
+    assert loop["ffma_share"] >= 0.5, loop
+    assert "LDS" not in top and "STS" not in top and "BAR" not in top, loop
+    loads = [o for o in sass.loop_opcodes() if o.startswith("LDG")]
+    assert len(loads) == 4 + 4 * 4 * 2 and all(o.endswith(".128") for o in loads), loads   # weights, activations
+
+
+@pytest.mark.parametrize("tiles", [Tiles(4, 16, 256, 4, 1, tiled=True, gluon=True),
+                                   Tiles(2, 32, 128, 4, 1, tiled=True, gluon=True)])
+def test_gluon_decode_tiles_off_the_gpu_run_the_triton_kernel_with_the_same_bits(tiles):
+    """On a CPU tensor the Gluon decode kernel cannot run: ``usable`` says so and the
+    launch runs the Triton K-lanes kernel, whose bits equal the emulator's."""
+    lanes = Lanes(8, 8)
+    x, w = torch.randn(3, 1100).bfloat16(), torch.randn(24, 1100).bfloat16()
+    assert not ieee_gluon_decode.usable(x[None, None], w.t()[None, None], tiles, lanes)
+    got = gemm.linear(x, w, tiles=tiles, lanes=lanes)
+    assert emulate.bit_mismatches(got, emulate.linear_ieee(x, w, lanes=lanes)) == 0

@@ -52,7 +52,7 @@ import triton.language as tl  # noqa: E402
 from ..errors import InvalidArgument, KernelAuditError, check_choice  # noqa: E402
 from .epilogue import epilogue as _epilogue  # noqa: E402
 from .epilogue import outer_batch  # noqa: E402
-from . import ieee_gluon, mma_tma  # noqa: E402
+from . import ieee_gluon, ieee_gluon_decode, mma_tma  # noqa: E402
 from .ieee_kernels import grouped_tile, ieee_lanes_kernel, ieee_tiled_kernel  # noqa: E402
 from .tiles import INTERPRETER_IEEE, ORDERS, SPLIT_LANES_SCRATCH_BYTES, Lanes, Tiles, ieee_lanes, pick  # noqa: E402
 
@@ -369,6 +369,9 @@ def _launch(a3, b3, bias3, out3, order: str, tiles: Tiles | None, alpha: float, 
     grid = (triton.cdiv(M, tiles.bm), triton.cdiv(N, tiles.bn), B)
     k_lanes = order == "ieee" and tiles.tiled and not lanes.sequential
     words = k_lanes and lanes.block % 2 == 0 and _weight_words(b3)
+    if words and tiles.gluon and ieee_gluon_decode.usable(a3, b3, tiles, lanes):
+        ieee_gluon_decode.launch(a3, b3, bias3, out3, tiles, alpha, beta)
+        return out3
     tma = words and tiles.tma and mma_tma.weights_eligible(b3)   # else the same order without
     if tma:
         mma_tma.ensure_allocator()

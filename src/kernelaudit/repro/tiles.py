@@ -112,9 +112,11 @@ class Tiles:
     #: the tile can be as large as the sequential order's. Which program computes a lane
     #: never changes a bit: the lanes are the order, fixed by (N, K, dtype).
     split_lanes: bool = False
-    #: ``split_lanes`` only: the first pass runs :mod:`.ieee_gluon`'s kernel (explicit
-    #: thread tiles and shared-memory K steps, compiled CUDA launches only; every other
-    #: launch runs the Triton first pass). The same lane sums, so the same bits.
+    #: ``split_lanes``: the first pass runs :mod:`.ieee_gluon`'s kernel (explicit thread
+    #: tiles and shared-memory K steps). ``tiled`` in the 8 x 8 K-lanes order (decode): the
+    #: launch runs :mod:`.ieee_gluon_decode`'s kernel (a thread holds one lane of ``bn / (4
+    #: * num_warps)`` columns, ``bk / 64`` rounds a K step). Compiled CUDA launches only;
+    #: every other launch runs the Triton kernel. The same bits either way.
     gluon: bool = False
 
     def __post_init__(self) -> None:
@@ -140,9 +142,10 @@ class Tiles:
         if self.split_lanes and (self.tiled or self.tile8 or self.tma or self.prefetch):
             raise InvalidArgument("Cannot have split_lanes=True with tiled, tile8, tma or prefetch: allowed "
                                   "values are split_lanes=True with dot=True or with the explicit loop")
-        if self.gluon and not self.split_lanes:
-            raise InvalidArgument("Cannot have gluon=True without split_lanes=True: allowed values are "
-                                  "gluon=False, or gluon=True with split_lanes=True")
+        if self.gluon and not (self.split_lanes or (self.tiled and not self.tma)):
+            raise InvalidArgument("Cannot have gluon=True without split_lanes=True or tiled=True (tma=False): "
+                                  "allowed values are gluon=False, or gluon=True with split_lanes=True or "
+                                  "with tiled=True")
         if self.dot and min(self.bm, self.bn, self.bk) < 16:
             raise InvalidArgument(f"Cannot have dot=True with tiles {self.bm}x{self.bn}x{self.bk}: "
                                   "allowed values are bm, bn, bk >= 16")
