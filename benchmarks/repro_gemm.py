@@ -364,12 +364,22 @@ def lanes_decode_candidates(rows: int) -> list[Tiles]:
     # (the lanes as programs, split_lanes, ran 0.24-0.46 TFLOP/s at 2 rows on an H100, K = N
     # = 4096, against 4.1 for the register-tiled tiles: dropped,
     # benchmarks/results/2026-12-05-h100-full-grid-segments-6-8-and-decode/)
+    # the Gluon kernel (kernelaudit.repro.ieee_gluon_decode): a thread holds one lane of
+    # bn / (4 * warps) columns for every row, bk / 64 rounds a step; compiled for sm_90 with
+    # Triton 3.6 these K loops are 42-67% FFMA with no shared memory (the Triton kernel's
+    # table tiles: 38-51%) and 52-216 registers, no spills at these tiles
+    gluon = {1: [(16, 256, 4), (32, 256, 4), (16, 512, 4)],
+             2: [(16, 256, 4), (32, 128, 4), (16, 512, 4), (32, 256, 8)],
+             4: [(16, 128, 4), (32, 128, 4), (16, 256, 4), (32, 256, 8), (32, 256, 4), (64, 128, 4)],
+             8: [(16, 128, 4), (32, 128, 4)],
+             16: [(16, 64, 4), (32, 64, 4)]}[rows]
+    gluon = [Tiles(rows, bn, bk, w, 1, tiled=True, gluon=True) for bn, bk, w in gluon]
     return [Tiles(rows, 16, big, 4, 1, tiled=True, prefetch=True),
             Tiles(rows, 16, 128, 4, 1, tiled=True, prefetch=True),
             Tiles(rows, 32, 128 if rows >= 8 else big, 8, 1, tiled=True, prefetch=True),
             Tiles(rows, 8, 128, 2, 1, tiled=True, prefetch=True),
             Tiles(rows, 16, 64, 4, 1, tiled=True, prefetch=True),
-            Tiles(rows, 16, 128, 4, 3, tiled=True)] + wide + tma
+            Tiles(rows, 16, 128, 4, 3, tiled=True)] + wide + tma + gluon
 
 
 def other_orders(rows: int) -> list[tuple[Lanes, Tiles]]:
