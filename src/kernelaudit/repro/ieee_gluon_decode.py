@@ -232,7 +232,8 @@ if gl is not None:
 
         acc = gl.zeros([BM, BN, 8], gl.float32, layout=acc_l)
         k_main = (K // STEP) * STEP
-        wt = gl.load(wp)        # step 0 (unused when K < STEP: then the loop does not run)
+        # step 0; when K < STEP the loop does not run and nothing is read here
+        wt = gl.load(wp, mask=(w_k * 0 + k_main) > 0, other=0)
         for k0 in range(0, k_main, STEP):
             # the next step's weights load during this step's FMAs (the last reloads its own)
             k_next = gl.minimum(k0 + STEP, k_main - STEP).to(gl.int64)
