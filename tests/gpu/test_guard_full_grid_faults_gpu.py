@@ -9,7 +9,9 @@ two normalized dims past 65,536 rows is flattened (``known_faults/norm_backward_
 and its weight gradient equals the sum over chunks of 65,536 rows; rrelu in training past 2^31
 elements, bernoulli and multinomial past 2^32 - 16384 draw in pieces
 (``known_faults/random_draws.json``), every draw checked; unique_consecutive past 2^31
-elements is merged from pieces (``known_faults/full_grid_2_31.json``). Bare, the pooling calls end
+elements is merged from pieces (``known_faults/full_grid_2_31.json``); pinv of one 858,993,410 x 5
+matrix, refused bare by cuSOLVER, runs its SVD through a QR of row pieces
+(``known_faults/tall_svd.json``). Bare, the pooling calls end
 the process's CUDA context (an illegal memory access), so none is run bare here. The
 rules are taken without their version gate; each test needs 20-60 GiB free.
 """
@@ -305,3 +307,28 @@ def test_float16_matrix_exp_past_2_31_is_computed_in_pieces_of_its_batch_forward
         wy, wdx = both(i0, i0 + 4096)
         torch.testing.assert_close(y[i0:i0 + 4096], wy, rtol=1e-3, atol=1e-3)
         torch.testing.assert_close(dx[i0:i0 + 4096], wdx, rtol=1e-3, atol=1e-3)
+
+
+def test_pinv_of_one_tall_matrix_at_2_32_elements_raises_bare_and_is_right_under_the_guard():
+    # known_faults/tall_svd.json: bare, cusolverDnSgesvdj_bufferSize refuses the SVD under
+    # pinv of one 858,993,410 x 5 float32 matrix; guarded, a QR of row pieces (TSQR).
+    # Checked against the normal equations in float64: pinv(A) = (A^T A)^-1 A^T (full rank)
+    _need(60)
+    rules = _rules("linalg.pinv", "tall_svd.json")
+    m, n = 858993410, 5                                              # the grid's 2^32- case
+    g = torch.Generator(device="cuda").manual_seed(11)
+    a = torch.randn(m, n, generator=g, device="cuda")
+    if torch.__version__.startswith("2.11"):
+        with pytest.raises(RuntimeError, match="CUSOLVER|cusolver"):
+            torch.linalg.pinv(a)
+    p, st = _guarded(rules, lambda: torch.linalg.pinv(a))
+    assert st.fixed == 1 and st.refused == 0, st.summary()
+    assert p.shape == (n, m)
+    gram = torch.zeros(n, n, dtype=torch.float64, device="cuda")
+    for i0 in range(0, m, 2**26):
+        x = a[i0:i0 + 2**26].double()
+        gram += x.T @ x
+    inv = torch.linalg.inv(gram)
+    for i0 in (0, m // 2, m - 4096):
+        want = inv @ a[i0:i0 + 4096].double().T
+        torch.testing.assert_close(p[:, i0:i0 + 4096].double(), want, rtol=1e-3, atol=1e-3 * float(want.abs().max()))

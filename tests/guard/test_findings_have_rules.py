@@ -21,8 +21,6 @@ NOT_FIXED = {
     "geometric": "not a size fault: draws 0, outside its support, about once in 2^25 draws at every size",
     "std_mean": "a precision tail recorded before the judge's precision-tail rule: to judge again",
     "nn.functional.conv3d": "cuDNN's TF32 recorded before the judge's TF32 floor: to judge again",
-    "linalg.pinv": "cuSOLVER refuses it loudly: the SVD of one 858,993,465 x 5 matrix, whose rows no split "
-                   "can cut (the pieces would be other matrices)",
 }
 
 

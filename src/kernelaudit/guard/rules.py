@@ -82,9 +82,9 @@ FACTORIES = ("arange", "linspace", "logspace")
 #: Aten ops the guard fixes in a way of their own rather than by a split along one dim
 #: (the fixes: :data:`kernelaudit.guard.separable.OWN_FIX`): draws in pieces of draws,
 #: pieces merged at their cuts, softmax's backward moved off its spatial kernel, batched
-#: matrices in pieces of the batch.
+#: matrices in pieces of the batch, a tall matrix's SVD through a QR of row pieces.
 OWN_FIXES = frozenset({"multinomial", "unique_consecutive", "_softmax_backward_data", "_log_softmax_backward_data",
-                       "linalg_matrix_exp"})
+                       "linalg_matrix_exp", "_linalg_svd"})
 
 
 def own_fixed(aten: Sequence[str]) -> bool:
@@ -361,7 +361,7 @@ def dump_rules(rules: Iterable[KnownFault], path: str | Path, **meta) -> Path:
 #: The shipped database's files (package data under ``known_faults/``).
 DATABASE_FILES = ("mps_study.json", "sweeps_of_record.json", "quick_sweep_opinfo.json", "sdpa_heads.json",
                   "sdpa_heads_float32.json", "full_grid_pools_factories.json", "full_grid_softmax_backward.json",
-                  "full_grid_2_31.json", "norm_backward_rows.json", "random_draws.json")
+                  "full_grid_2_31.json", "norm_backward_rows.json", "random_draws.json", "tall_svd.json")
 
 
 @functools.lru_cache(maxsize=1)

@@ -639,10 +639,88 @@ def fix_batched_matrices(func, args, kwargs, run: Runner, safe: Callable, out_nu
     return fix_split(func, args, kwargs, run, safe, (0,), out_numels)
 
 
+#: Row pieces of a tall matrix's QR stay under this many elements (cuSOLVER's 32-bit
+#: counts), whatever the SVD rule allows.
+QR_PIECE_ELEMENTS = 2**31 - 1
+
+
+def _tsqr_svd(a: torch.Tensor, compute_uv: bool, svd, safe_rows: int, min_pieces: int):
+    """The thin SVD of one tall matrix ``a`` (m >= n) through a QR of row pieces (TSQR):
+    each piece ``a_i = Q_i R_i``, the stacked ``R_i`` = ``Q2 R``, ``R = U_r S Vh`` (``svd``:
+    the op's own kernel on an n x n matrix), so ``a = (blockdiag(Q_i) Q2 U_r) S Vh``. U is
+    written piece by piece (``U_i = Q_i (Q2_i U_r)``): the whole Q is never held. The
+    pieces' QR runs twice (R first, then Q for U) and must give the same R both times."""
+    m, n = a.shape
+    k = _piece_len(max(min(safe_rows, QR_PIECE_ELEMENTS // max(n, 1)), n), m, min_pieces)
+    starts = range(0, m, k)
+    rs = [torch.linalg.qr(a.narrow(0, i0, min(k, m - i0)), mode="r")[1] for i0 in starts]
+    q2, r = torch.linalg.qr(torch.cat(rs))
+    u_r, sv, vh = svd(r)
+    if not compute_uv:
+        return None, sv, None
+    u = a.new_empty(m, n)
+    row = 0
+    for i0, r_i in zip(starts, rs):
+        q_i, r_again = torch.linalg.qr(a.narrow(0, i0, min(k, m - i0)))
+        if not torch.equal(r_again, r_i):
+            raise CannotSplit("the QR of a row piece gave another R when run again")
+        u.narrow(0, i0, q_i.shape[0]).copy_(q_i @ (q2.narrow(0, row, r_i.shape[0]) @ u_r))
+        row += r_i.shape[0]
+    return u, sv, vh
+
+
+def fix_tall_svd(func, args, kwargs, run: Runner, safe: Callable, out_numels: Sequence[int],
+                 min_pieces: int = MIN_PIECES):
+    """``_linalg_svd`` (the SVD under ``linalg.svd``, ``svdvals`` and ``pinv``) of tall or
+    wide matrices, thin (``full_matrices=False``), through a QR of row pieces
+    (:func:`_tsqr_svd`; a wide matrix through its conjugate transpose): the singular values
+    of ``a`` are those of the n x n R, so only an n x n SVD runs whole. cuSOLVER refuses
+    the SVD of one 858,993,410 x 5 float32 matrix (``gesvdj``'s buffer size: the full grid's
+    ``linalg.pinv``), a matrix no split along a dim can cut. The same singular values and
+    subspaces to rounding; singular vectors are unique only up to sign (phase), as between
+    any two SVD drivers, so ``U`` and ``Vh`` may differ from another driver's by that, and
+    ``pinv`` (``Vh^H S^-1 U^H``) does not. A batch of matrices runs matrix by matrix, each
+    whole where it is safe. ``full_matrices=True`` of a non-square matrix is refused (its
+    m x m U is the size the rule flags)."""
+    b = bind(func, args, kwargs)
+    a = b["A"]
+    full, compute_uv, driver = bool(b.get("full_matrices", False)), bool(b.get("compute_uv", True)), b.get("driver")
+    m, n = a.shape[-2], a.shape[-1]
+    if full and m != n:
+        raise CannotSplit(f"full_matrices=True asks for a {max(m, n)} x {max(m, n)} factor")
+
+    def svd(x):
+        return run("_linalg_svd", x, False, True, driver=driver)
+
+    def one(x):
+        if safe([x], [x.numel() if compute_uv else 0, min(m, n), min(m, n) ** 2 if compute_uv else 0]):
+            return run("_linalg_svd", x, full, compute_uv, driver=driver)
+        tall = x if m >= n else x.mH
+        rows = _largest(lambda r: safe([tall.narrow(0, 0, r)], [r * tall.shape[1], tall.shape[1],
+                                                                tall.shape[1] ** 2]), tall.shape[0])
+        if rows < tall.shape[1]:
+            raise CannotSplit(f"even {tall.shape[1]} rows of a {tuple(tall.shape)} matrix are unsafe")
+        u, sv, vh = _tsqr_svd(tall, compute_uv, svd, rows, min_pieces)
+        if not compute_uv:
+            return x.new_empty(0), sv, x.new_empty(0)
+        return (u, sv, vh) if m >= n else (vh.mH, sv, u.mH)
+
+    batch = a.shape[:-2]
+    if not batch:
+        got = one(a)
+    else:
+        parts = [one(x) for x in a.reshape(-1, m, n)]
+        got = tuple(torch.stack([p[j] for p in parts]).reshape(*batch, *parts[0][j].shape)
+                    if compute_uv or j == 1 else a.new_empty(0) for j in range(3))
+    if "U" in b:   # the out= overload
+        return tuple(_into(b[name], g) for name, g in zip(("U", "S", "Vh"), got))
+    return got
+
+
 #: Screened ops with a fix of their own, called as ``fix(func, args, kwargs, run, safe,
 #: out_numels)`` instead of the generic split where no rule that flags the call names a
 #: ``split_dim``.
 OWN_FIX = {"multinomial": fix_multinomial, "unique_consecutive": fix_unique_consecutive,
            "_softmax_backward_data": fix_softmax_backward_last_dim,
            "_log_softmax_backward_data": fix_softmax_backward_last_dim,
-           "linalg_matrix_exp": fix_batched_matrices}
+           "linalg_matrix_exp": fix_batched_matrices, "_linalg_svd": fix_tall_svd}

@@ -1,0 +1,92 @@
+"""The guard's fix of a tall (or wide) matrix's SVD (``separable.fix_tall_svd``, the shipped
+rule ``known_faults/tall_svd.json``): cuSOLVER refuses the SVD under ``linalg.pinv`` of
+one 858,993,410 x 5 float32 matrix, which no split along a dim can cut. The fix runs a QR
+of row pieces (TSQR) and the n x n R's SVD: on the CPU, with a small limit, the same
+singular values as torch's SVD, an orthonormal U and V that rebuild the matrix, and the
+same ``pinv``, for tall, wide, batched and rank-deficient inputs, float64 and float32."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelaudit.guard import separable as sep
+
+SVD = torch.ops.aten._linalg_svd.default
+RULES = Path(__file__).resolve().parents[2] / "src/kernelaudit/guard/known_faults/tall_svd.json"
+
+
+def _matrix(shape, dtype, seed, rank=None):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(*shape, generator=g, dtype=torch.float64)
+    if rank is not None:   # columns past `rank` are combinations of the first ones
+        m, n = shape[-2:]
+        a = a[..., :, :rank] @ torch.randn(rank, n, generator=g, dtype=torch.float64)
+    return a.to(dtype)
+
+
+def _fix(a, limit, compute_uv=True, full=False):
+    """The fix with every tensor of ``limit`` or more elements unsafe; the calls it ran."""
+    calls = []
+
+    def run(name, *args, **kwargs):
+        calls.append((name, tuple(args[0].shape)))
+        return getattr(torch.ops.aten, name)(*args, **kwargs)
+
+    def safe(ts, out_numels):
+        return all(t.numel() < limit for t in ts)
+
+    return sep.fix_tall_svd(SVD, (a, full, compute_uv), {}, run, safe, []), calls
+
+
+@pytest.mark.parametrize("shape, rank", [((2000, 5), None), ((5, 1500), None), ((3, 400, 4), None),
+                                         ((1200, 6), 3), ((300, 20), None)])
+@pytest.mark.parametrize("dtype, tol", [(torch.float64, 1e-10), (torch.float32, 2e-4)])
+def test_a_tall_svd_through_row_pieces_equals_the_whole_svd(shape, rank, dtype, tol):
+    a = _matrix(shape, dtype, seed=sum(shape), rank=rank)
+    (u, s, vh), calls = _fix(a, limit=600)
+    m, n = shape[-2:]
+    # only small matrices went to the SVD kernel: the pieces' R, never the whole matrix
+    assert calls and all(c[1][-2] * c[1][-1] < 600 for c in calls), calls
+    torch.testing.assert_close(s, torch.linalg.svdvals(a), rtol=tol, atol=tol * float(s.max()))
+    eye = torch.eye(min(m, n), dtype=dtype).expand(*shape[:-2], -1, -1)
+    torch.testing.assert_close(u.mH @ u, eye, rtol=tol, atol=tol * 10)
+    torch.testing.assert_close(vh @ vh.mH, eye, rtol=tol, atol=tol * 10)
+    torch.testing.assert_close((u * s.unsqueeze(-2)) @ vh, a, rtol=tol, atol=tol * float(s.max()) * 10)
+
+
+def test_singular_values_alone_and_the_refusals():
+    a = _matrix((3000, 4), torch.float64, seed=3)
+    (u, s, vh), _ = _fix(a, limit=800, compute_uv=False)
+    assert u.numel() == 0 and vh.numel() == 0
+    torch.testing.assert_close(s, torch.linalg.svdvals(a))
+    with pytest.raises(sep.CannotSplit, match="full_matrices"):
+        _fix(a, limit=800, full=True)
+    with pytest.raises(sep.CannotSplit, match="rows"):
+        _fix(a, limit=4)     # not even one 4 x 4 piece is safe
+
+
+def test_pinv_of_a_program_is_fixed_under_the_guard_with_the_shipped_rule():
+    """The shipped rule moved to the CPU at a small size: ``torch.linalg.pinv`` of a tall
+    matrix is fixed (its SVD through row pieces) and equals the bare call's, rank-deficient
+    included; ``torch.linalg.svd`` and ``svdvals`` take the same route."""
+    from kernelaudit.guard.intercept import guarding
+    from kernelaudit.guard.rules import load_rules
+
+    (rule,) = load_rules(RULES)
+    assert (rule.op, rule.action, rule.split_dim, rule.aten) == ("linalg.pinv", "fix", None,
+                                                                 ("_linalg_svd", "_linalg_svd.U"))
+    small = dataclasses.replace(rule, device="cpu", versions={}, when={**rule.when, "at_least": 1000})
+    for shape, rank in (((4000, 5), None), ((3000, 6), 2), ((7, 2500), None)):
+        a = _matrix(shape, torch.float64, seed=7, rank=rank)
+        want = torch.linalg.pinv(a)
+        with guarding("fix", rules=[small]) as engine:
+            got = torch.linalg.pinv(a)
+            s = torch.linalg.svdvals(a)
+        st = engine.stats()
+        assert (st.fixed, st.refused) == (2, 0), st.summary()
+        torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9 * float(want.abs().max()))
+        torch.testing.assert_close(s, torch.linalg.svdvals(a))
