@@ -60,6 +60,11 @@ def compile_stats(t: tiles_mod.Tiles, capability: int = 90, lanes: tiles_mod.Lan
     """Registers, spills, shared memory and SASS mix of ``t`` (bf16 operands and output);
     with ``lanes``, of the launch in that order: the K-lanes kernel (``tiled``), the first
     pass of ``split_lanes``, or the plain kernel lane after lane (``dot``/explicit loop)."""
+    if t.gluon and t.tiled:   # the Gluon decode kernel of the 8 x 8 order
+        from kernelaudit.repro import ieee_gluon_decode
+
+        c = ieee_gluon_decode.compile_for(t, capability)
+        return _stats(read_cubin(c.asm["cubin"]), c)
     if t.gluon:   # the Gluon first pass of split_lanes (one lane: the sequential order)
         from kernelaudit.repro import ieee_gluon
 
@@ -95,7 +100,7 @@ def _stats(sass, c) -> dict:
 
 
 def configurations() -> dict[str, tuple[tiles_mod.Tiles, tiles_mod.Lanes | None]]:
-    from repro_gemm import PREFILL_CANDIDATES, decode_candidates
+    from repro_gemm import PREFILL_CANDIDATES, decode_candidates, lanes_decode_candidates
 
     out = {f"table {r}/{n}": (t, None) for (r, n), t in tiles_mod.IEEE_TABLE.items() if t.tiled}
     import torch
@@ -104,6 +109,8 @@ def configurations() -> dict[str, tuple[tiles_mod.Tiles, tiles_mod.Lanes | None]
     out.update({f"lanes {r}/{n}": (t, lanes) for (r, n), t in tiles_mod.IEEE_LANES_TABLE.items() if t.tiled})
     for rows in tiles_mod.DECODE_ROWS:
         out.update({f"decode{rows} cand{i}": (t, None) for i, t in enumerate(decode_candidates(rows))})
+        out.update({f"lanes decode{rows} cand{i}": (t, lanes)
+                    for i, t in enumerate(lanes_decode_candidates(rows))})
     out.update({f"prefill cand{i}": (t, None) for i, t in enumerate(PREFILL_CANDIDATES)})
     from repro_gemm import IEEE_PREFILL, LANES_PREFILL_CANDIDATES
 
