@@ -119,7 +119,8 @@ if gl is not None:
 
     @gluon.jit
     def _k_columns(a):
-        """a [BM, 8, 8] fp32 -> the 8 k columns [BM, 8] of each lane block (j = 0..7)."""
+        """a [BM, 8, 8] fp32 -> the 8 k columns [BM, 8] of each lane block (j = 0..7): the Gluon
+        twin of ``gemm._columns8`` (a Gluon kernel cannot call a ``triton.jit`` function)."""
         BM: gl.constexpr = a.shape[0]
         e, o = gl.split(gl.reshape(a, [BM, 8, 4, 2]))          # j = 2 * h + j0
         ee, eo = gl.split(gl.reshape(e, [BM, 8, 2, 2]))        # j in (0, 4) and (2, 6)
