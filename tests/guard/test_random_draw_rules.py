@@ -33,9 +33,12 @@ def test_the_shipped_rules_start_where_the_source_and_the_grid_say_and_say_how_t
     assert {n: r.split_dim for n, r in rules.items()} == {   # multinomial: its own fix (pieces of draws)
         "random-rrelu_with_noise": 0, "random-bernoulli-tensor": 0, "random-multinomial": None}
     rrelu = rules["random-rrelu_with_noise"]
-    big, small = (torch.empty(n, device="meta") for n in (2**31, 2**31 - 1))
-    assert screen_reason(rrelu, [big, big], [big.numel()]) is not None          # int numel < 0 from here
+    # the grid's smallest wrong size: wrong from index 0 at 2^31 - 16384 elements (2026-12-06)
+    big, small = (torch.empty(n, device="meta") for n in (2**31 - 16384, 2**31 - 16385))
+    assert screen_reason(rrelu, [big, big], [big.numel()]) is not None
     assert screen_reason(rrelu, [small, small], [small.numel()]) is None
+    draws = rules["random-multinomial"].when["at_least"]
+    assert draws == 2**31 - 16384                                                # an illegal access from there
     assert rules["random-multinomial"].when["tensor"] == "output"              # draws, not categories
     assert all(r.versions == {"torch": "==2.11.*"} for r in rules.values())
 
