@@ -287,8 +287,9 @@ def test_unique_consecutive_past_2_31_raises_bare_and_is_merged_from_pieces_unde
 
 def test_float16_matrix_exp_past_2_31_is_computed_in_pieces_of_its_batch_forward_and_backward():
     # known_faults/full_grid_2_31.json: bare, CUBLAS_STATUS_INTERNAL_ERROR from its batched
-    # GEMMs, forward and backward (the backward by the entry's own fix)
-    _need(60)
+    # GEMMs, forward and backward (the backward by the entry's own fix). The backward's
+    # 10 x 10 block matrices ran an H100's 80 GB out of memory (2026-12-06): an H200 test
+    _need(100)
     rules = _rules("matrix_exp", "full_grid_2_31.json")
     batch = 85899360                                                 # the grid's 2^31+ case
     g = torch.Generator(device="cuda").manual_seed(7)
@@ -321,7 +322,7 @@ def test_pinv_of_one_tall_matrix_at_2_32_elements_raises_bare_and_is_right_under
     if torch.__version__.startswith("2.11"):
         with pytest.raises(RuntimeError, match="CUSOLVER|cusolver"):
             torch.linalg.pinv(a)
-    p, st = _guarded(rules, lambda: torch.linalg.pinv(a))
+    p, st = _guarded(rules, lambda: torch.linalg.pinv(a, rtol=0.0))   # default rtol: eps * m > 1, all zero
     assert st.fixed == 1 and st.refused == 0, st.summary()
     assert p.shape == (n, m)
     gram = torch.zeros(n, n, dtype=torch.float64, device="cuda")
