@@ -367,7 +367,9 @@ def lanes_decode_candidates(rows: int) -> list[Tiles]:
     # the Gluon kernel (kernelaudit.repro.ieee_gluon_decode): a thread holds one lane of
     # bn / (4 * warps) columns for every row, bk / 64 rounds a step; compiled for sm_90 with
     # Triton 3.6 these K loops are 42-67% FFMA with no shared memory (the Triton kernel's
-    # table tiles: 38-51%) and 52-216 registers, no spills at these tiles
+    # table tiles: 38-51%) and 52-216 registers, no spills at these tiles. H100, 2026-12-06:
+    # 1.3-1.8x slower than the best Triton tile at 2 and 4 rows (one step of weights in
+    # flight in registers: decode is bound by bytes in flight, not instructions)
     gluon = {1: [(16, 256, 4), (32, 256, 4), (16, 512, 4)],
              2: [(16, 256, 4), (32, 128, 4), (16, 512, 4), (32, 256, 8)],
              4: [(16, 128, 4), (32, 128, 4), (16, 256, 4), (32, 256, 8), (32, 256, 4), (64, 128, 4)],

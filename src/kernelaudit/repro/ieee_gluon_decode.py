@@ -29,6 +29,13 @@ columns past N read row M - 1 and column N - 1 and are never stored.
 
 Gluon kernels run compiled only: :func:`usable` says where this one can run; elsewhere the
 launch runs :func:`.ieee_kernels.ieee_lanes_kernel` (the same bits).
+
+Measured (H100, 2026-12-06, ``benchmarks/results/2026-12-06-h100-gluon-decode-guard-tests-segment-9/``):
+the bits equal the emulator's, but every tile is slower than the Triton kernel's table tiles
+(M = 4, K = N = 8192: 0.087 ms against 0.056): one step of weights in flight in registers
+is too few bytes for decode, which the table's TMA tiles keep several steps deep in shared
+memory. No table row uses it; it is a benchmark candidate and the base for a pipelined
+version.
 """
 
 from __future__ import annotations
