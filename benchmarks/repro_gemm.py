@@ -376,6 +376,14 @@ def lanes_decode_candidates(rows: int) -> list[Tiles]:
              8: [(16, 128, 4), (32, 128, 4)],
              16: [(16, 64, 4), (32, 64, 4)]}[rows]
     gluon = [Tiles(rows, bn, bk, w, 1, tiled=True, gluon=True) for bn, bk, w in gluon]
+    # the same kernel with its weights num_stages - 1 steps ahead in shared memory by cp.async
+    # (each thread reads back only what it copied); sm_90, Triton 3.6: 44-92 registers,
+    # 24-64 KB, no spills
+    gluon += [Tiles(rows, bn, bk, w, st, tiled=True, gluon=True)
+              for bn, bk, w, st in {1: [(16, 256, 4, 4), (16, 256, 4, 6)],
+                                    2: [(16, 256, 4, 4), (16, 256, 4, 6), (16, 512, 4, 4), (32, 256, 8, 4)],
+                                    4: [(16, 256, 4, 4), (16, 128, 4, 6), (16, 128, 4, 8), (32, 128, 4, 4)],
+                                    8: [(16, 128, 4, 4)], 16: [(16, 64, 4, 4)]}[rows]]
     return [Tiles(rows, 16, big, 4, 1, tiled=True, prefetch=True),
             Tiles(rows, 16, 128, 4, 1, tiled=True, prefetch=True),
             Tiles(rows, 32, 128 if rows >= 8 else big, 8, 1, tiled=True, prefetch=True),

@@ -188,8 +188,8 @@ def test_gluon_lane_sums_bmm_and_signed_zeros():
     assert torch.equal(gotz.view(torch.int32), wantz.view(torch.int32))
 
 
-@pytest.mark.parametrize("tiles_args", [(4, 16, 256, 4), (4, 64, 128, 4), (2, 32, 256, 4), (1, 16, 512, 4),
-                                        (16, 32, 64, 4)])
+@pytest.mark.parametrize("tiles_args", [(4, 16, 256, 4, 1), (4, 64, 128, 4, 1), (2, 32, 256, 4, 1), (1, 16, 512, 4, 1),
+                                        (16, 32, 64, 4, 1), (4, 16, 256, 4, 4), (2, 16, 128, 4, 6)])
 @pytest.mark.parametrize("m, k, n, adt, with_bias, out_dtype", [
     (4, 8192, 256, torch.bfloat16, True, None),         # whole steps, a bias
     (3, 4100, 200, torch.bfloat16, False, None),        # row, column and K tails (K even, not whole steps)
@@ -198,12 +198,13 @@ def test_gluon_lane_sums_bmm_and_signed_zeros():
 ])
 def test_gluon_lanes_decode_equals_cpu_emulator_bit_for_bit(tiles_args, m, k, n, adt, with_bias, out_dtype):
     """The Gluon decode kernel (:mod:`kernelaudit.repro.ieee_gluon_decode`) in the 8 x 8
-    order: row, column and K tails, every activation dtype, bias or none; and the launch
+    order, its weights in registers or several steps ahead by cp.async: row, column and K
+    tails, every activation dtype, bias or none; and the launch
     really ran the Gluon kernel."""
     from kernelaudit.repro import emulate, gemm, ieee_gluon_decode
     from kernelaudit.repro.tiles import Lanes, Tiles
 
-    t = Tiles(*tiles_args, 1, tiled=True, gluon=True)
+    t = Tiles(*tiles_args, tiled=True, gluon=True)    # the last: num_stages (cp.async stages)
     x, w, b = _draw((m, k), adt, 41, 10.0), _draw((n, k), torch.bfloat16, 42), _draw((n,), torch.bfloat16, 43)
     bias = b if with_bias else None
     xc, wc = x.cuda(), w.cuda()

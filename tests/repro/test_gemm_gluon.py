@@ -91,6 +91,12 @@ def test_gluon_lanes_decode_compiles_for_sm90_to_a_k_loop_of_loads_unpacks_and_f
     assert "LDS" not in top and "STS" not in top and "BAR" not in top, loop
     loads = [o for o in sass.loop_opcodes() if o.startswith("LDG")]
     assert len(loads) == 4 + 4 * 4 * 2 and all(o.endswith(".128") for o in loads), loads   # weights, activations
+    # with 4 stages the weights arrive by cp.async (LDGSTS), 16 bytes a copy, read back by LDS.128
+    staged = read_cubin(ieee_gluon_decode.compile_for(Tiles(4, 16, 256, 4, 4, tiled=True, gluon=True)).asm["cubin"])
+    assert staged.stack_bytes == 0, staged.stack_bytes
+    ops = staged.loop_opcodes()
+    assert ops.count("LDGSTS.E.BYPASS.128") == 4 and ops.count("LDS.128") == 4 and ops.count("FFMA") == 128, \
+        staged.main_loop()
 
 
 @pytest.mark.parametrize("tiles", [Tiles(4, 16, 256, 4, 1, tiled=True, gluon=True),

@@ -21,7 +21,10 @@ weights load during this one's FMAs (the activations are small and shared by eve
 so they are read where used). Every tensor's layout is a slice of one parent, so splitting
 a block into its k moves nothing between threads (compiled for sm_90 with Triton 3.6: the
 K loop at 4 rows, 1 column a thread, 4 rounds a step: 230 instructions for 128 FFMA, 66
-registers; the Triton kernel's table tile: 615 for 256).
+registers; the Triton kernel's table tile: 615 for 256). With ``num_stages`` > 1 the
+weights instead arrive ``num_stages - 1`` steps ahead in shared memory by cp.async, each
+thread copying the 16-byte chunks it later reads back itself (so it waits on its own
+copies only; Triton's barrier pass still puts two barriers in each step).
 
 k past K (one masked step) reads ``a`` as +0.0 and the weight as -1.0: ``fma(+0, -1, s)
 = s`` for every s, signed zeros and NaN included, as in every ieee kernel. Rows past M and
@@ -34,8 +37,8 @@ Measured (H100, 2026-12-06, ``benchmarks/results/2026-12-06-h100-gluon-decode-gu
 the bits equal the emulator's, but every tile is slower than the Triton kernel's table tiles
 (M = 4, K = N = 8192: 0.087 ms against 0.056): one step of weights in flight in registers
 is too few bytes for decode, which the table's TMA tiles keep several steps deep in shared
-memory. No table row uses it; it is a benchmark candidate and the base for a pipelined
-version.
+memory. No table row uses it; it is a benchmark candidate, and the cp.async stages
+(``num_stages`` > 1, compiled for sm_90 but not yet timed) are the answer to try.
 """
 
 from __future__ import annotations
@@ -45,9 +48,12 @@ import triton
 
 from .. import config
 
-try:  # Gluon: Triton 3.4 on
+try:  # Gluon: Triton 3.4 on (cp.async: `async_copy_global_to_shared` to 3.6, `async_load` from 3.7)
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.ampere import async_copy as _cp
+
+    _cp_load = getattr(_cp, "async_load", None) or _cp.async_copy_global_to_shared
 except (ImportError, AttributeError):  # pragma: no cover - an old Triton
     gluon = gl = None
 
@@ -91,7 +97,7 @@ def launch(a3, b3, bias3, out3, tiles, alpha: float, beta: float) -> None:
         a3, b3, xb, out3, M, N, K, a3.stride(0), a3.stride(1), a3.stride(2),
         b3.stride(0), b3.stride(1), b3.stride(3), *xb.stride(), *out3.stride(), float(alpha), float(beta),
         HAS_BIAS=bias3 is not None, OUT_BF16=out3.dtype == torch.bfloat16, BM=tiles.bm, NT=nt, NR=nr,
-        num_warps=tiles.num_warps)
+        STAGES=tiles.num_stages, num_warps=tiles.num_warps)
 
 
 def compile_for(tiles, capability: int = 90, bias: bool = False):
@@ -103,7 +109,7 @@ def compile_for(tiles, capability: int = 90, bias: bool = False):
 
     k = lanes_decode_kernel
     nt, nr = split(tiles)
-    const = dict(HAS_BIAS=bias, OUT_BF16=True, BM=tiles.bm, NT=nt, NR=nr)
+    const = dict(HAS_BIAS=bias, OUT_BF16=True, BM=tiles.bm, NT=nt, NR=nr, STAGES=tiles.num_stages)
     ptr = {"a_ptr": "*fp32", "b_ptr": "*bf16", "x_ptr": "*bf16", "c_ptr": "*bf16"}
     sig = {n: "constexpr" if n in const else ptr.get(n, "fp32" if n in ("alpha", "beta") else "i32")
            for n in k.arg_names}
@@ -212,7 +218,7 @@ if gl is not None:
     def lanes_decode_kernel(a_ptr, b_ptr, x_ptr, c_ptr, M, N, K, s_a0, s_ab, s_am, s_b0, s_bb, s_bn,
                             s_x0, s_xb, s_xm, s_xn, s_c0, s_cb, s_cm, s_cn, alpha, beta,
                             HAS_BIAS: gl.constexpr, OUT_BF16: gl.constexpr,
-                            BM: gl.constexpr, NT: gl.constexpr, NR: gl.constexpr):
+                            BM: gl.constexpr, NT: gl.constexpr, NR: gl.constexpr, STAGES: gl.constexpr = 1):
         """``c = epilogue(a @ b)`` in the 8 x 8 K-lanes order: a fp32 [B0, B, M, K] (K
         contiguous), b bf16 [B0, B, K, N] (K contiguous, read as words), bias x and c by
         strides; grid (row blocks x column blocks of ``BM x NT * 4 * warps``, B, B0)."""
@@ -243,15 +249,37 @@ if gl is not None:
 
         acc = gl.zeros([BM, BN, 8], gl.float32, layout=acc_l)
         k_main = (K // STEP) * STEP
-        # step 0; when K < STEP the loop does not run and nothing is read here
-        wt = gl.load(wp, mask=(w_k * 0 + k_main) > 0, other=0)
-        for k0 in range(0, k_main, STEP):
-            # the next step's weights load during this step's FMAs (the last reloads its own)
-            k_next = gl.minimum(k0 + STEP, k_main - STEP).to(gl.int64)
-            wt_next = gl.load(wp + k_next // 2)
-            at = gl.load(ap + k0.to(gl.int64))
-            acc = _rounds(acc, at, wt, acc_l, NR)
-            wt = wt_next
+        if STAGES == 1:
+            # step 0; when K < STEP the loop does not run and nothing is read here
+            wt = gl.load(wp, mask=(w_k * 0 + k_main) > 0, other=0)
+            for k0 in range(0, k_main, STEP):
+                # the next step's weights load during this step's FMAs (the last reloads its own)
+                k_next = gl.minimum(k0 + STEP, k_main - STEP).to(gl.int64)
+                wt_next = gl.load(wp + k_next // 2)
+                at = gl.load(ap + k0.to(gl.int64))
+                acc = _rounds(acc, at, wt, acc_l, NR)
+                wt = wt_next
+        else:
+            # STAGES - 1 steps of weights in flight in shared memory (cp.async), each thread
+            # copying the 16-byte chunks it reads back itself: no barrier, its own wait only.
+            # A step's buffer is refilled the step after its words reached registers.
+            ws = gl.allocate_shared_memory(gl.int32, [STAGES, BN, NR, 8, 4],
+                                           gl.SwizzledSharedLayout(1, 1, 1, [3, 2, 1, 0]))
+            n_steps = k_main // STEP
+            live = (w_k * 0 + n_steps) > 0     # nothing is read when K < STEP
+            for s in gl.static_range(STAGES - 1):
+                k_s = (gl.minimum(s, n_steps - 1) * STEP).to(gl.int64)
+                _cp_load(ws.index(s), wp + gl.maximum(k_s, 0) // 2, mask=live)
+                _cp.commit_group()
+            for i in range(n_steps):
+                k_j = (gl.minimum(i + STAGES - 1, n_steps - 1) * STEP).to(gl.int64)
+                _cp_load(ws.index((i + STAGES - 1) % STAGES), wp + k_j // 2)
+                _cp.commit_group()
+                _cp.wait_group(STAGES - 1)     # step i's words are in
+                wt = ws.index(i % STAGES).load(w_l)
+                at = gl.load(ap + (i * STEP).to(gl.int64))
+                acc = _rounds(acc, at, wt, acc_l, NR)
+            _cp.wait_group(0)
         if k_main < K:
             # padded k: fma(+0, -1, s) = s + (-0) = s in every lane (0xBF80BF80: -1.0 in
             # both halves of a word)
