@@ -115,7 +115,8 @@ class Tiles:
     #: ``split_lanes``: the first pass runs :mod:`.ieee_gluon`'s kernel (explicit thread
     #: tiles and shared-memory K steps). ``tiled`` in the 8 x 8 K-lanes order (decode): the
     #: launch runs :mod:`.ieee_gluon_decode`'s kernel (a thread holds one lane of ``bn / (4
-    #: * num_warps)`` columns, ``bk / 64`` rounds a K step). Compiled CUDA launches only;
+    #: * num_warps)`` columns, ``bk / 64`` rounds a K step; ``num_stages`` > 1: the weights that
+    #: many steps minus one ahead in shared memory by cp.async). Compiled CUDA launches only;
     #: every other launch runs the Triton kernel. The same bits either way.
     gluon: bool = False
 
