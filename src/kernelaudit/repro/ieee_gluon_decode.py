@@ -261,7 +261,8 @@ if gl is not None:
                 wt = wt_next
         else:
             # STAGES - 1 steps of weights in flight in shared memory (cp.async), each thread
-            # copying the 16-byte chunks it reads back itself: no barrier, its own wait only.
+            # copying the 16-byte chunks it reads back itself, so it needs only its own wait
+            # (Triton's barrier pass still puts two barriers in each step: sm_90, Triton 3.6).
             # A step's buffer is refilled the step after its words reached registers.
             ws = gl.allocate_shared_memory(gl.int32, [STAGES, BN, NR, 8, 4],
                                            gl.SwizzledSharedLayout(1, 1, 1, [3, 2, 1, 0]))
