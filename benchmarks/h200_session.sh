@@ -168,7 +168,7 @@ x = torch.randn(4096, 8192, device='cuda', dtype=torch.bfloat16); w = torch.rand
 for warps in (4, 8):
     gemm.linear(x, w, tiles=Tiles(128, 128, 16, warps, 1, group_m=8, split_lanes=True, gluon=True))
 torch.cuda.synchronize()" > "$O/gluon_ncu.txt" 2>&1
-    grep -E '^  [a-z_]+|Duration|Compute \(SM\) Throughput|Registers Per Thread|Achieved Occupancy|Theoretical Occupancy|Block Limit|Stall|bank_conflicts|pipe_fma|Issue Slots Busy|Executed Ipc' "$O/gluon_ncu.txt" | tail -80 ;;
+    grep -E '^  [a-z_]+|Duration|SM Frequency|Shared|Compute \(SM\) Throughput|Registers Per Thread|Achieved Occupancy|Theoretical Occupancy|Block Limit|Stall|bank_conflicts|pipe_fma|Issue Slots Busy|Executed Ipc' "$O/gluon_ncu.txt" | tail -80 ;;
   quicksweep) log quick_sweep; rm -rf runs/quick-h200  # issue 16: every family within 3 minutes
     /usr/bin/time -f "quick sweep wall %e s" timeout 300 python3 -m kernelaudit sweep --device cuda --quick ${QUICK_SWEEP_OPS:+--ops "$QUICK_SWEEP_OPS"} \
       --out runs/quick-h200 ${QUICK_CASE_TIMEOUT_S:+--case-timeout $QUICK_CASE_TIMEOUT_S} > "$O/quick_sweep.log" 2>&1; tail -8 "$O/quick_sweep.log"
