@@ -952,10 +952,12 @@ def main(argv=None) -> int:
     p.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU (Triton interpreter): a dry run")
     p.add_argument("--decode-ms", default="", help="the decode section's M values, e.g. 2,4 (default 1,2,4,8,16)")
     p.add_argument("--decode-kn", default="", help="its K = N values, e.g. 8192 (default 4096,8192)")
+    p.add_argument("--prefill-ms", default="", help="the prefill section's M values, e.g. 4096 (default 1024,4096,8192)")
     a = p.parse_args(argv)
     global DEV, OUT_JSON
     chosen = {}
-    for flag, key, allowed in (("--decode-ms", "ms", (1, 2, 4, 8, 16)), ("--decode-kn", "decode", (4096, 8192))):
+    for flag, key, allowed in (("--decode-ms", "ms", (1, 2, 4, 8, 16)), ("--decode-kn", "decode", (4096, 8192)),
+                                ("--prefill-ms", "prefill_ms", (1024, 4096, 8192))):
         given = getattr(a, flag[2:].replace("-", "_"))
         if given:
             try:
