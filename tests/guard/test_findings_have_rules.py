@@ -15,6 +15,7 @@ COVERED_BY = {
     "torch.ops.aten._safe_softmax.default": "nn.functional.softmin",
     "nn.functional.local_response_norm": "nn.functional.avg_pool2d",   # its inner avg_pool2d calls
     "sdpa.flash": "sdpa",                                        # batch past 65535 at the flash entry
+    "logdet": "linalg.slogdet",                                  # its _linalg_slogdet call
 }
 #: Finding op -> why no rule is shipped for it.
 NOT_FIXED = {

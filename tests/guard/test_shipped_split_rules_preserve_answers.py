@@ -23,8 +23,8 @@ from kernelaudit.sweep.judge.execution import run_op
 ROOT = Path(__file__).resolve().parents[2]
 KNOWN = ROOT / "src/kernelaudit/guard/known_faults"
 #: The full grid's store the files below were derived from.
-STORE = ROOT / "benchmarks/results/2026-12-06-h100-gluon-decode-guard-tests-segment-9/store/verdicts.jsonl.gz"
-FILES = ("full_grid_pools_factories.json", "full_grid_2_31.json")
+STORE = ROOT / "benchmarks/results/2026-12-06-h100-prefill-k-unroll-ncu-segment-10/store/verdicts.jsonl.gz"
+FILES = ("full_grid_pools_factories.json", "full_grid_2_31.json", "full_grid_determinants.json")
 BATCH = 24
 
 
@@ -152,3 +152,16 @@ def test_the_addmm_column_rules_compute_a_wide_addmm_in_pieces_with_its_answer()
     st = engine.stats()
     assert st.fixed == 1 and st.refused == 0, st.summary()
     torch.testing.assert_close(got, bare, rtol=1e-6, atol=1e-6)
+
+
+def test_the_slogdet_rule_also_fixes_logdet():
+    # logdet reaches the same _linalg_slogdet kernel (the grid's logdet errors past 2^31
+    # matrices): the slogdet rule splits its calls with the same answer
+    rules = [dataclasses.replace(r, device="cpu", versions={}, when={**r.when, "at_least": 100})
+             for r in load_rules(KNOWN / "full_grid_determinants.json") if r.op == "linalg.slogdet"]
+    x = torch.rand(240, 2, 2, generator=torch.Generator().manual_seed(0)) + torch.eye(2)
+    want = torch.logdet(x)
+    with guarding("fix", rules=rules, native=False) as engine:
+        got = torch.logdet(x)
+    assert engine.stats().fixed >= 1, engine.stats().summary()
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
