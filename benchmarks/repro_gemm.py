@@ -420,13 +420,7 @@ LANES_PREFILL_CANDIDATES = [
     Tiles(bm, bn, bk, w, 1, split_lanes=True, gluon=True, group_m=8)
     for bm, bn, bk, w in ((128, 128, 16, 8), (128, 128, 8, 8), (128, 128, 32, 8), (256, 128, 16, 8),
                           (128, 128, 16, 4), (64, 128, 16, 4), (128, 64, 16, 4), (64, 64, 16, 4),
-                          (128, 128, 8, 4))] + [
-    # the step's k as a loop of k_unroll k a pass (the same FMAs): the 4-warp table tile's
-    # unrolled step is 2,273 instructions (36 KB of code); as a loop of 4 k, 541 (8.7 KB) at
-    # 94.6% FFMA, so a longer step (bk 32: half the barriers) no longer lengthens the code.
-    # sm_90, Triton 3.6: 233-251 registers at 4 warps, 163 at 8, no spills
-    Tiles(128, 128, bk, w, 1, split_lanes=True, gluon=True, group_m=8, k_unroll=u)
-    for bk, w, u in ((16, 4, 4), (16, 4, 8), (32, 4, 4), (32, 8, 4))]
+                          (128, 128, 8, 4))]
 
 
 def fma_ceiling_tflops() -> float:

@@ -34,7 +34,7 @@ def test_gluon_compile_checks_pass_in_a_process_without_the_interpreter():
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "sm90", __file__],
                           env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
-    assert "3 passed" in proc.stdout, proc.stdout[-2000:]
+    assert "2 passed" in proc.stdout, proc.stdout[-2000:]
 
 
 def _sm90_sass(bm, bn, bk, warps, lanes: Lanes) -> Sass:
@@ -53,32 +53,6 @@ def test_gluon_lane_sums_compile_for_sm90_without_spills_and_feed_ffma_by_128_bi
     assert ops.count("FFMA") == 1024, ops.count("FFMA")   # the 16-k step, unrolled once
     assert ops.count("LDS.128") == 64 and not any(o.startswith("LDS") and o != "LDS.128" for o in ops)
     assert any(o.startswith("LDG.E.128") for o in ops), sorted(set(ops))
-
-
-@pytest.mark.skipif(INTERPRETED, reason="runs in a child process without the Triton interpreter")
-def test_gluon_lane_sums_with_k_unroll_compile_for_sm90_to_a_short_inner_loop():
-    """``k_unroll`` 4 at 128 x 128 x 32, 4 warps: the step's 32 k run as a loop of 4 k a
-    pass, 512 FFMA from 24 LDS.128 and a few instructions of loop, not 4,096 FFMA unrolled;
-    no spills."""
-    pytest.importorskip("triton.backends.nvidia")
-    t = Tiles(128, 128, 32, 4, 1, group_m=8, split_lanes=True, gluon=True, k_unroll=4)
-    sass = read_cubin(ieee_gluon.compile_for(t, Lanes(8, 8)).asm["cubin"])
-    assert sass.stack_bytes == 0, (sass.registers, sass.stack_bytes)
-    inner = sass.inner_loop_opcodes()
-    assert inner.count("FFMA") == 512 and inner.count("LDS.128") == 24, sass.main_loop()
-    assert len(inner) <= 512 + 24 + 16, len(inner)
-    assert sass.opcodes().count("FFMA") < 1024, sass.opcodes().count("FFMA")
-
-
-def test_k_unroll_needs_the_gluon_prefill_pass_and_a_power_of_two_dividing_bk():
-    from kernelaudit.errors import InvalidArgument
-
-    with pytest.raises(InvalidArgument, match="k_unroll=4 without gluon=True and split_lanes=True"):
-        Tiles(4, 16, 256, 4, 1, tiled=True, gluon=True, k_unroll=4)
-    for bad in (3, 32):
-        with pytest.raises(InvalidArgument, match=f"k_unroll={bad} with bk=16"):
-            Tiles(128, 128, 16, 4, 1, split_lanes=True, gluon=True, k_unroll=bad)
-    assert Tiles(128, 128, 16, 4, 1, split_lanes=True, gluon=True, k_unroll=16).k_unroll == 16
 
 
 @pytest.mark.parametrize("lanes", [Lanes(8, 8), Lanes(1, 1)])

@@ -441,8 +441,8 @@ def _launch_split_lanes(a3, b3, bias3, out3, tiles: Tiles, lanes: Lanes, alpha: 
         if gluon:
             ieee_gluon.lane_sums_kernel[(tiles_mn * L, B, B0)](
                 a_v, b3, sums, mc, N, K, *a_v.stride()[1:], *b3.stride()[1:], a_v.stride(0), b3.stride(0),
-                s_pl, s_p0, s_pb, s_pm, tiles.bk, BM=tiles.bm, BN=tiles.bn, BK=tiles.bk, LANES=L, LB=lanes.block,
-                GROUP_M=tiles.group_m, KU=tiles.k_unroll or tiles.bk, num_warps=tiles.num_warps)
+                s_pl, s_p0, s_pb, s_pm, BM=tiles.bm, BN=tiles.bn, BK=tiles.bk, LANES=L, LB=lanes.block,
+                GROUP_M=tiles.group_m, num_warps=tiles.num_warps)
         else:
             _ieee_lane_sums_kernel[(tiles_mn * L, B, B0)](
                 a_v, b3, sums, mc, N, K, *a_v.stride()[1:], *b3.stride()[1:], a_v.stride(0), b3.stride(0),

@@ -71,7 +71,7 @@ def compile_for(tiles, lanes, capability: int = 90):
 
     k = lane_sums_kernel
     const = dict(BM=tiles.bm, BN=tiles.bn, BK=tiles.bk, LANES=lanes.count, LB=lanes.block, GROUP_M=tiles.group_m,
-                 KU=tiles.k_unroll or tiles.bk, s_ak=1, s_bk=1)
+                 s_ak=1, s_bk=1)
     sig = {n: "constexpr" if n in const else "*fp32" if n == "p_ptr" else "*bf16" if n.endswith("_ptr") else "i32"
            for n in k.arg_names}
     div16 = ("a_ptr", "b_ptr", "p_ptr", "N", "K", "s_am", "s_bn", "s_pl", "s_pm", "s_ab", "s_bb", "s_a0", "s_b0")
@@ -81,26 +81,13 @@ def compile_for(tiles, lanes, capability: int = 90):
 
 
 if gl is not None:
-    # the same memory as rows of a rank-1 layout, so that a dynamic index picks one k
-    # (`reinterpret` from Triton 3.7, `_reinterpret` before)
-    if hasattr(gl.shared_memory_descriptor, "reinterpret"):
-        @gluon.jit
-        def _rows(buf, R: gl.constexpr, C: gl.constexpr):
-            return buf.reinterpret(gl.float32, [R, C], gl.SwizzledSharedLayout(1, 1, 1, [0]))
-    else:
-        @gluon.jit
-        def _rows(buf, R: gl.constexpr, C: gl.constexpr):
-            return buf._reinterpret(gl.float32, [R, C], gl.SwizzledSharedLayout(1, 1, 1, [0]))
-
     @gluon.jit
     def lane_sums_kernel(a_ptr, b_ptr, p_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_a0, s_b0,
-                         s_pl, s_p0, s_pb, s_pm, bk_loop, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
-                         LANES: gl.constexpr, LB: gl.constexpr, GROUP_M: gl.constexpr, KU: gl.constexpr):
+                         s_pl, s_p0, s_pb, s_pm, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
+                         LANES: gl.constexpr, LB: gl.constexpr, GROUP_M: gl.constexpr):
         """``p[lane, b0, b, m, n]`` = lane ``pid % LANES``'s fp32 chain of tile ``pid // LANES``
         (grouped order); a [B0, B, M, K] and b [B0, B, K, N] by strides; grid
-        (tiles * LANES, B, B0). ``KU`` < ``BK``: a step's k run as a loop of ``KU`` k a
-        pass over ``bk_loop`` (= ``BK``, passed at run time so that the compiler keeps the
-        loop instead of unrolling it whole)."""
+        (tiles * LANES, B, B0)."""
         NW: gl.constexpr = gl.num_warps()
         acc_l: gl.constexpr = gl.BlockedLayout([4, 4], [4, 8], [NW // 2, 2], [1, 0])
         KT: gl.constexpr = BK // 8
@@ -126,15 +113,8 @@ if gl is not None:
         a_rows = a_ptr + b0 * s_a0 + pid_b * s_ab + gl.expand_dims(ra * s_am, 1)
         b_rows = b_ptr + b0 * s_b0 + pid_b * s_bb + gl.expand_dims(rb * s_bn, 1)
 
-        if KU == BK:
-            sa = gl.allocate_shared_memory(gl.float32, [2, BK, BM], sm_l)
-            sb = gl.allocate_shared_memory(gl.float32, [2, BK, BN], sm_l)
-        else:  # rows [2 * BK, BM] for the loop's loads by k (a dynamic index), viewed as
-            # [2, BK, BM] for the stores
-            sa = gl.allocate_shared_memory(gl.float32, [2, BK, BM], sm_l)
-            sb = gl.allocate_shared_memory(gl.float32, [2, BK, BN], sm_l)
-            ra_s = _rows(sa, 2 * BK, BM)
-            rb_s = _rows(sb, 2 * BK, BN)
+        sa = gl.allocate_shared_memory(gl.float32, [2, BK, BM], sm_l)
+        sb = gl.allocate_shared_memory(gl.float32, [2, BK, BN], sm_l)
         acc = gl.zeros([BM, BN], gl.float32, layout=acc_l)
         n_steps = gl.cdiv(gl.cdiv(gl.cdiv(K, LB), LANES), BK // LB)
         k = k_in
@@ -148,17 +128,10 @@ if gl is not None:
         bt = gl.load(b_rows + k.to(gl.int64) * s_bk, mask=k < K, other=-1.0)
         for i in range(n_steps):
             s = i % 2
-            if KU == BK:
-                ca = sa.index(s).permute((1, 0))   # [BM, BK], M contiguous
-                cb = sb.index(s)                    # [BK, BN], N contiguous
-                for j in gl.static_range(BK):
-                    acc = gl.fma(ca.slice(j, 1, dim=1).load(acc_l), cb.slice(j, 1, dim=0).load(acc_l), acc)
-            else:
-                for j0 in range(0, bk_loop, KU):
-                    for j in gl.static_range(KU):
-                        r = s * BK + j0 + j
-                        acc = gl.fma(gl.expand_dims(ra_s.index(r).load(gl.SliceLayout(1, acc_l)), 1),
-                                     gl.expand_dims(rb_s.index(r).load(gl.SliceLayout(0, acc_l)), 0), acc)
+            ca = sa.index(s).permute((1, 0))   # [BM, BK], M contiguous
+            cb = sb.index(s)                    # [BK, BN], N contiguous
+            for j in gl.static_range(BK):
+                acc = gl.fma(ca.slice(j, 1, dim=1).load(acc_l), cb.slice(j, 1, dim=0).load(acc_l), acc)
             # the other buffer was last read a step ago, before the last barrier
             sa.index(1 - s).permute((1, 0)).store(at.to(gl.float32))
             sb.index(1 - s).permute((1, 0)).store(bt.to(gl.float32))

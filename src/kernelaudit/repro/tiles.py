@@ -119,11 +119,6 @@ class Tiles:
     #: many steps minus one ahead in shared memory by cp.async). Compiled CUDA launches only;
     #: every other launch runs the Triton kernel. The same bits either way.
     gluon: bool = False
-    #: ``split_lanes`` with ``gluon`` (prefill): the first pass runs a step's ``bk`` k as a
-    #: loop of ``k_unroll`` k a pass (a power of two dividing ``bk``), not unrolled whole
-    #: (0, the default: the whole step unrolled). Shorter code for the same FMAs in the
-    #: same order: the same bits.
-    k_unroll: int = 0
 
     def __post_init__(self) -> None:
         for name in ("bm", "bn", "bk"):
@@ -152,12 +147,6 @@ class Tiles:
             raise InvalidArgument("Cannot have gluon=True without split_lanes=True or tiled=True (tma=False): "
                                   "allowed values are gluon=False, or gluon=True with split_lanes=True or "
                                   "with tiled=True")
-        if self.k_unroll and not (self.gluon and self.split_lanes):
-            raise InvalidArgument(f"Cannot have k_unroll={self.k_unroll} without gluon=True and split_lanes=True: "
-                                  "allowed values are k_unroll=0")
-        if self.k_unroll and (self.k_unroll & (self.k_unroll - 1) or self.bk % self.k_unroll):
-            raise InvalidArgument(f"Cannot have k_unroll={self.k_unroll} with bk={self.bk}: allowed values are 0 "
-                                  "or a power of two dividing bk")
         if self.dot and min(self.bm, self.bn, self.bk) < 16:
             raise InvalidArgument(f"Cannot have dot=True with tiles {self.bm}x{self.bn}x{self.bk}: "
                                   "allowed values are bm, bn, bk >= 16")
