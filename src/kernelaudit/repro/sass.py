@@ -40,27 +40,17 @@ class Sass:
         c = self.counts()
         return round(c["FFMA"] / max(1, sum(c.values())), 3)
 
-    def _loops(self) -> list[tuple[int, int]]:
-        """(first, last) address of every backward-branch loop."""
-        spans = []
-        for a, _, line in self.instructions:
-            m = _BRANCH.search(line)
-            if m and int(m.group(1), 16) < a:
-                spans.append((int(m.group(1), 16), a))
-        return spans
-
-    def _ops_in(self, span: tuple[int, int] | None) -> list[str]:
-        return [] if span is None else [op for a, op, _ in self.instructions if span[0] <= a <= span[1]]
-
     def loop_opcodes(self) -> list[str]:
         """The opcodes with modifiers of the longest backward-branch loop (a GEMM's K
         loop), in address order; [] where nothing branches back."""
-        return self._ops_in(max(self._loops(), key=lambda s: s[1] - s[0], default=None))
-
-    def inner_loop_opcodes(self) -> list[str]:
-        """The opcodes with modifiers of the shortest backward-branch loop (the innermost
-        of nested loops), in address order; [] where nothing branches back."""
-        return self._ops_in(min(self._loops(), key=lambda s: s[1] - s[0], default=None))
+        best = None
+        for a, _, line in self.instructions:
+            m = _BRANCH.search(line)
+            if m and int(m.group(1), 16) < a and (best is None or a - int(m.group(1), 16) > best[1] - best[0]):
+                best = (int(m.group(1), 16), a)
+        if best is None:
+            return []
+        return [op for a, op, _ in self.instructions if best[0] <= a <= best[1]]
 
     def main_loop(self) -> dict:
         """The longest backward-branch loop (a GEMM's K loop): its instruction count, its
