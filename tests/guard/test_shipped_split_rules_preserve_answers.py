@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 KNOWN = ROOT / "src/kernelaudit/guard/known_faults"
 #: The full grid's store the files below were derived from.
 STORE = ROOT / "benchmarks/results/2026-12-06-h100-prefill-k-unroll-ncu-segment-10/store/verdicts.jsonl.gz"
-FILES = ("full_grid_pools_factories.json", "full_grid_2_31.json", "full_grid_determinants.json")
+FILES = ("full_grid_pools_factories.json", "full_grid_2_31.json", "full_grid_batched_lu_chunk_cat.json")
 BATCH = 24
 
 
@@ -158,7 +158,7 @@ def test_the_slogdet_rule_also_fixes_logdet():
     # logdet reaches the same _linalg_slogdet kernel (the grid's logdet errors past 2^31
     # matrices): the slogdet rule splits its calls with the same answer
     rules = [dataclasses.replace(r, device="cpu", versions={}, when={**r.when, "at_least": 100})
-             for r in load_rules(KNOWN / "full_grid_determinants.json") if r.op == "linalg.slogdet"]
+             for r in load_rules(KNOWN / "full_grid_batched_lu_chunk_cat.json") if r.op == "linalg.slogdet"]
     x = torch.rand(240, 2, 2, generator=torch.Generator().manual_seed(0)) + torch.eye(2)
     want = torch.logdet(x)
     with guarding("fix", rules=rules, native=False) as engine:

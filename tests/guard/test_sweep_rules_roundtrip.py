@@ -313,7 +313,7 @@ def test_the_shipped_pool_and_factory_rules_are_what_the_full_grids_store_gives(
 AT_2_31 = {"nn.functional.interpolate.area", "nn.functional.interpolate.nearest-exact",
            "nn.functional.upsample_nearest", "nn.functional.interpolate.bilinear", "nn.functional.upsample_bilinear",
            "nn.functional.avg_pool2d", "nn.functional.multilabel_margin_loss", "nn.functional.pad.reflect",
-           "nn.functional.pad.replicate_negative", "matrix_exp", "masked.log_softmax", "_chunk_cat", "addmm",
+           "nn.functional.pad.replicate_negative", "matrix_exp", "masked.log_softmax", "addmm",
            "unique_consecutive"}
 
 
@@ -326,6 +326,16 @@ def test_the_shipped_2_31_rules_are_what_the_full_grids_store_gives(tmp_path):
 
 
 FULL_GRID_45 = ROOT / "benchmarks/results/2026-12-05-h100-full-grid-segments-4-5-and-softmin-backward"
+FULL_GRID_10 = ROOT / "benchmarks/results/2026-12-06-h100-prefill-k-unroll-ncu-segment-10"
+
+
+@pytest.mark.skipif(not FULL_GRID_10.is_dir(), reason="the full grid's segment 10 store is not in this checkout")
+def test_the_shipped_determinant_and_chunk_cat_rules_are_what_segment_10s_store_gives(tmp_path):
+    shipped = _shipped_as_derived(tmp_path, FULL_GRID_10, "full_grid_batched_lu_chunk_cat.json",
+                                  {"linalg.det", "linalg.slogdet", "_chunk_cat"})
+    assert {(r.action, r.split_dim) for r in shipped} == {("fix", 0)}
+    # its 2^31 cases brought _chunk_cat down from just below 2^32 (the earlier store's rule)
+    assert all(r.when["at_least"] < 2**31 for r in shipped if r.op == "_chunk_cat" and r.when["kind"] == "numel")
 
 
 @pytest.mark.skipif(not FULL_GRID_45.is_dir(), reason="the full grid's later store is not in this checkout")
