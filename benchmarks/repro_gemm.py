@@ -378,7 +378,9 @@ def lanes_decode_candidates(rows: int) -> list[Tiles]:
     gluon = [Tiles(rows, bn, bk, w, 1, tiled=True, gluon=True) for bn, bk, w in gluon]
     # the same kernel with its weights num_stages - 1 steps ahead in shared memory by cp.async
     # (each thread reads back only what it copied); sm_90, Triton 3.6: 44-92 registers,
-    # 24-64 KB, no spills
+    # 24-64 KB, no spills. H100, 2026-12-06, K = N = 8192: the same bits, and faster than the
+    # register kernel at 2 rows (0.061 ms against 0.083) but not at 4 (0.091 against 0.087);
+    # the best Triton tiles 0.050 and 0.056 (benchmarks/results/2026-12-06-h100-prefill-k-unroll-ncu-segment-10/)
     gluon += [Tiles(rows, bn, bk, w, st, tiled=True, gluon=True)
               for bn, bk, w, st in {1: [(16, 256, 4, 4), (16, 256, 4, 6)],
                                     2: [(16, 256, 4, 4), (16, 256, 4, 6), (16, 512, 4, 4), (32, 256, 8, 4)],
@@ -421,6 +423,12 @@ LANES_PREFILL_CANDIDATES = [
     for bm, bn, bk, w in ((128, 128, 16, 8), (128, 128, 8, 8), (128, 128, 32, 8), (256, 128, 16, 8),
                           (128, 128, 16, 4), (64, 128, 16, 4), (128, 64, 16, 4), (64, 64, 16, 4),
                           (128, 128, 8, 4))]
+# (a K step run as a loop of 4 or 8 k instead of unrolled whole, 541 instructions against
+# 2,273, ran slower on the H100 at M = 4096: 39.3-39.4 TFLOP/s against 41.4, and bk 32 at 4
+# warps 33.1; the unrolled code's size is not what holds the pass at 63% of the FMA ceiling.
+# ncu there: 2 warps a scheduler (registers), 71% of issue slots used, the FMA pipe 64% busy,
+# the shared stores 2.1-way bank conflicted:
+# benchmarks/results/2026-12-06-h100-prefill-k-unroll-ncu-segment-10/)
 
 
 def fma_ceiling_tflops() -> float:
