@@ -42,9 +42,12 @@ def test_sweep_exits_1_on_wrong_cases_0_when_they_match_the_rules_and_report_reb
     r = _run("sweep", *common, "--out", str(tmp_path / "b"), "--expect-rules")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "classified exactly as the mps rules predict" in r.stdout
+    rules = (tmp_path / "a" / "rules.json").read_text()
+    (tmp_path / "a" / "rules.json").unlink()
     r = _run("report", str(tmp_path / "a"))
     assert r.returncode == 1
     assert (tmp_path / "a" / "report.html").exists() and (tmp_path / "a" / "boundary_map.png").exists()
+    assert (tmp_path / "a" / "rules.json").read_text() == rules and "rules: " in r.stdout
     r = _run("report", str(tmp_path / "missing"))
     assert r.returncode == 2 and "missing" in r.stderr
 
@@ -83,3 +86,26 @@ def test_quick_sweeps_every_family_and_under_a_fault_model_the_ops_it_corrupts()
     assert default_ops(quick, "none") == ("family:each",)
     assert default_ops(quick, "mps") == tuple(QUICK_OPS) == default_ops(quick, "wrap32")
     assert default_ops(PRESETS["full"], "mps") == ("all",)  # a preset without fault-model ops keeps its own
+
+
+def test_an_interrupted_sweep_still_writes_the_rules_of_its_findings_so_far(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from kernelaudit.sweep import schedule
+    from kernelaudit.sweep.cli import sweep
+
+    real = schedule.run_sweep
+
+    def interrupted(spec, out, **kw):   # the findings recorded, then Ctrl-C before the end
+        real(spec, out, **kw)
+        (out / "rules.json").unlink()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(schedule, "run_sweep", interrupted)
+    out = tmp_path / "a"
+    r = CliRunner().invoke(sweep, ["--device", "cpu", "--ops", "bmm", "--dtypes", "float32", "--thresholds", "2^32",
+                                   "--layouts", "aT", "--directions", "fwd", "--fault-model", "mps", "--scale", "12",
+                                   "--no-report", "--out", str(out)])
+    assert r.exit_code == 130, r.output
+    assert "interrupted" in r.output and "rules of the findings so far" in r.output
+    assert '"op": "bmm"' in (out / "rules.json").read_text()

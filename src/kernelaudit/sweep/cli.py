@@ -210,6 +210,7 @@ def sweep(device, ops, dtypes, layouts, directions, thresholds, positions, brack
         _fail_usage(e)
     except KeyboardInterrupt:
         click.echo(f"\ninterrupted: every verdict so far is in {out}; continue with --resume", err=True)
+        _write_rules_after_interrupt(out)
         sys.exit(130)
     _summarise(res.store.path, write=not no_report)
     click.echo(f"run store: {res.store.path} ({res.ran} cases run, {res.resumed} resumed)")
@@ -265,7 +266,7 @@ def _list_ops(family: str | None, as_json: bool) -> None:
 @click.argument("run_dir", type=click.Path(path_type=Path))
 @click.option("--no-files", is_flag=True, help="Only print the summary; write no PNG/HTML.")
 def report(run_dir, no_files):
-    """Rebuild the summary, boundary map and HTML report from a run store."""
+    """Rebuild the summary, boundary map, HTML report and guard rules from a run store."""
     from .store import RunStore
 
     try:
@@ -277,7 +278,25 @@ def report(run_dir, no_files):
     except RunStoreError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(EXIT_UNJUDGED)
+    if not no_files:
+        from .rules_out import write_rules
+
+        click.echo(f"rules: {write_rules(RunStore.open(run_dir))}")
     sys.exit(EXIT_FOUND if failed else EXIT_OK)
+
+
+def _write_rules_after_interrupt(out) -> None:
+    """The findings so far as guard rules (an interrupted sweep skips the end that writes
+    them); a second interrupt, or a failure, leaves them to ``kernelaudit report``."""
+    from .rules_out import write_rules
+    from .store import RunStore
+
+    try:
+        path = write_rules(RunStore.open(out))
+    except (KeyboardInterrupt, Exception) as e:  # the verdicts are safe; the rules can wait
+        click.echo(f"rules not written ({type(e).__name__}): `kernelaudit report {out}` writes them", err=True)
+    else:
+        click.echo(f"rules of the findings so far: {path}", err=True)
 
 
 def _summarise(run_dir: Path, write: bool) -> bool:
