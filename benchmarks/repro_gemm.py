@@ -423,6 +423,11 @@ LANES_PREFILL_CANDIDATES = [
     for bm, bn, bk, w in ((128, 128, 16, 8), (128, 128, 8, 8), (128, 128, 32, 8), (256, 128, 16, 8),
                           (128, 128, 16, 4), (64, 128, 16, 4), (128, 64, 16, 4), (64, 64, 16, 4),
                           (128, 128, 8, 4))]
+LANES_PREFILL_CANDIDATES += [
+    # 3 blocks an SM instead of 2 (3 warps a scheduler, where ncu found 2 leave 29% of issue
+    # slots idle), the registers capped at 168: sm_90, Triton 3.6: at bk 8, 26 spill loads and
+    # stores per 1,024 FFMA (the K loop 86.7% FFMA); at bk 16, 86 per 2,048 (86.0%)
+    Tiles(128, 128, bk, 4, 1, split_lanes=True, gluon=True, group_m=8, max_registers=168) for bk in (8, 16)]
 # (a K step run as a loop of 4 or 8 k instead of unrolled whole, 541 instructions against
 # 2,273, ran slower on the H100 at M = 4096: 39.3-39.4 TFLOP/s against 41.4, and bk 32 at 4
 # warps 33.1; the unrolled code's size is not what holds the pass at 63% of the FMA ceiling.

@@ -143,7 +143,8 @@ def test_tma_decode_tiles_equal_cpu_emulator_bit_for_bit(tiles_args, m, k, n, ad
     assert emulate.bit_mismatches(got, emulate.linear_ieee(x, w, b)) == 0
 
 
-@pytest.mark.parametrize("tiles_args", [(128, 128, 16, 8), (64, 128, 8, 4), (256, 128, 32, 8)])
+@pytest.mark.parametrize("tiles_args", [(128, 128, 16, 8), (64, 128, 8, 4), (256, 128, 32, 8),
+                                        (128, 128, 8, 4, 168)])   # the last: max_registers (spills)
 @pytest.mark.parametrize("m, k, n, adt, wdt, lanes", [
     (200, 4099, 200, torch.bfloat16, torch.bfloat16, None),        # the table's order, K and tile tails
     (130, 1500, 70, torch.float32, torch.bfloat16, None),
@@ -158,7 +159,7 @@ def test_gluon_lane_sums_equal_cpu_emulator_bit_for_bit(tiles_args, m, k, n, adt
     from kernelaudit.repro.tiles import SEQUENTIAL, Lanes, Tiles
 
     order = SEQUENTIAL if lanes == "sequential" else Lanes(*lanes) if lanes else None
-    t = Tiles(*tiles_args, 1, split_lanes=True, gluon=True, group_m=8)
+    t = Tiles(*tiles_args[:4], 1, split_lanes=True, gluon=True, group_m=8, max_registers=(*tiles_args, 0)[4])
     x, w, b = _draw((m, k), adt, 21, 10.0), _draw((n, k), wdt, 22), _draw((n,), wdt, 23)
     got = gemm.linear(x.cuda(), w.cuda(), b.cuda(), tiles=t, lanes=order).cpu()
     assert emulate.bit_mismatches(got, emulate.linear_ieee(x, w, b, lanes=order)) == 0, (t, order)

@@ -34,7 +34,7 @@ def test_gluon_compile_checks_pass_in_a_process_without_the_interpreter():
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "sm90", __file__],
                           env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
-    assert "2 passed" in proc.stdout, proc.stdout[-2000:]
+    assert "3 passed" in proc.stdout, proc.stdout[-2000:]
 
 
 def _sm90_sass(bm, bn, bk, warps, lanes: Lanes) -> Sass:
@@ -53,6 +53,30 @@ def test_gluon_lane_sums_compile_for_sm90_without_spills_and_feed_ffma_by_128_bi
     assert ops.count("FFMA") == 1024, ops.count("FFMA")   # the 16-k step, unrolled once
     assert ops.count("LDS.128") == 64 and not any(o.startswith("LDS") and o != "LDS.128" for o in ops)
     assert any(o.startswith("LDG.E.128") for o in ops), sorted(set(ops))
+
+
+@pytest.mark.skipif(INTERPRETED, reason="runs in a child process without the Triton interpreter")
+def test_gluon_lane_sums_with_max_registers_compile_for_sm90_within_the_cap():
+    """``max_registers`` 168 at 128 x 128 x 8, 4 warps (3 blocks an SM instead of 2): the
+    cubin keeps to the cap, its K loop still 1,024 FFMA from 48 LDS.128 (some spilled
+    values in local memory), where uncapped it takes more than 168 registers."""
+    pytest.importorskip("triton.backends.nvidia")
+    capped = Tiles(128, 128, 8, 4, 1, group_m=8, split_lanes=True, gluon=True, max_registers=168)
+    sass = read_cubin(ieee_gluon.compile_for(capped, Lanes(8, 8)).asm["cubin"])
+    assert sass.registers <= 168 < _sm90_sass(128, 128, 8, 4, Lanes(8, 8)).registers, sass.registers
+    ops = sass.loop_opcodes()
+    assert ops.count("FFMA") == 1024 and ops.count("LDS.128") == 48, sass.main_loop()
+
+
+def test_max_registers_needs_the_gluon_prefill_pass_and_a_register_count():
+    from kernelaudit.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="max_registers=168 without gluon=True and split_lanes=True"):
+        Tiles(4, 16, 256, 4, 1, tiled=True, gluon=True, max_registers=168)
+    for bad in (8, 300):
+        with pytest.raises(InvalidArgument, match=f"max_registers={bad}: allowed values are 0 or 24 to 255"):
+            Tiles(128, 128, 16, 4, 1, split_lanes=True, gluon=True, max_registers=bad)
+    assert ieee_gluon.launch_options(Tiles(128, 128, 16, 4, 1, split_lanes=True, gluon=True)) == {"num_warps": 4}
 
 
 @pytest.mark.parametrize("lanes", [Lanes(8, 8), Lanes(1, 1)])

@@ -442,7 +442,7 @@ def _launch_split_lanes(a3, b3, bias3, out3, tiles: Tiles, lanes: Lanes, alpha: 
             ieee_gluon.lane_sums_kernel[(tiles_mn * L, B, B0)](
                 a_v, b3, sums, mc, N, K, *a_v.stride()[1:], *b3.stride()[1:], a_v.stride(0), b3.stride(0),
                 s_pl, s_p0, s_pb, s_pm, BM=tiles.bm, BN=tiles.bn, BK=tiles.bk, LANES=L, LB=lanes.block,
-                GROUP_M=tiles.group_m, num_warps=tiles.num_warps)
+                GROUP_M=tiles.group_m, **ieee_gluon.launch_options(tiles))
         else:
             _ieee_lane_sums_kernel[(tiles_mn * L, B, B0)](
                 a_v, b3, sums, mc, N, K, *a_v.stride()[1:], *b3.stride()[1:], a_v.stride(0), b3.stride(0),

@@ -77,7 +77,12 @@ def compile_for(tiles, lanes, capability: int = 90):
     div16 = ("a_ptr", "b_ptr", "p_ptr", "N", "K", "s_am", "s_bn", "s_pl", "s_pm", "s_ab", "s_bb", "s_a0", "s_b0")
     attrs = {(k.arg_names.index(n),): [["tt.divisibility", 16]] for n in div16}
     return triton.compile(GluonASTSource(fn=k, signature=sig, constexprs=const, attrs=attrs),
-                          target=GPUTarget("cuda", capability, 32), options=dict(num_warps=tiles.num_warps))
+                          target=GPUTarget("cuda", capability, 32), options=launch_options(tiles))
+
+
+def launch_options(tiles) -> dict:
+    """The compile options of a launch of ``tiles``: its warps, and its register cap where set."""
+    return dict(num_warps=tiles.num_warps, **({"maxnreg": tiles.max_registers} if tiles.max_registers else {}))
 
 
 if gl is not None:

@@ -119,6 +119,10 @@ class Tiles:
     #: many steps minus one ahead in shared memory by cp.async). Compiled CUDA launches only;
     #: every other launch runs the Triton kernel. The same bits either way.
     gluon: bool = False
+    #: ``split_lanes`` with ``gluon`` (prefill): at most this many registers a thread
+    #: (ptxas's ``maxnreg``; 0, the default: the compiler's choice). Fewer registers let
+    #: more blocks share an SM, at the price of spills. The same bits.
+    max_registers: int = 0
 
     def __post_init__(self) -> None:
         for name in ("bm", "bn", "bk"):
@@ -147,6 +151,12 @@ class Tiles:
             raise InvalidArgument("Cannot have gluon=True without split_lanes=True or tiled=True (tma=False): "
                                   "allowed values are gluon=False, or gluon=True with split_lanes=True or "
                                   "with tiled=True")
+        if self.max_registers and not (self.gluon and self.split_lanes):
+            raise InvalidArgument(f"Cannot have max_registers={self.max_registers} without gluon=True and "
+                                  "split_lanes=True: allowed values are max_registers=0")
+        if self.max_registers and not 24 <= self.max_registers <= 255:
+            raise InvalidArgument(f"Cannot have max_registers={self.max_registers}: allowed values are 0 or "
+                                  "24 to 255")
         if self.dot and min(self.bm, self.bn, self.bk) < 16:
             raise InvalidArgument(f"Cannot have dot=True with tiles {self.bm}x{self.bn}x{self.bk}: "
                                   "allowed values are bm, bn, bk >= 16")
