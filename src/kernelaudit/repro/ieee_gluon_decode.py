@@ -37,8 +37,11 @@ Measured (H100, 2026-12-06, ``benchmarks/results/2026-12-06-h100-gluon-decode-gu
 the bits equal the emulator's, but every tile is slower than the Triton kernel's table tiles
 (M = 4, K = N = 8192: 0.087 ms against 0.056): one step of weights in flight in registers
 is too few bytes for decode, which the table's TMA tiles keep several steps deep in shared
-memory. No table row uses it; it is a benchmark candidate, and the cp.async stages
-(``num_stages`` > 1, compiled for sm_90 but not yet timed) are the answer to try.
+memory. No table row uses it; it is a benchmark candidate. The cp.async stages
+(``num_stages`` > 1; H100, K = N = 8192,
+``benchmarks/results/2026-12-06-h100-prefill-k-unroll-ncu-segment-10/``) help at 2 rows
+(0.061 ms against 0.083) and not at 4 (0.091 against 0.087); the Triton tiles stay ahead
+(0.050, 0.056).
 """
 
 from __future__ import annotations

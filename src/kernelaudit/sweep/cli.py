@@ -264,7 +264,7 @@ def _list_ops(family: str | None, as_json: bool) -> None:
 
 @click.command()
 @click.argument("run_dir", type=click.Path(path_type=Path))
-@click.option("--no-files", is_flag=True, help="Only print the summary; write no PNG/HTML.")
+@click.option("--no-files", is_flag=True, help="Only print the summary; write no PNG, HTML or rules.")
 def report(run_dir, no_files):
     """Rebuild the summary, boundary map, HTML report and guard rules from a run store."""
     from .store import RunStore
