@@ -428,6 +428,11 @@ LANES_PREFILL_CANDIDATES += [
     # slots idle), the registers capped at 168: sm_90, Triton 3.6: at bk 8, 26 spill loads and
     # stores per 1,024 FFMA (the K loop 86.7% FFMA); at bk 16, 86 per 2,048 (86.0%)
     Tiles(128, 128, bk, 4, 1, split_lanes=True, gluon=True, group_m=8, max_registers=168) for bk in (8, 16)]
+LANES_PREFILL_CANDIDATES += [
+    # 8 warps capped at 128 registers: 2 blocks an SM (16 warps, 4 a scheduler) instead of
+    # one. sm_90, Triton 3.6: at bk 16, 137 registers uncapped; capped, 1 spill load per
+    # 1,024 FFMA (24 stack bytes); at bk 8, 4 spill loads and stores per 512 FFMA
+    Tiles(128, 128, bk, 8, 1, split_lanes=True, gluon=True, group_m=8, max_registers=128) for bk in (16, 8)]
 # (a K step run as a loop of 4 or 8 k instead of unrolled whole, 541 instructions against
 # 2,273, ran slower on the H100 at M = 4096: 39.3-39.4 TFLOP/s against 41.4, and bk 32 at 4
 # warps 33.1; the unrolled code's size is not what holds the pass at 63% of the FMA ceiling.

@@ -144,7 +144,8 @@ def test_tma_decode_tiles_equal_cpu_emulator_bit_for_bit(tiles_args, m, k, n, ad
 
 
 @pytest.mark.parametrize("tiles_args", [(128, 128, 16, 8), (64, 128, 8, 4), (256, 128, 32, 8),
-                                        (128, 128, 8, 4, 168)])   # the last: max_registers (spills)
+                                        # max_registers (spilled values)
+                                        (128, 128, 8, 4, 168), (128, 128, 16, 8, 128)])
 @pytest.mark.parametrize("m, k, n, adt, wdt, lanes", [
     (200, 4099, 200, torch.bfloat16, torch.bfloat16, None),        # the table's order, K and tile tails
     (130, 1500, 70, torch.float32, torch.bfloat16, None),
