@@ -11,7 +11,9 @@ elements, bernoulli and multinomial past 2^32 - 16384 draw in pieces
 (``known_faults/random_draws.json``), every draw checked; unique_consecutive past 2^31
 elements is merged from pieces (``known_faults/full_grid_2_31.json``); pinv of one 858,993,410 x 5
 matrix, refused bare by cuSOLVER, runs its SVD through a QR of row pieces
-(``known_faults/tall_svd.json``). Bare, the pooling calls end
+(``known_faults/tall_svd.json``); det and slogdet of 2^31 - 8 1 x 1 matrices, failing bare
+in cuBLAS's batched LU, run in pieces of the batch, det's backward included
+(``known_faults/full_grid_batched_lu_chunk_cat.json``). Bare, the pooling calls end
 the process's CUDA context (an illegal memory access), so none is run bare here. The
 rules are taken without their version gate; each test needs 20-60 GiB free.
 """
@@ -333,3 +335,57 @@ def test_pinv_of_one_tall_matrix_at_2_32_elements_raises_bare_and_is_right_under
     for i0 in (0, m // 2, m - 4096):
         want = inv @ a[i0:i0 + 4096].double().T
         torch.testing.assert_close(p[:, i0:i0 + 4096].double(), want, rtol=1e-3, atol=1e-3 * float(want.abs().max()))
+
+
+DET_PROGRAM = """
+import torch
+b = 2**31 - 8                     # 1 x 1 matrices: a batch count below INT_MAX
+x = torch.rand(b, 1, 1, device="cuda") + 0.5
+d = torch.linalg.det(x)
+print("RIGHT" if torch.equal(d, x.view(-1)) else "WRONG")
+"""
+
+
+def test_a_program_taking_det_of_2_31_matrices_fails_bare_and_is_right_under_kernelaudit_run(tmp_path):
+    # known_faults/full_grid_batched_lu_chunk_cat.json, version-gated: bare,
+    # cublasSgetrfBatched fails (CUBLAS_STATUS_EXECUTION_FAILED); guarded, pieces of the batch
+    from kernelaudit.guard.rules import RuntimeEnv, active, known_faults
+
+    if not [r for r in active(known_faults(), RuntimeEnv.current()) if r.op == "linalg.det"]:
+        pytest.skip("the linalg.det rule is not active on this torch / CUDA / driver")
+    _need(60)
+    prog = tmp_path / "det.py"
+    prog.write_text(DET_PROGRAM)
+    bare = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True, timeout=300)
+    assert bare.returncode != 0 and "CUBLAS" in bare.stderr, (bare.returncode, bare.stdout, bare.stderr[-2000:])
+    stats = tmp_path / "stats.json"
+    guarded = subprocess.run([sys.executable, "-m", "kernelaudit", "run", "--stats-json", str(stats), "--",
+                              sys.executable, str(prog)], capture_output=True, text=True, timeout=300)
+    assert guarded.returncode == 0 and guarded.stdout.strip() == "RIGHT", guarded.stderr[-2000:]
+    assert json.loads(stats.read_text())["fixed"] >= 1
+
+
+def test_slogdet_and_det_backward_of_2_31_matrices_are_computed_in_pieces_of_the_batch():
+    # the same file's slogdet rule forward, and det's backward under the fix (the sweep's
+    # backward cases errored in their forward). For 1 x 1 matrices the answers are closed
+    # forms: sign(x), log|x|, and d det / dx = 1
+    _need(70)
+    b = 2**31 - 8
+    x = torch.rand(b, 1, 1, device="cuda") - 0.5
+    file = "full_grid_batched_lu_chunk_cat.json"
+    (sign, logabs), st = _guarded(_rules("linalg.slogdet", file), lambda: torch.linalg.slogdet(x))
+    assert st.fixed >= 1 and st.refused == 0, st.summary()
+    assert torch.equal(sign, x.view(-1).sign())
+    torch.testing.assert_close(logabs, x.view(-1).abs().log(), rtol=1e-6, atol=0)
+    del sign, logabs
+    xg = x.requires_grad_()
+
+    def det_backward():
+        d = torch.linalg.det(xg)
+        d.backward(torch.ones_like(d))
+        return d.detach()
+
+    d, st = _guarded(_rules("linalg.det", file), det_backward)
+    assert st.fixed >= 1 and st.refused == 0, st.summary()
+    assert torch.equal(d, x.detach().view(-1))
+    assert bool((xg.grad == 1).all()), "d det / dx of a 1 x 1 matrix is 1"
