@@ -433,6 +433,12 @@ LANES_PREFILL_CANDIDATES += [
     # one. sm_90, Triton 3.6: at bk 16, 137 registers uncapped; capped, 1 spill load per
     # 1,024 FFMA (24 stack bytes); at bk 8, 4 spill loads and stores per 512 FFMA
     Tiles(128, 128, bk, 8, 1, split_lanes=True, gluon=True, group_m=8, max_registers=128) for bk in (16, 8)]
+LANES_PREFILL_CANDIDATES += [
+    # warp-specialized (``loader_warps``): 4 producer warps load and upcast the K steps into a
+    # ring of stages, the FMA warps only compute. sm_90, Triton 3.6: at 80 registers (two
+    # blocks an SM: 16 FMA warps) the FMA warps get 104 and their K loop no spills
+    Tiles(bm, 128, bk, 8, st, split_lanes=True, gluon=True, group_m=8, max_registers=cap, loader_warps=4)
+    for bm, bk, st, cap in ((128, 16, 3, 80), (128, 8, 4, 80), (128, 16, 3, 0), (256, 16, 3, 0))]
 # (a K step run as a loop of 4 or 8 k instead of unrolled whole, 541 instructions against
 # 2,273, ran slower on the H100 at M = 4096: 39.3-39.4 TFLOP/s against 41.4, and bk 32 at 4
 # warps 33.1; the unrolled code's size is not what holds the pass at 63% of the FMA ceiling.

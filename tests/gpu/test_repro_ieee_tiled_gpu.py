@@ -145,7 +145,9 @@ def test_tma_decode_tiles_equal_cpu_emulator_bit_for_bit(tiles_args, m, k, n, ad
 
 @pytest.mark.parametrize("tiles_args", [(128, 128, 16, 8), (64, 128, 8, 4), (256, 128, 32, 8),
                                         # max_registers (spilled values)
-                                        (128, 128, 8, 4, 168), (128, 128, 16, 8, 128)])
+                                        (128, 128, 8, 4, 168), (128, 128, 16, 8, 128),
+                                        # warp-specialized: 4 producer warps, 3 stages
+                                        (128, 128, 16, 8, 80, 4), (64, 128, 8, 4, 0, 4)])
 @pytest.mark.parametrize("m, k, n, adt, wdt, lanes", [
     (200, 4099, 200, torch.bfloat16, torch.bfloat16, None),        # the table's order, K and tile tails
     (130, 1500, 70, torch.float32, torch.bfloat16, None),
@@ -160,7 +162,9 @@ def test_gluon_lane_sums_equal_cpu_emulator_bit_for_bit(tiles_args, m, k, n, adt
     from kernelaudit.repro.tiles import SEQUENTIAL, Lanes, Tiles
 
     order = SEQUENTIAL if lanes == "sequential" else Lanes(*lanes) if lanes else None
-    t = Tiles(*tiles_args[:4], 1, split_lanes=True, gluon=True, group_m=8, max_registers=(*tiles_args, 0)[4])
+    registers, loaders = (*tiles_args, 0, 0)[4:6]
+    t = Tiles(*tiles_args[:4], 3 if loaders else 1, split_lanes=True, gluon=True, group_m=8,
+              max_registers=registers, loader_warps=loaders)
     x, w, b = _draw((m, k), adt, 21, 10.0), _draw((n, k), wdt, 22), _draw((n,), wdt, 23)
     got = gemm.linear(x.cuda(), w.cuda(), b.cuda(), tiles=t, lanes=order).cpu()
     assert emulate.bit_mismatches(got, emulate.linear_ieee(x, w, b, lanes=order)) == 0, (t, order)
@@ -168,7 +172,8 @@ def test_gluon_lane_sums_equal_cpu_emulator_bit_for_bit(tiles_args, m, k, n, adt
     # a K step must hold whole blocks of a lane: 8-k steps cannot take 16-k blocks (Triton pass)
     assert ieee_gluon.usable(x.cuda()[None, None], t, run_order) == (t.bk % run_order.block == 0)
     if t.bk % run_order.block == 0:
-        compiled = [c[0] for c in ieee_gluon.lane_sums_kernel.device_caches.values()]
+        kernel = ieee_gluon.lane_sums_ws_kernel if loaders else ieee_gluon.lane_sums_kernel
+        compiled = [c[0] for c in kernel.device_caches.values()]
         assert any(compiled), "the Gluon kernel never compiled: the Triton first pass ran"
 
 

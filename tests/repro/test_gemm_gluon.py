@@ -34,7 +34,7 @@ def test_gluon_compile_checks_pass_in_a_process_without_the_interpreter():
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "sm90", __file__],
                           env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
-    assert "3 passed" in proc.stdout, proc.stdout[-2000:]
+    assert "4 passed" in proc.stdout, proc.stdout[-2000:]
 
 
 def _sm90_sass(bm, bn, bk, warps, lanes: Lanes) -> Sass:
@@ -66,6 +66,37 @@ def test_gluon_lane_sums_with_max_registers_compile_for_sm90_within_the_cap():
     assert sass.registers <= 168 < _sm90_sass(128, 128, 8, 4, Lanes(8, 8)).registers, sass.registers
     ops = sass.loop_opcodes()
     assert ops.count("FFMA") == 1024 and ops.count("LDS.128") == 48, sass.main_loop()
+
+
+@pytest.mark.skipif(INTERPRETED, reason="runs in a child process without the Triton interpreter")
+def test_warp_specialized_lane_sums_compile_for_sm90_to_fma_warps_fed_by_producer_warps():
+    """``loader_warps`` 4 at 128 x 128 x 16, 8 warps, 3 stages, 80 registers (two blocks
+    an SM): the FMA warps' 1,024 FFMA and 64 LDS.128 a step are all of the kernel's, the
+    hand-over is by mbarrier (arrive, try-wait), the registers are reallocated between the
+    partitions, and the cubin keeps to the cap; on sm_80 the same tiles compile the plain
+    pass (no warp specialization before Hopper)."""
+    pytest.importorskip("triton.backends.nvidia")
+    ws = Tiles(128, 128, 16, 8, 3, group_m=8, split_lanes=True, gluon=True, max_registers=80, loader_warps=4)
+    sass = read_cubin(ieee_gluon.compile_for(ws, Lanes(8, 8)).asm["cubin"])
+    ops = sass.opcodes()
+    assert sass.registers <= 80, sass.registers
+    assert ops.count("FFMA") == 1024 and ops.count("LDS.128") == 64, (ops.count("FFMA"), ops.count("LDS.128"))
+    assert any(o.startswith("SYNCS.ARRIVE") for o in ops) and any(o.startswith("SYNCS.PHASECHK") for o in ops)
+    assert any(o.startswith("USETMAXREG") for o in ops), sorted(set(ops))
+    assert ieee_gluon.warp_specialized(ws, 90) and not ieee_gluon.warp_specialized(ws, 80)
+    plain = read_cubin(ieee_gluon.compile_for(ws, Lanes(8, 8), capability=80).asm["cubin"]).opcodes()
+    assert not any(o.startswith(("SYNCS", "USETMAXREG")) for o in plain) and plain.count("FFMA") == 1024
+
+
+def test_loader_warps_need_the_gluon_prefill_pass_and_stages():
+    from kernelaudit.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="loader_warps=2: allowed values are 0 or 4"):
+        Tiles(128, 128, 16, 8, 3, split_lanes=True, gluon=True, loader_warps=2)
+    with pytest.raises(InvalidArgument, match=r"loader_warps=4 without .* num_stages >= 2 \(got num_stages=1\)"):
+        Tiles(128, 128, 16, 8, 1, split_lanes=True, gluon=True, loader_warps=4)
+    with pytest.raises(InvalidArgument, match="loader_warps=4 without gluon=True"):
+        Tiles(128, 128, 16, 8, 3, split_lanes=True, loader_warps=4)
 
 
 def test_max_registers_needs_the_gluon_prefill_pass_and_a_register_count():

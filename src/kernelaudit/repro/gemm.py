@@ -439,10 +439,9 @@ def _launch_split_lanes(a3, b3, bias3, out3, tiles: Tiles, lanes: Lanes, alpha: 
         mc = m1 - m0
         tiles_mn = triton.cdiv(mc, tiles.bm) * triton.cdiv(N, tiles.bn)
         if gluon:
-            ieee_gluon.lane_sums_kernel[(tiles_mn * L, B, B0)](
-                a_v, b3, sums, mc, N, K, *a_v.stride()[1:], *b3.stride()[1:], a_v.stride(0), b3.stride(0),
-                s_pl, s_p0, s_pb, s_pm, BM=tiles.bm, BN=tiles.bn, BK=tiles.bk, LANES=L, LB=lanes.block,
-                GROUP_M=tiles.group_m, **ieee_gluon.launch_options(tiles))
+            ieee_gluon.launch((tiles_mn * L, B, B0), (a_v, b3, sums, mc, N, K, *a_v.stride()[1:], *b3.stride()[1:],
+                                                      a_v.stride(0), b3.stride(0), s_pl, s_p0, s_pb, s_pm),
+                              tiles, lanes, a3.device)
         else:
             _ieee_lane_sums_kernel[(tiles_mn * L, B, B0)](
                 a_v, b3, sums, mc, N, K, *a_v.stride()[1:], *b3.stride()[1:], a_v.stride(0), b3.stride(0),

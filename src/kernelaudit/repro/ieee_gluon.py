@@ -40,6 +40,7 @@ from .ieee_kernels import grouped_pid
 try:  # Gluon: Triton 3.4 on (`thread_barrier` in 3.6, `barrier` from 3.7)
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import mbarrier
 
     _cta_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
 except (ImportError, AttributeError):  # pragma: no cover - an old Triton
@@ -60,24 +61,54 @@ def usable(a3: torch.Tensor, tiles, lanes) -> bool:
             and _MIN_BK <= tiles.bk <= 256 and tiles.bk % block == 0)
 
 
+#: Registers a thread of the producer warps keeps under ``loader_warps`` (setmaxnreg):
+#: its loads, upcasts and addresses (sm_90, Triton 3.6: 2 spill loads a K step at 32);
+#: the FMA warps get the rest of the kernel's budget.
+_LOADER_REGISTERS = 32
+
+
+def warp_specialized(tiles, capability: int) -> bool:
+    """Whether a launch of ``tiles`` on ``sm_<capability>`` runs :func:`lane_sums_ws_kernel`
+    (``loader_warps`` set, Hopper on) rather than :func:`lane_sums_kernel`."""
+    return bool(tiles.loader_warps) and capability >= 90
+
+
+def _kernel(tiles, capability: int):
+    """The kernel of a launch, its constexprs beyond the common ones, and its options."""
+    if warp_specialized(tiles, capability):
+        return (lane_sums_ws_kernel, dict(STAGES=tiles.num_stages, LOADERS=tiles.loader_warps,
+                                          LOADER_REGS=_LOADER_REGISTERS), launch_options(tiles))
+    # without the producer warps, a budget meant for num_warps + loader_warps would spill
+    return lane_sums_kernel, {}, launch_options(tiles) if not tiles.loader_warps else {"num_warps": tiles.num_warps}
+
+
+def launch(grid, args, tiles, lanes, device: torch.device) -> None:
+    """Run the first pass of ``split_lanes`` (``args``: :func:`lane_sums_kernel`'s
+    arguments up to ``s_pm``) with ``tiles`` in ``lanes``' order."""
+    major, minor = torch.cuda.get_device_capability(device)
+    kernel, extra, options = _kernel(tiles, 10 * major + minor)
+    kernel[grid](*args, BM=tiles.bm, BN=tiles.bn, BK=tiles.bk, LANES=lanes.count, LB=lanes.block,
+                 GROUP_M=tiles.group_m, **extra, **options)
+
+
 def compile_for(tiles, lanes, capability: int = 90):
-    """:func:`lane_sums_kernel` compiled for ``sm_<capability>`` as a prefill launch of
-    ``tiles`` in ``lanes``' order takes it (bf16 operands, K contiguous, strides divisible
-    by 16), on any machine: Triton's own ptxas, no GPU. Returns Triton's compiled kernel
+    """The first pass compiled for ``sm_<capability>`` as a prefill launch of ``tiles`` in
+    ``lanes``' order takes it (bf16 operands, K contiguous, strides divisible by 16), on
+    any machine: Triton's own ptxas, no GPU. Returns Triton's compiled kernel
     (``.asm["cubin"]`` for :func:`.sass.read_cubin`, ``.metadata.shared``)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
 
-    k = lane_sums_kernel
+    k, extra, options = _kernel(tiles, capability)
     const = dict(BM=tiles.bm, BN=tiles.bn, BK=tiles.bk, LANES=lanes.count, LB=lanes.block, GROUP_M=tiles.group_m,
-                 s_ak=1, s_bk=1)
+                 s_ak=1, s_bk=1, **extra)
     sig = {n: "constexpr" if n in const else "*fp32" if n == "p_ptr" else "*bf16" if n.endswith("_ptr") else "i32"
            for n in k.arg_names}
     div16 = ("a_ptr", "b_ptr", "p_ptr", "N", "K", "s_am", "s_bn", "s_pl", "s_pm", "s_ab", "s_bb", "s_a0", "s_b0")
     attrs = {(k.arg_names.index(n),): [["tt.divisibility", 16]] for n in div16}
     return triton.compile(GluonASTSource(fn=k, signature=sig, constexprs=const, attrs=attrs),
-                          target=GPUTarget("cuda", capability, 32), options=launch_options(tiles))
+                          target=GPUTarget("cuda", capability, 32), options=options)
 
 
 def launch_options(tiles) -> dict:
@@ -87,6 +118,43 @@ def launch_options(tiles) -> dict:
 
 if gl is not None:
     @gluon.jit
+    def _k_steps(a_ptr, b_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_a0, s_b0, pid_m, pid_n, lane, pid_b,
+                 b0, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, LANES: gl.constexpr, LB: gl.constexpr,
+                 WARPS: gl.constexpr):
+        """A program's rows of ``a`` ``[BM, 1]`` and ``b`` ``[BN, 1]`` and its first K step's
+        k ``[1, BK]``, in the 16-byte load layout of ``WARPS`` warps: step ``i`` reads
+        k + i * BK * LANES (rows past M read row M - 1, columns past N column N - 1: never
+        stored)."""
+        KT: gl.constexpr = BK // 8
+        ld_l: gl.constexpr = gl.BlockedLayout([1, 8], [32 // KT, KT], [WARPS, 1], [1, 0])
+        ra = gl.minimum(pid_m.to(gl.int64) * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, ld_l)), M - 1)
+        rb = gl.minimum(pid_n.to(gl.int64) * BN + gl.arange(0, BN, layout=gl.SliceLayout(1, ld_l)), N - 1)
+        kk = gl.arange(0, BK, layout=gl.SliceLayout(0, ld_l))
+        if LANES == 1:
+            k = gl.expand_dims(kk, 0)
+        else:
+            k = gl.expand_dims((kk // LB) * (LANES * LB) + kk % LB + lane * LB, 0)   # [1, BK]
+        a_rows = a_ptr + b0 * s_a0 + pid_b * s_ab + gl.expand_dims(ra * s_am, 1)
+        b_rows = b_ptr + b0 * s_b0 + pid_b * s_bb + gl.expand_dims(rb * s_bn, 1)
+        return a_rows, b_rows, k
+
+    @gluon.jit
+    def _store_lane_sums(acc, p_ptr, M, N, s_pl, s_p0, s_pb, s_pm, pid_m, pid_n, lane, pid_b, b0,
+                         BM: gl.constexpr, BN: gl.constexpr, acc_l: gl.constexpr):
+        rm = pid_m.to(gl.int64) * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, acc_l))
+        rn = pid_n.to(gl.int64) * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, acc_l))
+        p_t = (p_ptr + lane.to(gl.int64) * s_pl + b0 * s_p0 + pid_b * s_pb
+               + gl.expand_dims(rm * s_pm, 1) + gl.expand_dims(rn, 0))
+        gl.store(p_t, acc, mask=gl.expand_dims(rm < M, 1) & gl.expand_dims(rn < N, 0))
+
+    @gluon.jit
+    def _fma_step(acc, ca, cb, BK: gl.constexpr, acc_l: gl.constexpr):
+        """One K step: BK rank-1 updates from shared memory, ``ca`` [BM, BK], ``cb`` [BK, BN]."""
+        for j in gl.static_range(BK):
+            acc = gl.fma(ca.slice(j, 1, dim=1).load(acc_l), cb.slice(j, 1, dim=0).load(acc_l), acc)
+        return acc
+
+    @gluon.jit
     def lane_sums_kernel(a_ptr, b_ptr, p_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_a0, s_b0,
                          s_pl, s_p0, s_pb, s_pm, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
                          LANES: gl.constexpr, LB: gl.constexpr, GROUP_M: gl.constexpr):
@@ -95,60 +163,101 @@ if gl is not None:
         (tiles * LANES, B, B0)."""
         NW: gl.constexpr = gl.num_warps()
         acc_l: gl.constexpr = gl.BlockedLayout([4, 4], [4, 8], [NW // 2, 2], [1, 0])
-        KT: gl.constexpr = BK // 8
-        ld_l: gl.constexpr = gl.BlockedLayout([1, 8], [32 // KT, KT], [NW, 1], [1, 0])
         sm_l: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
         STEP: gl.constexpr = BK * LANES   # k advanced a step: BK // LB blocks of every lane
 
         pid = gl.program_id(0)
         lane = pid % LANES
-        tile = pid // LANES
         pid_b = gl.program_id(1).to(gl.int64)
         b0 = gl.program_id(2).to(gl.int64)
-        pid_m, pid_n = grouped_pid(tile, M, N, BM, BN, GROUP_M)
-
-        # rows past M read row M - 1 and columns past N column N - 1 (never stored)
-        ra = gl.minimum(pid_m.to(gl.int64) * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, ld_l)), M - 1)
-        rb = gl.minimum(pid_n.to(gl.int64) * BN + gl.arange(0, BN, layout=gl.SliceLayout(1, ld_l)), N - 1)
-        kk = gl.arange(0, BK, layout=gl.SliceLayout(0, ld_l))
-        if LANES == 1:
-            k_in = gl.expand_dims(kk, 0)
-        else:
-            k_in = gl.expand_dims((kk // LB) * (LANES * LB) + kk % LB + lane * LB, 0)   # [1, BK]
-        a_rows = a_ptr + b0 * s_a0 + pid_b * s_ab + gl.expand_dims(ra * s_am, 1)
-        b_rows = b_ptr + b0 * s_b0 + pid_b * s_bb + gl.expand_dims(rb * s_bn, 1)
+        pid_m, pid_n = grouped_pid(pid // LANES, M, N, BM, BN, GROUP_M)
+        a_rows, b_rows, k = _k_steps(a_ptr, b_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_a0, s_b0, pid_m,
+                                     pid_n, lane, pid_b, b0, BM, BN, BK, LANES, LB, NW)
 
         sa = gl.allocate_shared_memory(gl.float32, [2, BK, BM], sm_l)
         sb = gl.allocate_shared_memory(gl.float32, [2, BK, BN], sm_l)
         acc = gl.zeros([BM, BN], gl.float32, layout=acc_l)
         n_steps = gl.cdiv(gl.cdiv(gl.cdiv(K, LB), LANES), BK // LB)
-        k = k_in
         sa.index(0).permute((1, 0)).store(
             gl.load(a_rows + k.to(gl.int64) * s_ak, mask=k < K, other=0.0).to(gl.float32))
         sb.index(0).permute((1, 0)).store(
             gl.load(b_rows + k.to(gl.int64) * s_bk, mask=k < K, other=-1.0).to(gl.float32))
         _cta_barrier()
-        k = k_in + STEP
-        at = gl.load(a_rows + k.to(gl.int64) * s_ak, mask=k < K, other=0.0)
-        bt = gl.load(b_rows + k.to(gl.int64) * s_bk, mask=k < K, other=-1.0)
+        ki = k + STEP
+        at = gl.load(a_rows + ki.to(gl.int64) * s_ak, mask=ki < K, other=0.0)
+        bt = gl.load(b_rows + ki.to(gl.int64) * s_bk, mask=ki < K, other=-1.0)
         for i in range(n_steps):
             s = i % 2
-            ca = sa.index(s).permute((1, 0))   # [BM, BK], M contiguous
-            cb = sb.index(s)                    # [BK, BN], N contiguous
-            for j in gl.static_range(BK):
-                acc = gl.fma(ca.slice(j, 1, dim=1).load(acc_l), cb.slice(j, 1, dim=0).load(acc_l), acc)
+            acc = _fma_step(acc, sa.index(s).permute((1, 0)), sb.index(s), BK, acc_l)
             # the other buffer was last read a step ago, before the last barrier
             sa.index(1 - s).permute((1, 0)).store(at.to(gl.float32))
             sb.index(1 - s).permute((1, 0)).store(bt.to(gl.float32))
             _cta_barrier()
-            k = k_in + (i + 2) * STEP
-            at = gl.load(a_rows + k.to(gl.int64) * s_ak, mask=k < K, other=0.0)
-            bt = gl.load(b_rows + k.to(gl.int64) * s_bk, mask=k < K, other=-1.0)
+            ki = k + (i + 2) * STEP
+            at = gl.load(a_rows + ki.to(gl.int64) * s_ak, mask=ki < K, other=0.0)
+            bt = gl.load(b_rows + ki.to(gl.int64) * s_bk, mask=ki < K, other=-1.0)
+        _store_lane_sums(acc, p_ptr, M, N, s_pl, s_p0, s_pb, s_pm, pid_m, pid_n, lane, pid_b, b0, BM, BN, acc_l)
 
-        rm = pid_m.to(gl.int64) * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, acc_l))
-        rn = pid_n.to(gl.int64) * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, acc_l))
-        p_t = (p_ptr + lane.to(gl.int64) * s_pl + b0 * s_p0 + pid_b * s_pb
-               + gl.expand_dims(rm * s_pm, 1) + gl.expand_dims(rn, 0))
-        gl.store(p_t, acc, mask=gl.expand_dims(rm < M, 1) & gl.expand_dims(rn < N, 0))
+    @gluon.jit
+    def _ws_fma(sa, sb, ready, empty, n_steps, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
+                STAGES: gl.constexpr, acc_l: gl.constexpr):
+        """The FMA warps: wait for stage ``i % STAGES``, run its step, hand the buffer back."""
+        acc = gl.zeros([BM, BN], gl.float32, layout=acc_l)
+        for i in range(n_steps):
+            s = i % STAGES
+            mbarrier.wait(ready.index(s), (i // STAGES) & 1)
+            acc = _fma_step(acc, sa.index(s).permute((1, 0)), sb.index(s), BK, acc_l)
+            mbarrier.arrive(empty.index(s), count=1)   # after a barrier of these warps (Gluon's)
+        return (acc,)
+
+    @gluon.jit
+    def _ws_load(a_ptr, b_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_a0, s_b0, pid_m, pid_n, lane, pid_b,
+                 b0, sa, sb, ready, empty, n_steps, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
+                 LANES: gl.constexpr, LB: gl.constexpr, STAGES: gl.constexpr, LOADERS: gl.constexpr):
+        """The producer warps: load step ``i``, wait for its buffer to be free, upcast it in."""
+        a_rows, b_rows, k = _k_steps(a_ptr, b_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_a0, s_b0, pid_m,
+                                     pid_n, lane, pid_b, b0, BM, BN, BK, LANES, LB, LOADERS)
+        STEP: gl.constexpr = BK * LANES
+        for i in range(n_steps):
+            s = i % STAGES
+            ki = k + i * STEP
+            at = gl.load(a_rows + ki.to(gl.int64) * s_ak, mask=ki < K, other=0.0)
+            bt = gl.load(b_rows + ki.to(gl.int64) * s_bk, mask=ki < K, other=-1.0)
+            # a fresh mbarrier counts as the phase before 0 complete: the first STAGES pass
+            mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)
+            sa.index(s).permute((1, 0)).store(at.to(gl.float32))
+            sb.index(s).permute((1, 0)).store(bt.to(gl.float32))
+            mbarrier.arrive(ready.index(s), count=1)
+
+    @gluon.jit
+    def lane_sums_ws_kernel(a_ptr, b_ptr, p_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_a0, s_b0,
+                            s_pl, s_p0, s_pb, s_pm, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
+                            LANES: gl.constexpr, LB: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr,
+                            LOADERS: gl.constexpr, LOADER_REGS: gl.constexpr):
+        """:func:`lane_sums_kernel`'s sums (the same arguments and grid), warp-specialized:
+        ``LOADERS`` producer warps fill a ring of ``STAGES`` fp32 K steps, the kernel's
+        ``num_warps`` warps run the FMAs, as in :func:`lane_sums_kernel`."""
+        NW: gl.constexpr = gl.num_warps()
+        acc_l: gl.constexpr = gl.BlockedLayout([4, 4], [4, 8], [NW // 2, 2], [1, 0])
+        sm_l: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
+        pid = gl.program_id(0)
+        lane = pid % LANES
+        pid_b = gl.program_id(1).to(gl.int64)
+        b0 = gl.program_id(2).to(gl.int64)
+        pid_m, pid_n = grouped_pid(pid // LANES, M, N, BM, BN, GROUP_M)
+        sa = gl.allocate_shared_memory(gl.float32, [STAGES, BK, BM], sm_l)
+        sb = gl.allocate_shared_memory(gl.float32, [STAGES, BK, BN], sm_l)
+        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        for s in gl.static_range(STAGES):
+            mbarrier.init(ready.index(s), count=1)
+            mbarrier.init(empty.index(s), count=1)
+        n_steps = gl.cdiv(gl.cdiv(gl.cdiv(K, LB), LANES), BK // LB)
+        acc, = gl.warp_specialize([
+            (_ws_fma, (sa, sb, ready, empty, n_steps, BM, BN, BK, STAGES, acc_l)),
+            (_ws_load, (a_ptr, b_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_a0, s_b0, pid_m, pid_n, lane,
+                        pid_b, b0, sa, sb, ready, empty, n_steps, BM, BN, BK, LANES, LB, STAGES, LOADERS)),
+        ], [LOADERS], [LOADER_REGS])
+        _store_lane_sums(acc, p_ptr, M, N, s_pl, s_p0, s_pb, s_pm, pid_m, pid_n, lane, pid_b, b0, BM, BN, acc_l)
 else:  # pragma: no cover
-    lane_sums_kernel = None
+    lane_sums_kernel = lane_sums_ws_kernel = None

@@ -123,6 +123,13 @@ class Tiles:
     #: (ptxas's ``maxnreg``; 0, the default: the compiler's choice). Fewer registers let
     #: more blocks share an SM, at the price of spills. The same bits.
     max_registers: int = 0
+    #: ``split_lanes`` with ``gluon`` (prefill) on sm_90 on: a producer partition of this
+    #: many warps (4; 0, the default: none) loads and upcasts each K step into one of
+    #: ``num_stages`` shared buffers, handed over by mbarriers, while the ``num_warps`` warps
+    #: only run FMAs (Hopper's warp specialization); with ``max_registers`` the register
+    #: budget of all ``num_warps + loader_warps`` warps, of which the producer keeps 32.
+    #: Older GPUs run the pass without it. The same bits.
+    loader_warps: int = 0
 
     def __post_init__(self) -> None:
         for name in ("bm", "bn", "bk"):
@@ -157,6 +164,12 @@ class Tiles:
         if self.max_registers and not 24 <= self.max_registers <= 255:
             raise InvalidArgument(f"Cannot have max_registers={self.max_registers}: allowed values are 0 or "
                                   "24 to 255")
+        if self.loader_warps not in (0, 4):
+            raise InvalidArgument(f"Cannot have loader_warps={self.loader_warps}: allowed values are 0 or 4")
+        if self.loader_warps and not (self.gluon and self.split_lanes and self.num_stages >= 2):
+            raise InvalidArgument(f"Cannot have loader_warps={self.loader_warps} without gluon=True, "
+                                  f"split_lanes=True and num_stages >= 2 (got num_stages={self.num_stages}): "
+                                  "allowed values are loader_warps=0")
         if self.dot and min(self.bm, self.bn, self.bk) < 16:
             raise InvalidArgument(f"Cannot have dot=True with tiles {self.bm}x{self.bn}x{self.bk}: "
                                   "allowed values are bm, bn, bk >= 16")
