@@ -176,22 +176,30 @@ print("RIGHT" if torch.allclose(x[-4096:], want, rtol=0, atol=1e-7) else "WRONG"
 """
 
 
-def test_a_program_hitting_the_linspace_fault_is_wrong_bare_and_right_under_kernelaudit_run(tmp_path):
-    # the shipped database, version-gated: this needs the stack the sweep ran on
+def _bare_and_under_kernelaudit_run(tmp_path, op: str, program: str, gib: float):
+    """``program`` run bare and under ``kernelaudit run`` (the shipped database,
+    version-gated: skipped where ``op``'s rule is not active on this stack): the bare
+    process, and the guarded one's stdout after checking it exited 0 with a fix made."""
     from kernelaudit.guard.rules import RuntimeEnv, active, known_faults
 
-    if not [r for r in active(known_faults(), RuntimeEnv.current()) if r.op == "linspace"]:
-        pytest.skip("the linspace rule is not active on this torch / CUDA / driver")
-    _need(40)
+    if not [r for r in active(known_faults(), RuntimeEnv.current()) if r.op == op]:
+        pytest.skip(f"the {op} rule is not active on this torch / CUDA / driver")
+    _need(gib)
     prog = tmp_path / "prog.py"
-    prog.write_text(LINSPACE_PROGRAM)
+    prog.write_text(program)
     bare = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True, timeout=300)
-    assert bare.returncode == 0 and bare.stdout.strip() == "WRONG", bare.stderr[-2000:]
     stats = tmp_path / "stats.json"
     guarded = subprocess.run([sys.executable, "-m", "kernelaudit", "run", "--stats-json", str(stats), "--",
                               sys.executable, str(prog)], capture_output=True, text=True, timeout=300)
-    assert guarded.returncode == 0 and guarded.stdout.strip() == "RIGHT", guarded.stderr[-2000:]
+    assert guarded.returncode == 0, guarded.stderr[-2000:]
     assert json.loads(stats.read_text())["fixed"] >= 1
+    return bare, guarded.stdout.strip()
+
+
+def test_a_program_hitting_the_linspace_fault_is_wrong_bare_and_right_under_kernelaudit_run(tmp_path):
+    bare, guarded = _bare_and_under_kernelaudit_run(tmp_path, "linspace", LINSPACE_PROGRAM, 40)
+    assert bare.returncode == 0 and bare.stdout.strip() == "WRONG", bare.stderr[-2000:]
+    assert guarded == "RIGHT"
 
 
 @pytest.mark.parametrize("op", ["nn.functional.rms_norm", "nn.functional.layer_norm"])
@@ -347,22 +355,11 @@ print("RIGHT" if torch.equal(d, x.view(-1)) else "WRONG")
 
 
 def test_a_program_taking_det_of_2_31_matrices_fails_bare_and_is_right_under_kernelaudit_run(tmp_path):
-    # known_faults/full_grid_batched_lu_chunk_cat.json, version-gated: bare,
-    # cublasSgetrfBatched fails (CUBLAS_STATUS_EXECUTION_FAILED); guarded, pieces of the batch
-    from kernelaudit.guard.rules import RuntimeEnv, active, known_faults
-
-    if not [r for r in active(known_faults(), RuntimeEnv.current()) if r.op == "linalg.det"]:
-        pytest.skip("the linalg.det rule is not active on this torch / CUDA / driver")
-    _need(60)
-    prog = tmp_path / "det.py"
-    prog.write_text(DET_PROGRAM)
-    bare = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True, timeout=300)
+    # known_faults/full_grid_batched_lu_chunk_cat.json: bare, cublasSgetrfBatched fails
+    # (CUBLAS_STATUS_EXECUTION_FAILED); guarded, pieces of the batch
+    bare, guarded = _bare_and_under_kernelaudit_run(tmp_path, "linalg.det", DET_PROGRAM, 60)
     assert bare.returncode != 0 and "CUBLAS" in bare.stderr, (bare.returncode, bare.stdout, bare.stderr[-2000:])
-    stats = tmp_path / "stats.json"
-    guarded = subprocess.run([sys.executable, "-m", "kernelaudit", "run", "--stats-json", str(stats), "--",
-                              sys.executable, str(prog)], capture_output=True, text=True, timeout=300)
-    assert guarded.returncode == 0 and guarded.stdout.strip() == "RIGHT", guarded.stderr[-2000:]
-    assert json.loads(stats.read_text())["fixed"] >= 1
+    assert guarded == "RIGHT"
 
 
 def test_slogdet_and_det_backward_of_2_31_matrices_are_computed_in_pieces_of_the_batch():
