@@ -26,6 +26,13 @@ Compiled for sm_90 with Triton 3.6 (bf16 operands, K-contiguous) at 128 x 128 x 
 warps: 137 registers, no spills, 32 KB of shared memory, a K loop of 1,162 instructions of
 which 1,024 FFMA and 64 LDS.128, its global loads 16 bytes wide.
 
+With ``Tiles.loader_warps`` (sm_90 on), :func:`lane_sums_ws_kernel` computes the same
+chains warp-specialized: a partition of producer warps loads and upcasts each K step into
+a ring of ``num_stages`` shared buffers and hands it over by mbarrier (``ready``; the FMA
+warps hand it back by ``empty``), so the FMA warps issue no global loads and, at a
+register budget of 80 (sm_90, Triton 3.6: 104 for the FMA warps, 32 for the producers, no
+spills in the FMA loop at 128 x 128 x 16, 8 warps), two blocks share an SM.
+
 Gluon kernels run compiled only: under the interpreter (and where this Triton has no
 Gluon) :func:`usable` is False and ``split_lanes`` runs its Triton first pass.
 """
