@@ -237,8 +237,12 @@ IEEE_TABLE: dict[tuple[str, str], Tiles] = {
 #: into 4 x 4 register tiles, into scratch; then the pairwise tree in an epilogue), the
 #: fastest of sixteen at M = 1024, 4096, 8192 and K = N = 8192 on the H200 (2026-12-05,
 #: 39.4-41.5 TFLOP/s, 60-63% of the measured FMA ceiling, 0.82-0.83x CastFloat32; the
-#: ``tl.dot`` first pass 24.7-25.3). Where Gluon cannot run, the Triton first pass runs
-#: the same tile (same bits).
+#: ``tl.dot`` first pass 24.7-25.3). Large N: warp-specialized since 2026-12-06 (4
+#: producer warps feed 8 FMA warps, ``loader_warps``): 43.2 TFLOP/s at M = 4096 against
+#: 41.1 for the 4-warp tile in the same run, the fastest of twenty-two
+#: (``benchmarks/results/2026-12-06-h200-warp-specialized-prefill-segment-11/``). Where
+#: Gluon cannot run, the Triton first pass runs the same tile (same bits); before Hopper,
+#: the Gluon pass without producer warps.
 IEEE_LANES_TABLE: dict[tuple[str, str], Tiles] = {
     ("decode1", "small"): Tiles(1, 32, 512, num_warps=8, num_stages=1, tiled=True, prefetch=True),
     ("decode2", "small"): Tiles(2, 16, 256, num_warps=4, num_stages=1, tiled=True, prefetch=True),
@@ -251,7 +255,8 @@ IEEE_LANES_TABLE: dict[tuple[str, str], Tiles] = {
     ("decode8", "large"): Tiles(8, 16, 64, num_warps=4, num_stages=1, tiled=True, prefetch=True),
     ("decode16", "large"): Tiles(16, 32, 64, num_warps=4, num_stages=4, tiled=True, tma=True),
     ("prefill", "small"): Tiles(128, 128, 16, num_warps=4, num_stages=1, group_m=8, split_lanes=True, gluon=True),
-    ("prefill", "large"): Tiles(128, 128, 16, num_warps=4, num_stages=1, group_m=8, split_lanes=True, gluon=True),
+    ("prefill", "large"): Tiles(256, 128, 16, num_warps=8, num_stages=3, group_m=8, split_lanes=True, gluon=True,
+                                loader_warps=4),
 }
 
 #: The ``ieee`` order per shape: (size class of N, size class of K, weight dtype class)
