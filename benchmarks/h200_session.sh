@@ -22,7 +22,7 @@
 #   plain (issue 16: benchmarks/repro_store_findings.py, each finding of runs/h200 as plain torch against
 #   the call in small chunks; PLAIN_OPS, PLAIN_TIMEOUT_S (150 a snippet), PLAIN_UNTIL_S (420: no snippet starts later),
 #   PLAIN_GUARDED=1: each again under `kernelaudit run`, the shipped rules)
-#   gluonncu (issue 19: ncu of the Gluon prefill pass at 4 and 8 warps, M = 4096, K = N = 8192)
+#   gluonncu (issue 19: ncu of the Gluon prefill pass, 4 warps, and the warp-specialized table tile; M = 4096, K = N = 8192)
 #   guardgrid (issue 16: the full grid's guard GPU tests: linspace/logspace, softmin, random draws,
 #   unique_consecutive, norm rows, matrix_exp, pinv; GUARDGRID_K overrides the -k selection, GUARDGRID_TIMEOUT_S 420)
 #   steps: gputests (all of tests/gpu) oomsweep (float32 backward at 2*2^32: OOM retries) flatab (flat orders and tiles, interleaved rounds) flatncu kernels verify ncu profile guard sweep workers_ab repro corpus oracle_cost demo
@@ -160,13 +160,14 @@ PY
     timeout ${NCU_TIMEOUT_S:-240} ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats \
       --section InstructionStats --section MemoryWorkloadAnalysis_Tables \
       --metrics l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active \
-      -k regex:^lane_sums_kernel python3 -c "
+      -k regex:^lane_sums python3 -c "
 import torch
 from kernelaudit.repro import gemm
 from kernelaudit.repro.tiles import Tiles
 x = torch.randn(4096, 8192, device='cuda', dtype=torch.bfloat16); w = torch.randn(8192, 8192, device='cuda', dtype=torch.bfloat16)
-for warps in (4, 8):
-    gemm.linear(x, w, tiles=Tiles(128, 128, 16, warps, 1, group_m=8, split_lanes=True, gluon=True))
+for t in (Tiles(128, 128, 16, 4, 1, group_m=8, split_lanes=True, gluon=True),       # the plain pass
+          Tiles(256, 128, 16, 8, 3, group_m=8, split_lanes=True, gluon=True, loader_warps=4)):   # warp-specialized
+    gemm.linear(x, w, tiles=t)
 torch.cuda.synchronize()" > "$O/gluon_ncu.txt" 2>&1
     grep -E '^  [a-z_]+|Duration|SM Frequency|Shared|Compute \(SM\) Throughput|Registers Per Thread|Achieved Occupancy|Theoretical Occupancy|Block Limit|Stall|bank_conflicts|pipe_fma|Issue Slots Busy|Executed Ipc' "$O/gluon_ncu.txt" | tail -80 ;;
   quicksweep) log quick_sweep; rm -rf runs/quick-h200  # issue 16: every family within 3 minutes
