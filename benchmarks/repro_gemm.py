@@ -444,6 +444,12 @@ LANES_PREFILL_CANDIDATES += [
     # blocks an SM: 16 FMA warps) the FMA warps get 104 and their K loop no spills
     Tiles(bm, 128, bk, 8, st, split_lanes=True, gluon=True, group_m=8, max_registers=cap, loader_warps=4)
     for bm, bk, st, cap in ((128, 16, 3, 80), (128, 8, 4, 80), (128, 16, 3, 0), (256, 16, 3, 0))]
+# H200, 2026-12-06, M = 4096: 40.6, 42.7, 42.4 and 43.2 TFLOP/s (the last the table row since;
+# the plain 4-warp tile 41.1): benchmarks/results/2026-12-06-h200-warp-specialized-prefill-segment-11/.
+# At 256 x 128 (128 accumulators a thread) bk 16 leaves 72 stack bytes (sm_90, Triton 3.6);
+# bk 8 with 6 or 4 stages none, at the price of a hand-over every 8 k
+LANES_PREFILL_CANDIDATES += [
+    Tiles(256, 128, 8, 8, st, split_lanes=True, gluon=True, group_m=8, loader_warps=4) for st in (6, 4)]
 # (a K step run as a loop of 4 or 8 k instead of unrolled whole, 541 instructions against
 # 2,273, ran slower on the H100 at M = 4096: 39.3-39.4 TFLOP/s against 41.4, and bk 32 at 4
 # warps 33.1; the unrolled code's size is not what holds the pass at 63% of the FMA ceiling.
