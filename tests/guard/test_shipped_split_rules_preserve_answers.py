@@ -3,7 +3,9 @@ answer: for each, the case it came from (its provenance) is run on the CPU at a 
 batch, bare and under the guard holding that rule scaled down (so the call is cut into
 pieces), forward outputs or gradients compared. A rule whose split dim were not
 separable for its aten entry (an op whose output does not follow its inputs' pieces)
-would fail here before it reached a user's GPU."""
+would fail here before it reached a user's GPU. Rules with no store case of their own
+(logdet under the slogdet rule, the hand-written ``batched_lu_solve.json``) are checked on
+calls of their own."""
 
 from __future__ import annotations
 
@@ -154,14 +156,52 @@ def test_the_addmm_column_rules_compute_a_wide_addmm_in_pieces_with_its_answer()
     torch.testing.assert_close(got, bare, rtol=1e-6, atol=1e-6)
 
 
+def _on_cpu(file: str, op: str, at_least: int):
+    """``op``'s rules in the shipped ``file``, moved to the CPU, ungated, from ``at_least``."""
+    rules = [dataclasses.replace(r, device="cpu", versions={}, when={**r.when, "at_least": at_least})
+             for r in load_rules(KNOWN / file) if r.op == op]
+    assert rules, f"no {op} rule in {file}"
+    return rules
+
+
 def test_the_slogdet_rule_also_fixes_logdet():
     # logdet reaches the same _linalg_slogdet kernel (the grid's logdet errors past 2^31
     # matrices): the slogdet rule splits its calls with the same answer
-    rules = [dataclasses.replace(r, device="cpu", versions={}, when={**r.when, "at_least": 100})
-             for r in load_rules(KNOWN / "full_grid_batched_lu_chunk_cat.json") if r.op == "linalg.slogdet"]
+    rules = _on_cpu("full_grid_batched_lu_chunk_cat.json", "linalg.slogdet", 100)
     x = torch.rand(240, 2, 2, generator=torch.Generator().manual_seed(0)) + torch.eye(2)
     want = torch.logdet(x)
     with guarding("fix", rules=rules, native=False) as engine:
         got = torch.logdet(x)
     assert engine.stats().fixed >= 1, engine.stats().summary()
     torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+
+
+# known_faults/batched_lu_solve.json (hand-written from a GPU test, no store case): det's
+# backward solves with the forward's LU factors through linalg_lu_solve, whose batched
+# cuBLAS call fails on the H200 past 2^31 - 8 matrices even with the forward in pieces
+def test_det_backward_under_the_det_and_lu_solve_rules_is_split_and_bitwise_the_bare_gradient():
+    g = torch.Generator().manual_seed(3)
+    x = torch.rand(3000, 3, 3, generator=g) - 0.5
+    go = torch.rand(3000, generator=g)
+    bare = x.clone().requires_grad_()
+    torch.linalg.det(bare).backward(go)
+    rules = (_on_cpu("full_grid_batched_lu_chunk_cat.json", "linalg.det", 1000)
+             + _on_cpu("batched_lu_solve.json", "linalg.lu_solve", 1000))
+    xg = x.clone().requires_grad_()
+    with guarding("fix", rules=rules, native=False) as engine:
+        torch.linalg.det(xg).backward(go)
+    st = engine.stats()
+    assert st.fixed == 2 and st.refused == 0, st.summary()      # the forward and the solve
+    assert torch.equal(xg.grad, bare.grad)
+
+
+def test_a_direct_lu_solve_past_the_scaled_threshold_equals_the_bare_call():
+    g = torch.Generator().manual_seed(4)
+    a = torch.rand(700, 4, 4, generator=g) + 4 * torch.eye(4)
+    b = torch.rand(700, 4, 2, generator=g)
+    lu, piv = torch.linalg.lu_factor(a)
+    want = torch.linalg.lu_solve(lu, piv, b)
+    with guarding("fix", rules=_on_cpu("batched_lu_solve.json", "linalg.lu_solve", 2000), native=False) as engine:
+        got = torch.linalg.lu_solve(lu, piv, b)
+    assert engine.stats().fixed == 1, engine.stats().summary()
+    assert torch.equal(got, want)
