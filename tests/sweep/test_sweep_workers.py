@@ -125,3 +125,11 @@ def test_a_segment_says_where_its_cases_wall_time_went_besides_the_cases(one_wor
     parts = over["worker_start"] + over["worker_kill"] + over["in_worker"] + over["transport"]
     assert abs(parts - over["round_trip"]) <= 0.001 * 2 * seg["cases_run"] + 1e-9
     assert over["in_worker"] > 0  # the memory plan, at least, runs outside the judged case
+
+
+def test_each_record_says_its_wall_time_through_the_pool_and_its_workers_time(one_worker_clean):
+    recs = [r for r in one_worker_clean.store.records() if "wall_s" in r]
+    assert recs, "no record of a case run by the pool carries its wall time"
+    for r in recs:
+        # the pool's wall time holds the worker's, which holds the judged case's
+        assert r["wall_s"] >= r["worker_s"] - 1e-3 >= r["elapsed_s"] - 2e-3, r["case"]["id"]

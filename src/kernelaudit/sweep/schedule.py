@@ -690,7 +690,11 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
                 v = Verdict.from_json(res["verdict"])
                 if v.details.get("timed_out"):
                     held.note(c)
-                record_case(c, v, res["elapsed_s"])
+                # the case's wall time through the pool and its worker's own time: where a
+                # segment's overhead goes, case by case (``_add_overhead`` sums it)
+                record_case(c, v, res["elapsed_s"], wall_s=round(t_res - t_case, 4),
+                            **({"worker_s": round(float(res["worker_s"]), 4)} if res.get("worker_s") is not None
+                               else {}))
                 _add_overhead(segment, res, t_res - t_case, time.perf_counter() - t_res)
 
         def run_slow(timeout_s: float, cases: list[Case]) -> None:
