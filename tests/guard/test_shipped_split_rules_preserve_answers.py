@@ -25,7 +25,7 @@ from kernelaudit.sweep.judge.execution import run_op
 ROOT = Path(__file__).resolve().parents[2]
 KNOWN = ROOT / "src/kernelaudit/guard/known_faults"
 #: The full grid's store the files below were derived from.
-STORE = ROOT / "benchmarks/results/2026-12-06-h200-warp-specialized-prefill-segment-11/store/verdicts.jsonl.gz"
+STORE = ROOT / "benchmarks/results/2026-12-06-h200-full-grid-segments-12-14/store/verdicts.jsonl.gz"
 FILES = ("full_grid_pools_factories.json", "full_grid_2_31.json", "full_grid_batched_lu_chunk_cat.json")
 BATCH = 24
 
