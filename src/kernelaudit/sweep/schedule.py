@@ -692,9 +692,10 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
                     held.note(c)
                 # the case's wall time through the pool and its worker's own time: where a
                 # segment's overhead goes, case by case (``_add_overhead`` sums it)
-                record_case(c, v, res["elapsed_s"], wall_s=round(t_res - t_case, 4),
-                            **({"worker_s": round(float(res["worker_s"]), 4)} if res.get("worker_s") is not None
-                               else {}))
+                times = {"wall_s": round(t_res - t_case, 4)}
+                if res.get("worker_s") is not None:
+                    times["worker_s"] = round(float(res["worker_s"]), 4)
+                record_case(c, v, res["elapsed_s"], **times)
                 _add_overhead(segment, res, t_res - t_case, time.perf_counter() - t_res)
 
         def run_slow(timeout_s: float, cases: list[Case]) -> None:

@@ -3,7 +3,8 @@
 Layout of a run directory::
 
     manifest.json     versions, device, thresholds, fault model, tolerances, seeds, plan
-    verdicts.jsonl    one {"case", "verdict", "elapsed_s", "recorded"} object per line
+    verdicts.jsonl    one {"case", "verdict", "elapsed_s", "recorded"} object per line; a case
+                      one worker ran alone adds "wall_s" (through the pool) and "worker_s"
 
 Every verdict is flushed and fsynced as it is recorded, so a crash or an interrupt
 loses nothing already judged; ``--resume`` skips every recorded case. A torn line
