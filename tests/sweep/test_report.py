@@ -599,3 +599,19 @@ def test_load_run_keeps_a_judged_verdict_over_a_later_skip_for_memory_but_not_ov
     by_op = {r.op: r.status for r in run.records}
     assert by_op == {"bmm": Status.WRONG, "mm": Status.SKIPPED}
     assert any("for 1 skipped for want of memory" in n for n in run.notes)
+
+
+def test_a_saved_map_holds_palette_colours_only_and_each_status_colour_exactly(run_dir):
+    from matplotlib.colors import to_rgb
+    from PIL import Image
+
+    from kernelaudit.sweep.report.grid import STATUS_COLOURS
+
+    path = report.write_reports(run_dir)["boundary_map"]
+    img = Image.open(path)
+    assert img.mode == "P"   # 8-bit colour indexes, not RGBA
+    used = {rgb for _, rgb in img.convert("RGB").getcolors(maxcolors=256)}
+    assert used <= set(figure_mod.map_palette())
+    # the run holds ok, wrong and error cases: their cells keep their colours, bit for bit
+    for status in (Status.OK, Status.WRONG, Status.ERROR):
+        assert tuple(round(255 * x) for x in to_rgb(STATUS_COLOURS[status])) in used, status

@@ -12,6 +12,8 @@ display needed, the Agg canvas renders it.
 
 from __future__ import annotations
 
+import functools
+import io
 import textwrap
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -19,6 +21,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib import transforms
 from matplotlib.collections import LineCollection
+from matplotlib.colors import to_rgb
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
@@ -215,10 +218,51 @@ def _draw_panel(ax, panel: Panel, grid: PanelGrid, x0: float, top: float, title_
 def save_figure(fig: Figure, path: Path) -> Path:
     """Write ``fig`` as PNG, lowering dpi so no side passes :data:`MAX_PIXELS`, never
     below :data:`MIN_DPI` (callers cut big maps into parts first; a part still too big
-    is written larger rather than with text below a pixel)."""
+    is written larger rather than with text below a pixel). The pixels are mapped to
+    :func:`map_palette` (8-bit colour indexes): every status colour stays exact, edges
+    and text keep their blends, and the file is about a third of the RGBA one (the full
+    grid's 33 maps of 2026-12-06: 6.3 MB against 20.8)."""
+    from PIL import Image
+
     FigureCanvasAgg(fig)
-    fig.savefig(path, format="png", dpi=max(_dpi(tuple(fig.get_size_inches())), MIN_DPI), facecolor="white")
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=max(_dpi(tuple(fig.get_size_inches())), MIN_DPI), facecolor="white")
+    rgb = Image.open(buf).convert("RGB")
+    rgb.quantize(palette=_palette_image(), dither=Image.Dither.NONE).save(path, format="png", optimize=True)
     return path
+
+
+#: Colours a map is drawn in besides the status colours: text, the cells' grid lines,
+#: the legend's edges.
+_INK = ("#000000", "#999999", "#808080")
+#: Blends of every pair of map colours (antialiased edges, white marks on a cell).
+_BLENDS = (0.25, 0.5, 0.75)
+
+
+def map_palette() -> list[tuple[int, int, int]]:
+    """The colours a saved map may hold: the status colours and the ink, exact; every
+    blend of two of them at :data:`_BLENDS`; a ramp of 32 greys for text."""
+    anchors = [_rgb(c) for c in (*STATUS_COLOURS.values(), *_INK)]
+    out = list(anchors)
+    for i, a in enumerate(anchors):
+        for b in anchors[i + 1:]:
+            out += [tuple(round(x * (1 - t) + y * t) for x, y in zip(a, b)) for t in _BLENDS]
+    out += [(g, g, g) for g in range(0, 256, 8)]
+    return list(dict.fromkeys(out))
+
+
+def _rgb(colour: str) -> tuple[int, int, int]:
+    return tuple(round(255 * x) for x in to_rgb(colour))  # type: ignore[return-value]
+
+
+@functools.lru_cache(maxsize=1)
+def _palette_image():
+    from PIL import Image
+
+    pal = Image.new("P", (1, 1))
+    flat = [v for c in map_palette() for v in c]
+    pal.putpalette(flat + [0] * (768 - len(flat)))
+    return pal
 
 
 def _dpi(size_in: tuple[float, float]) -> float:
