@@ -23,6 +23,7 @@
 #   the call in small chunks; PLAIN_OPS, PLAIN_TIMEOUT_S (150 a snippet), PLAIN_UNTIL_S (420: no snippet starts later),
 #   PLAIN_GUARDED=1: each again under `kernelaudit run`, the shipped rules)
 #   gluonncu (issue 19: ncu of the Gluon prefill pass, 4 warps, and the warp-specialized table tile; M = 4096, K = N = 8192)
+#   decodencu (issue 19: ncu of decode at M = 4, K = N = 8192: the table tile, a register-prefetch and an 8-warp TMA tile)
 #   guardgrid (issue 16: the full grid's guard GPU tests: linspace/logspace, softmin, random draws,
 #   unique_consecutive, norm rows, matrix_exp, pinv; GUARDGRID_K overrides the -k selection, GUARDGRID_TIMEOUT_S 420)
 #   steps: gputests (all of tests/gpu) oomsweep (float32 backward at 2*2^32: OOM retries) flatab (flat orders and tiles, interleaved rounds) flatncu kernels verify ncu profile guard sweep workers_ab repro corpus oracle_cost demo
@@ -170,6 +171,21 @@ for t in (Tiles(128, 128, 16, 4, 1, group_m=8, split_lanes=True, gluon=True),   
     gemm.linear(x, w, tiles=t)
 torch.cuda.synchronize()" > "$O/gluon_ncu.txt" 2>&1
     grep -E '^  [a-z_]+|Duration|SM Frequency|Shared|Compute \(SM\) Throughput|Registers Per Thread|Achieved Occupancy|Theoretical Occupancy|Block Limit|Stall|bank_conflicts|pipe_fma|Issue Slots Busy|Executed Ipc' "$O/gluon_ncu.txt" | tail -80 ;;
+  decodencu) log decode_ncu  # issue 19: what holds decode at M = 4 (the same 0.055 ms on the H100 and the H200)
+    timeout ${NCU_TIMEOUT_S:-240} ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats \
+      --section InstructionStats --section MemoryWorkloadAnalysis_Tables --section SchedulerStats \
+      --metrics l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,dram__bytes_read.sum.per_second \
+      -k regex:ieee_lanes_kernel python3 -c "
+import torch
+from kernelaudit.repro import gemm
+from kernelaudit.repro.tiles import Tiles, pick
+x = torch.randn(4, 8192, device='cuda', dtype=torch.bfloat16); w = torch.randn(8192, 8192, device='cuda', dtype=torch.bfloat16)
+for t in (pick('ieee', 8192, 8192, torch.bfloat16, m=4),                     # the table tile (TMA stages)
+          Tiles(4, 64, 128, 4, 1, tiled=True, prefetch=True),                # register prefetch, 64 columns
+          Tiles(4, 32, 128, 8, 4, tiled=True, tma=True)):                    # 8 warps a program
+    gemm.linear(x, w, tiles=t)
+torch.cuda.synchronize()" > "$O/decode_ncu.txt" 2>&1
+    grep -E '^  [a-z_]+|Duration|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Registers Per Thread|Achieved Occupancy|Block Limit|Stall|bank_conflicts|pipe_fma|bytes_read|Issue Slots Busy|No Eligible|Active Warps Per Scheduler|Eligible Warps' "$O/decode_ncu.txt" | tail -90 ;;
   quicksweep) log quick_sweep; rm -rf runs/quick-h200  # issue 16: every family within 3 minutes
     /usr/bin/time -f "quick sweep wall %e s" timeout 300 python3 -m kernelaudit sweep --device cuda --quick ${QUICK_SWEEP_OPS:+--ops "$QUICK_SWEEP_OPS"} \
       --out runs/quick-h200 ${QUICK_CASE_TIMEOUT_S:+--case-timeout $QUICK_CASE_TIMEOUT_S} > "$O/quick_sweep.log" 2>&1; tail -8 "$O/quick_sweep.log"
