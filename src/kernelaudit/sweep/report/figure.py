@@ -221,7 +221,7 @@ def save_figure(fig: Figure, path: Path) -> Path:
     is written larger rather than with text below a pixel). The pixels are mapped to
     :func:`map_palette` (8-bit colour indexes): every status colour stays exact, edges
     and text keep their blends, and the file is about a third of the RGBA one (the full
-    grid's 33 maps of 2026-12-06: 6.3 MB against 20.8)."""
+    grid's 33 maps of 2026-12-06: 6.1 MB against 20.8)."""
     from PIL import Image
 
     FigureCanvasAgg(fig)
