@@ -143,3 +143,20 @@ def test_a_float16_norm_past_the_dtype_range_is_right_as_inf_and_a_wrong_inf_is_
     y = torch.full((2**12,), 0.5, dtype=torch.float16)  # norm 32: an inf there is wrong
     v = judge_outputs(op, y.numel(), y.dtype, th, (y,), (torch.tensor(float("inf"), dtype=torch.float16),))
     assert v.status is Status.WRONG, v.message
+
+
+def test_true_positions_counted_in_chunks_equal_the_whole_masks_and_the_index_ops_stay_right(monkeypatch):
+    from kernelaudit.sweep.judge import metamorphic_ops as mo
+
+    monkeypatch.setattr(mo, "MAX_PASS", 64)      # N = 768 elements: 12 chunks, most with a spot
+    whole = torch.nonzero(mo._mask_at(torch.arange(N))).flatten()
+    js = spots(N, TH)
+    got, total = mo._true_positions(N, TH, js)
+    assert total == whole.numel()
+    inside = js < total
+    assert torch.equal(got[inside], whole[js[inside]]) and bool((got[~inside] == -1).all())
+    for name in ("masked_select", "nonzero", "argwhere"):
+        torch.manual_seed(0)
+        assert check(name, N, dtype="float32", scale=SCALE).ok
+        v = check(name, N, dtype="float32", scale=SCALE, fault_model="wrap32")
+        assert v.status is Status.WRONG, f"{name} under wrap32: {v.message}"

@@ -321,23 +321,26 @@ def _mask_at(idx, key=41):
     return gen.values_at(idx, key, torch.bool)
 
 
-def _true_positions(n, th, js, key=41):
-    """int64 positions of the ``js``-th true elements of the generated mask over [0, n),
-    counted chunk by chunk (int64); -1 where there are fewer."""
-    dev = js.device
+def _true_positions(n, th, js, key=41, device=None):
+    """int64 positions (on the CPU) of the ``js``-th true elements of the generated mask
+    over [0, n), counted chunk by chunk on ``device`` (default ``js``'s; int64); -1 where
+    there are fewer. Each chunk is generated once to count and once more only if a spot
+    falls in it: 2^32 mask values hashed on the CPU, and a chunk regenerated per spot,
+    took masked_select's judge past the 20 s a case has on the H200 (45 s for 2^24 values
+    on a 2-core CPU, against 1.9 s for the op)."""
+    dev = device if device is not None else js.device
     step = min(MAX_PASS, max(1, n))
-    counts = []
-    for s in range(0, n, step):
-        counts.append(int(_mask_at(torch.arange(s, min(n, s + step), device=dev), key).sum()))
-    cum = torch.tensor([0] + counts, dtype=torch.int64).cumsum(0)
+    starts = range(0, n, step)
+    sums = [_mask_at(torch.arange(s, min(n, s + step), device=dev), key).sum() for s in starts]
+    cum = torch.tensor([0] + torch.stack(sums).tolist(), dtype=torch.int64).cumsum(0)
+    js = js.cpu()
+    chunk = torch.searchsorted(cum, js, right=True) - 1
     out = torch.full(js.shape, -1, dtype=torch.int64)
-    for k, j in enumerate(js.tolist()):
-        c = int(torch.searchsorted(cum, torch.tensor(j), right=True)) - 1
-        if c >= len(counts):
-            continue
-        s = c * step
-        pos = torch.nonzero(_mask_at(torch.arange(s, min(n, s + step), device=dev), key)).flatten()
-        out[k] = s + int(pos[j - int(cum[c])])
+    for c in torch.unique(chunk[chunk < len(starts)]).tolist():
+        s = starts[c]
+        pos = torch.nonzero(_mask_at(torch.arange(s, min(n, s + step), device=dev), key)).flatten().cpu()
+        sel = chunk == c
+        out[sel] = s + pos[js[sel] - cum[c]]
     return out, int(cum[-1])
 
 
@@ -358,7 +361,7 @@ def _masked_judge(kind):
         x = inputs[0]
         js_max = max(int(got.numel()), 1)
         pos_spots = spots(js_max, th)
-        where, total = _true_positions(n, th, pos_spots)
+        where, total = _true_positions(n, th, pos_spots, device=x.device)
         f = Finding("spot-index", "exact", 0.0)
         if got.numel() != total:
             f.add(math.inf, min(got.numel(), total), f"{got.numel()} elements, {total} expected")
