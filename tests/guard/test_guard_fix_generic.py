@@ -382,3 +382,17 @@ def test_opinfo_findings_entry_points_split_along_batch_bitwise(entries, call):
         got = run()
     assert all(torch.equal(a, b) for a, b in zip(got, honest))
     assert engine.stats().fixed >= 2  # the forward and at least one backward
+
+
+def test_a_split_keeps_an_empty_output_the_call_did_not_compute_whole():
+    # _linalg_eigh without compute_v returns its vectors as an empty (0,) tensor, not a
+    # slice along the batch: the split returns it as is, the eigenvalues assembled
+    from kernelaudit.guard.separable import fix_split
+
+    x = torch.randn(40, 4, 4, generator=torch.Generator().manual_seed(2))
+    x = x + x.mT
+    func = torch.ops.aten._linalg_eigh.default
+    want = func(x, "L", False)
+    got = fix_split(func, (x, "L", False), {}, lambda n, *a, **k: func(*a, **k),
+                    lambda ts, outs: ts[0].shape[0] <= 8, (0,), [160, 0])
+    assert torch.equal(got[0], want[0]) and got[1].shape == want[1].shape == (0,)

@@ -514,11 +514,14 @@ class _Whole:
 
 def _alloc(r, d: int, n: int, n_all: int, name: str = ""):
     """The whole-call output a piece's output ``r`` (returned as ``name``) is a slice of
-    (None stays None; per-call metadata, :data:`WHOLE_OUTPUTS`, is kept whole)."""
+    (None stays None; per-call metadata, :data:`WHOLE_OUTPUTS`, and an empty output that is
+    not a slice, are kept whole)."""
     if r is None:
         return None
     if name in WHOLE_OUTPUTS or isinstance(r, (int, float)):
         return _Whole(r)
+    if isinstance(r, torch.Tensor) and r.numel() == 0 and (r.dim() <= d or r.shape[d] != n):
+        return _Whole(r)   # an output the call did not compute (eigh's vectors without compute_v): empty
     if not isinstance(r, torch.Tensor) or r.dim() <= d or r.shape[d] != n:
         what = f"shape {tuple(r.shape)}" if isinstance(r, torch.Tensor) else type(r).__name__
         raise CannotSplit(f"an output ({what}) is not a slice along dim {d} of the whole call's")
