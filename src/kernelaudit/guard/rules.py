@@ -82,9 +82,10 @@ FACTORIES = ("arange", "linspace", "logspace")
 #: Aten ops the guard fixes in a way of their own rather than by a split along one dim
 #: (the fixes: :data:`kernelaudit.guard.separable.OWN_FIX`): draws in pieces of draws,
 #: pieces merged at their cuts, softmax's backward moved off its spatial kernel, batched
-#: matrices in pieces of the batch, a tall matrix's SVD through a QR of row pieces.
+#: matrices in pieces of the batch, a tall matrix's SVD through a QR of row pieces, a layer
+#: norm in pieces of its rows.
 OWN_FIXES = frozenset({"multinomial", "unique_consecutive", "_softmax_backward_data", "_log_softmax_backward_data",
-                       "linalg_matrix_exp", "_linalg_svd"})
+                       "linalg_matrix_exp", "_linalg_svd", "native_layer_norm"})
 
 
 def own_fixed(aten: Sequence[str]) -> bool:
@@ -362,7 +363,8 @@ def dump_rules(rules: Iterable[KnownFault], path: str | Path, **meta) -> Path:
 DATABASE_FILES = ("mps_study.json", "sweeps_of_record.json", "quick_sweep_opinfo.json", "sdpa_heads.json",
                   "sdpa_heads_float32.json", "full_grid_pools_factories.json", "full_grid_softmax_backward.json",
                   "full_grid_2_31.json", "norm_backward_rows.json", "random_draws.json", "tall_svd.json",
-                  "full_grid_batched_lu_chunk_cat.json", "batched_lu_solve.json")
+                  "full_grid_batched_lu_chunk_cat.json", "batched_lu_solve.json",
+                  "batched_eigh_layer_norm_rows.json")
 
 
 @functools.lru_cache(maxsize=1)

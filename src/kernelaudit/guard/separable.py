@@ -642,6 +642,40 @@ def fix_batched_matrices(func, args, kwargs, run: Runner, safe: Callable, out_nu
     return fix_split(func, args, kwargs, run, safe, (0,), out_numels)
 
 
+def fix_layer_norm_rows(func, args, kwargs, run: Runner, safe: Callable, out_numels: Sequence[int],
+                        min_pieces: int = MIN_PIECES):
+    """``native_layer_norm`` in pieces of its rows: the input viewed as rows x the
+    normalized dims, cut along the rows; weight and bias (shaped like the normalized dims)
+    go whole to every piece. CUDA's forward launches a block a row and refuses more rows
+    than its grid holds ('M should be less than maximum CUDA grid size'); each row is
+    normalized alone, so the pieces are the same computation. Its own fix because the
+    rule writer sees weight and bias as tensors not separable along dim 0."""
+    b = bind(func, args, kwargs)
+    x, shape = b["input"], [int(s) for s in b["normalized_shape"]]
+    k = len(shape)
+    if x.dim() <= k or tuple(x.shape[x.dim() - k:]) != tuple(shape):
+        raise CannotSplit(f"normalized_shape {shape} leaves no rows of an input of shape {tuple(x.shape)}")
+    lead = tuple(x.shape[:x.dim() - k])
+    rows = x.reshape(-1, *shape)
+    m = rows.shape[0]
+    whole = [t for t in (b.get("weight"), b.get("bias")) if isinstance(t, torch.Tensor)]
+    k_rows = _largest(lambda n: safe([rows.narrow(0, 0, n), *whole], [o * n // m for o in out_numels]), m)
+    if k_rows == 0:
+        raise CannotSplit("even one row is unsafe")
+    k_rows = _piece_len(k_rows, m, min_pieces)
+    out = torch.empty_like(rows, memory_format=torch.contiguous_format)
+    stats = None
+    for i0 in range(0, m, k_rows):
+        n = min(k_rows, m - i0)
+        o, *st = run(entry_name(func), rows.narrow(0, i0, n), shape, b.get("weight"), b.get("bias"), b["eps"])
+        if stats is None:
+            stats = [s.new_empty((m, *s.shape[1:])) for s in st]
+        out.narrow(0, i0, n).copy_(o)
+        for full, s in zip(stats, st):
+            full.narrow(0, i0, n).copy_(s)
+    return (out.reshape(x.shape), *(s.reshape(*lead, *s.shape[1:]) for s in stats))
+
+
 #: Row pieces of a tall matrix's QR stay under this many elements (cuSOLVER's 32-bit
 #: counts), whatever the SVD rule allows.
 QR_PIECE_ELEMENTS = 2**31 - 1
@@ -726,4 +760,5 @@ def fix_tall_svd(func, args, kwargs, run: Runner, safe: Callable, out_numels: Se
 OWN_FIX = {"multinomial": fix_multinomial, "unique_consecutive": fix_unique_consecutive,
            "_softmax_backward_data": fix_softmax_backward_last_dim,
            "_log_softmax_backward_data": fix_softmax_backward_last_dim,
-           "linalg_matrix_exp": fix_batched_matrices, "_linalg_svd": fix_tall_svd}
+           "linalg_matrix_exp": fix_batched_matrices, "_linalg_svd": fix_tall_svd,
+           "native_layer_norm": fix_layer_norm_rows}
