@@ -363,7 +363,7 @@ def dump_rules(rules: Iterable[KnownFault], path: str | Path, **meta) -> Path:
 DATABASE_FILES = ("mps_study.json", "sweeps_of_record.json", "quick_sweep_opinfo.json", "sdpa_heads.json",
                   "sdpa_heads_float32.json", "full_grid_pools_factories.json", "full_grid_softmax_backward.json",
                   "full_grid_2_31.json", "norm_backward_rows.json", "random_draws.json", "tall_svd.json",
-                  "full_grid_batched_lu_chunk_cat.json", "batched_lu_solve.json",
+                  "full_grid_batched_lu_chunk_cat.json", "batched_lu_solve.json", "full_grid_float32.json",
                   "batched_eigh_layer_norm_rows.json")
 
 
