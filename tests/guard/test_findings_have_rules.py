@@ -16,6 +16,7 @@ COVERED_BY = {
     "nn.functional.local_response_norm": "nn.functional.avg_pool2d",   # its inner avg_pool2d calls
     "sdpa.flash": "sdpa",                                        # batch past 65535 at the flash entry
     "logdet": "linalg.slogdet",                                  # its _linalg_slogdet call
+    "linalg.pinv.hermitian": "linalg.eigvalsh",                  # its _linalg_eigh call
 }
 #: Finding op -> why no rule is shipped for it.
 NOT_FIXED = {
@@ -34,12 +35,38 @@ def _covered() -> set[str]:
     return out
 
 
+def _covered_dtypes() -> dict[str, set[str]]:
+    """Sweep op -> the dtypes its shipped rules screen (``*``: a rule for every dtype)."""
+    out: dict[str, set[str]] = {}
+    for r in known_faults():
+        ops = {r.op} | {c.split("/")[0] for c in (r.provenance or {}).get("cases") or ()}
+        for op in ops:
+            out.setdefault(op, set()).update(r.dtypes or ("*",))
+    return out
+
+
 def test_every_finding_has_a_shipped_rule_or_a_stated_reason(full_grid_findings):
     covered = _covered()
     assert {"nn.functional.rrelu", "bernoulli", "multinomial", "addmm.decomposed"} <= covered
     open_ = {op: ids[:2] for op, ids in full_grid_findings.items()
              if op not in covered and op not in NOT_FIXED and COVERED_BY.get(op) not in covered}
     assert not open_, f"findings no shipped rule fixes or refuses, and no reason given: {open_}"
+
+
+def test_every_finding_dtype_is_screened_by_a_rule_for_that_dtype(full_grid_findings):
+    # a rule for an op's float16 calls leaves its float32 finding open: each finding
+    # case's dtype (the id's second field) must be among its rules' dtypes
+    covered = _covered_dtypes()
+    assert covered["matrix_exp"] and "*" not in covered["matrix_exp"]   # dtype-specific rules: a check that can fail
+    open_ = {}
+    for op, ids in full_grid_findings.items():
+        if op in NOT_FIXED:
+            continue
+        screened = covered.get(op, set()) | covered.get(COVERED_BY.get(op, ""), set())
+        missing = sorted({i.split("/")[1] for i in ids} - screened) if "*" not in screened else []
+        if missing:
+            open_[op] = missing
+    assert not open_, f"finding dtypes no shipped rule screens (op -> dtypes): {open_}"
 
 
 def test_the_lists_name_only_findings_of_the_store(full_grid_findings):

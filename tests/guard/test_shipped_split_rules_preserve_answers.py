@@ -25,8 +25,9 @@ from kernelaudit.sweep.judge.execution import run_op
 ROOT = Path(__file__).resolve().parents[2]
 KNOWN = ROOT / "src/kernelaudit/guard/known_faults"
 #: The full grid's store the files below were derived from.
-STORE = ROOT / "benchmarks/results/2026-12-06-h200-full-grid-segments-12-14/store/verdicts.jsonl.gz"
-FILES = ("full_grid_pools_factories.json", "full_grid_2_31.json", "full_grid_batched_lu_chunk_cat.json")
+STORE = ROOT / "benchmarks/results/2026-12-06-h100-full-grid-segments-15-17/store/verdicts.jsonl.gz"
+FILES = ("full_grid_pools_factories.json", "full_grid_2_31.json", "full_grid_batched_lu_chunk_cat.json",
+         "full_grid_float32.json", "batched_eigh_layer_norm_rows.json")
 BATCH = 24
 
 
@@ -53,8 +54,11 @@ def cases():
 
 def _scaled(rule, tensors):
     """The rule moved to the CPU, ungated, starting at half the largest of ``tensors`` (in
-    its measure: elements or bytes), so the whole call is unsafe and its pieces are not."""
-    big = max(t.untyped_storage().nbytes() if rule.when["kind"] == "bytes" else t.numel() for t in tensors)
+    its measure: elements, bytes or the size of its dim), so the whole call is unsafe and
+    its pieces are not."""
+    kind, d = rule.when["kind"], rule.when.get("dim")
+    big = max(t.untyped_storage().nbytes() if kind == "bytes" else (t.shape[d] if t.dim() > d else 0)
+              if kind == "dim" else t.numel() for t in tensors)
     return dataclasses.replace(rule, device="cpu", versions={}, when={**rule.when, "at_least": max(2, big // 2)})
 
 
