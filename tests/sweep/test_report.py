@@ -18,7 +18,7 @@ from rich.console import Console
 from kernelaudit.sweep import report
 from kernelaudit.sweep.report import RunStoreError, boundary_grid, load_run, print_summary, render_boundary_map
 from kernelaudit.sweep.report import figure as figure_mod
-from kernelaudit.sweep.report.figure import grid_rgb
+from kernelaudit.sweep.report.figure import grid_rgb, title_text
 from kernelaudit.sweep.report.grid import Panel, size_label_key, status_rgb
 from kernelaudit.verdict import BadBatches, Status, Verdict
 
@@ -283,7 +283,7 @@ def test_summary_counts_the_workers_a_run_replaced(tmp_path):
     assert "150 s (2.5 min) in 2 invocations, 3 workers replaced" in summary_text(run)
 
 
-def test_summary_names_every_device_a_resumed_run_went_on_with(tmp_path):
+def test_summary_and_map_title_name_every_device_a_resumed_run_went_on_with(tmp_path):
     segments = [{"started": "a", "wall_s": 100.0, "completed": False, "cases_run": 667},
                 {"started": "b", "wall_s": 50.0, "completed": False, "cases_run": 1148,
                  "device": {"type": "cuda", "name": "NVIDIA H100 80GB HBM3", "memory_bytes": 85520809984}}]
@@ -291,6 +291,7 @@ def test_summary_names_every_device_a_resumed_run_went_on_with(tmp_path):
     assert f"cases run on {run.manifest.device.name} (667), NVIDIA H100 80GB HBM3 (1148)" in summary_text(run)
     assert "cases run on" not in summary_text(load_run(store(tmp_path, [line(case(), OK)], segments=segments[:1],
                                                              name="one")))
+    assert f"Boundary map - {run.manifest.device.name} and NVIDIA H100 80GB HBM3 (" in title_text(run)
 
 
 def test_summary_of_a_run_with_nothing_bad_says_so(tmp_path):

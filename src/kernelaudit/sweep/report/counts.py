@@ -98,6 +98,17 @@ def progress_text(run: Run) -> str:
     return f"{n} of {planned} planned cases recorded"
 
 
+def cases_by_device(run: Run) -> dict[str, int]:
+    """Device name -> cases its invocations ran, in the order they first ran (a run resumed
+    on other machines; a segment that names no device ran on the manifest's)."""
+    m = run.manifest
+    on: dict[str, int] = {}
+    for s in m.segments:
+        name = (s.get("device") or {}).get("name") or m.device.name
+        on[name] = on.get(name, 0) + int(s.get("cases_run") or 0)
+    return on or {m.device.name: 0}
+
+
 def wall_text(run: Run) -> str | None:
     """``612 s (10.2 min) in 2 invocations, 1 cut short, 3 workers replaced`` or None
     when unrecorded (workers replaced after a crash, hang or poisoned device: each
@@ -108,12 +119,7 @@ def wall_text(run: Run) -> str | None:
     n = len(m.segments)
     cut = sum(1 for s in m.segments if not s.get("completed"))
     replaced = sum(int(s.get("workers_replaced") or 0) for s in m.segments)
-    # a run resumed on other machines: which devices, each with its cases (segments that
-    # name none ran on the manifest's device)
-    on: dict[str, int] = {}
-    for s in m.segments:
-        name = (s.get("device") or {}).get("name") or m.device.name
-        on[name] = on.get(name, 0) + int(s.get("cases_run") or 0)
+    on = cases_by_device(run)
     return (f"{m.wall_s:.0f} s ({m.wall_s / 60:.1f} min) in {n} invocation{'s' if n != 1 else ''}"
             + (f", {cut} cut short" if cut else "")
             + (f", {replaced} worker{'s' if replaced != 1 else ''} replaced" if replaced else "")

@@ -26,7 +26,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from .counts import progress_text
+from .counts import cases_by_device, progress_text
 from .grid import (STATUS_COLOURS, STATUS_LABELS, STATUS_MARKS, Panel, PanelGrid, boundary_grid, overview_grid,
     panel_sort_key, status_rgb)
 from .run import Run
@@ -104,11 +104,13 @@ def _layout(grids: dict[Panel, PanelGrid]) -> _Layout:
 
 
 def title_text(run: Run) -> str:
-    """Device, torch, fault model, scale and date: what every recorded figure states."""
+    """Device (every device a resumed run ran on), torch, fault model, scale and start date:
+    what every recorded figure states."""
     m = run.manifest
     scale = f"2^{m.scale_bits}" if m.scale_bits is not None else "?"
+    devices = " and ".join(cases_by_device(run))
     return (
-        f"Boundary map - {m.device.name} ({m.device.type}), torch {m.torch}, "
+        f"Boundary map - {devices} ({m.device.type}), torch {m.torch}, "
         f"fault model {m.fault_model}, scale 2^32 -> {scale}, {m.date}"
     )
 
