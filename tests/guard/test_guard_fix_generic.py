@@ -396,3 +396,14 @@ def test_a_split_keeps_an_empty_output_the_call_did_not_compute_whole():
     got = fix_split(func, (x, "L", False), {}, lambda n, *a, **k: func(*a, **k),
                     lambda ts, outs: ts[0].shape[0] <= 8, (0,), [160, 0])
     assert torch.equal(got[0], want[0]) and got[1].shape == want[1].shape == (0,)
+
+
+def test_unique_consecutive_is_never_cut_generically_even_where_its_pieces_happen_to_agree():
+    # a split of unique_consecutive would leave equal neighbours at a cut unmerged: the
+    # generic splitter refuses it (its own fix merges them), even on data without any
+    from kernelaudit.guard.separable import fix_split
+
+    x = torch.arange(64.0)
+    func = torch.ops.aten.unique_consecutive.default
+    with pytest.raises(CannotSplit, match="whole input"):
+        fix_split(func, (x,), {}, lambda n, *a, **k: func(*a, **k), lambda ts, outs: ts[0].numel() <= 8, (0,), [64])

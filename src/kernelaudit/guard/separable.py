@@ -291,6 +291,11 @@ WORKS_ALONG = ("dim", "dims", "dim0", "dim1", "axis", "dimension", "start_dim", 
 #: Ops that work along their input's last dim without an argument saying so: a
 #: ``multinomial`` draws from each row's categories (a 1-d input is one distribution).
 WORKS_ALONG_LAST = ("multinomial",)
+#: Ops whose output at a position depends on elements anywhere in the input, along every
+#: dim (``unique`` sorts the whole tensor; ``unique_consecutive`` merges equal neighbours,
+#: also across a cut): never cut generically (``unique_consecutive`` has a fix of its own,
+#: pieces merged at the cuts). An empty placeholder output no longer refuses them.
+WHOLE_INPUT = ("unique_consecutive", "unique_dim_consecutive", "_unique", "_unique2", "unique_dim")
 #: Entry points that work on matrices, their input's last two dims (linear algebra):
 #: only the batch dims before them are cut.
 MATRIX_PREFIXES = ("linalg_", "_linalg_")
@@ -383,6 +388,8 @@ def _split(func, name: str, args, kwargs, run: Runner, safe, dims, out_numels, m
         along.update(range(max(0, lead.dim() - 2), lead.dim()))
     if along is None or d in along:
         raise CannotSplit(f"{name} works along dim {d} here (its dim arguments): its pieces would not be independent")
+    if op_of(name) in WHOLE_INPUT:
+        raise CannotSplit(f"{name} relates elements across the whole input: its pieces would not be independent")
     n_all = lead.shape[d]
     for k_ in outs_kw:   # an out= tensor not yet of the call's shape: resized first, as its kernel would
         o = kwargs.get(k_)
