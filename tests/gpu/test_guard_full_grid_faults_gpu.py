@@ -13,7 +13,9 @@ elements is merged from pieces (``known_faults/full_grid_2_31.json``); pinv of o
 matrix, refused bare by cuSOLVER, runs its SVD through a QR of row pieces
 (``known_faults/tall_svd.json``); det and slogdet of 2^31 - 8 1 x 1 matrices, failing bare
 in cuBLAS's batched LU, run in pieces of the batch, det's backward included
-(``known_faults/full_grid_batched_lu_chunk_cat.json``; its solve: ``known_faults/batched_lu_solve.json``). Bare, the pooling calls end
+(``known_faults/full_grid_batched_lu_chunk_cat.json``; its solve: ``known_faults/batched_lu_solve.json``);
+float32 matrix_exp past 2^31 bytes, batched eigvalsh past 65,535 matrices and layer norm past
+2^31 - 1 rows (``full_grid_float32.json``, ``batched_eigh_layer_norm_rows.json``). Bare, the pooling calls end
 the process's CUDA context (an illegal memory access), so none is run bare here. The
 rules are taken without their version gate; each test needs 20-60 GiB free.
 """
@@ -388,3 +390,60 @@ def test_slogdet_and_det_backward_of_2_31_matrices_are_computed_in_pieces_of_the
     assert st.fixed >= 2 and st.refused == 0, st.summary()
     assert torch.equal(d, x.detach().view(-1))
     assert bool((xg.grad == 1).all()), "d det / dx of a 1 x 1 matrix is 1"
+
+
+def test_float32_matrix_exp_past_2_31_bytes_is_wrong_bare_and_right_in_pieces_under_the_guard():
+    # known_faults/full_grid_float32.json: the grid's 2^31 B+ case (21,474,840 5 x 5
+    # matrices) read wrong from flat index 0 on an H100; the guard runs pieces of the batch
+    _need(20)
+    batch = 21474840
+    g = torch.Generator(device="cuda").manual_seed(5)
+    a = torch.rand(batch, 5, 5, generator=g, device="cuda") * 2 - 1
+    want = {i0: torch.linalg.matrix_exp(a[i0:i0 + 4096]) for i0 in (0, batch // 2, batch - 4096)}
+    bare = torch.linalg.matrix_exp(a)
+    bare_bad = sum(int(((bare[i0:i0 + 4096] - w).abs() > 1e-4 * (1 + w.abs())).sum()) for i0, w in want.items())
+    del bare
+    got, st = _guarded(_rules("matrix_exp", "full_grid_float32.json"), lambda: torch.linalg.matrix_exp(a))
+    assert st.fixed == 1 and st.refused == 0, st.summary()
+    for i0, w in want.items():
+        torch.testing.assert_close(got[i0:i0 + 4096], w, rtol=1e-5, atol=1e-5)
+    print(f"bare: {bare_bad} of {3 * 4096 * 25} checked elements wrong")   # the fault, recorded (-s)
+
+
+def test_batched_eigvalsh_past_65535_matrices_raises_bare_and_is_split_under_the_guard():
+    # known_faults/batched_eigh_layer_norm_rows.json: cusolverDnXsyevBatched fails past
+    # 65,535 matrices (the grid's dim axis: 65,572 5 x 5); eigvalsh, matrix_rank and pinv
+    # (hermitian) reach it through _linalg_eigh, which the guard runs in pieces
+    _need(2)
+    g = torch.Generator(device="cuda").manual_seed(9)
+    x = torch.rand(65572, 5, 5, generator=g, device="cuda") * 2 - 1
+    x = x + x.mT
+    with pytest.raises(RuntimeError, match="CUSOLVER_STATUS"):
+        torch.linalg.eigvalsh(x)
+        torch.cuda.synchronize()
+    rules = _rules("linalg.eigvalsh", "batched_eigh_layer_norm_rows.json")
+    want = torch.cat([torch.linalg.eigvalsh(x[i:i + 8192]) for i in range(0, x.shape[0], 8192)])
+    (w, rank, p), st = _guarded(rules, lambda: (torch.linalg.eigvalsh(x), torch.linalg.matrix_rank(x, hermitian=True),
+                                                torch.linalg.pinv(x, hermitian=True)))
+    assert st.fixed == 3 and st.refused == 0, st.summary()
+    torch.testing.assert_close(w, want, rtol=1e-6, atol=1e-6)
+    assert torch.equal(rank, torch.cat([torch.linalg.matrix_rank(x[i:i + 8192], hermitian=True)
+                                        for i in range(0, x.shape[0], 8192)]))
+    torch.testing.assert_close(p[:8192], torch.linalg.pinv(x[:8192], hermitian=True), rtol=1e-4, atol=1e-4)
+
+
+def test_layer_norm_past_2_31_rows_raises_bare_and_runs_in_row_pieces_under_the_guard():
+    # known_faults/batched_eigh_layer_norm_rows.json: "M should be less than maximum CUDA
+    # grid size" past 2^31 - 1 rows (the grid's 2,147,483,904 rows of 2, float16)
+    _need(40)
+    rows = 2147483904
+    x = torch.randn(rows, 2, device="cuda", dtype=torch.float16)
+    w, b = torch.tensor([1.5, -0.5], device="cuda", dtype=torch.float16), torch.tensor([0.25, 2.0], device="cuda",
+                                                                                          dtype=torch.float16)
+    with pytest.raises(RuntimeError, match="maximum CUDA grid size"):
+        F.layer_norm(x, (2,), w, b)
+    rules = _rules("native_layer_norm", "batched_eigh_layer_norm_rows.json")
+    y, st = _guarded(rules, lambda: F.layer_norm(x, (2,), w, b))
+    assert st.fixed == 1 and st.refused == 0, st.summary()
+    for i0 in (0, 2**31 - 4096, rows - 4096):
+        torch.testing.assert_close(y[i0:i0 + 4096], F.layer_norm(x[i0:i0 + 4096], (2,), w, b), rtol=1e-3, atol=1e-3)
