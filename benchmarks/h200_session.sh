@@ -2,7 +2,8 @@
 # Time-boxed H200 steps: GPU tests and benchmarks of all three capabilities.
 # Every output lands in $OUT/h200 and is packed into $OUT/h200_results.tgz.
 # Usage (device tool): bash benchmarks/h200_session.sh STEP [STEP...]
-# A sweep resumes runs/h200 when it exists (carry it between calls).
+# A sweep resumes runs/h200 when it exists (carry it between calls, or carry runs/h200z, packed by
+# benchmarks/pack_store.sh, which is unpacked over runs/h200 first).
 # Resumable long steps (carry runs/ back and forth with the device tool's `carry`):
 #   kernelbench (KernelBench L1-3 at their own shapes, KB_BUDGET_S/KB_LEVELS/KB_ONLY/KB_JOBS: 4 workers,
 #   out-of-memory problems again alone),
@@ -45,6 +46,12 @@ export KERNELAUDIT_CACHE_DIR=${KERNELAUDIT_CACHE_DIR:-$PWD/runs/cache}
 export KERNELAUDIT_KERNELBENCH=${KERNELAUDIT_KERNELBENCH:-$PWD/.kb/KernelBench}
 O=${OUT:-/tmp/out}/h200; mkdir -p "$O"
 log() { echo "== $(date -u +%T) $*"; }
+# The sweep store carried compressed (benchmarks/pack_store.sh writes runs/h200z: the store with
+# the rest of the tree passes the device's 64 MiB cap): unpacked over runs/h200, which it replaces.
+if [ -f runs/h200z/verdicts.jsonl.gz ]; then
+  rm -rf runs/h200 && mkdir -p runs/h200 && cp runs/h200z/*.json runs/h200/ \
+    && gunzip -c runs/h200z/verdicts.jsonl.gz > runs/h200/verdicts.jsonl && log "store unpacked: $(wc -l < runs/h200/verdicts.jsonl) records"
+fi
 steps=${*:-kernels verify profile guard demo corpus oracle_cost}
 log env; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$O/env.txt"
 python3 -c "import torch,triton,platform;print(torch.__version__,triton.__version__,torch.version.cuda,platform.python_version())" | tee -a "$O/env.txt"
