@@ -294,7 +294,8 @@ WORKS_ALONG_LAST = ("multinomial",)
 #: Ops whose output at a position depends on elements anywhere in the input, along every
 #: dim (``unique`` sorts the whole tensor; ``unique_consecutive`` merges equal neighbours,
 #: also across a cut): never cut generically (``unique_consecutive`` has a fix of its own,
-#: pieces merged at the cuts). An empty placeholder output no longer refuses them.
+#: pieces merged at the cuts); the empty outputs they return for what was not asked for are
+#: kept whole like any placeholder, so this list, not those, refuses them.
 WHOLE_INPUT = ("unique_consecutive", "unique_dim_consecutive", "_unique", "_unique2", "unique_dim")
 #: Entry points that work on matrices, their input's last two dims (linear algebra):
 #: only the batch dims before them are cut.
