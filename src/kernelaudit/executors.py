@@ -338,6 +338,8 @@ def describe_exit(code: int | None) -> str:
             return f"killed by signal {signal.Signals(-code).name}"
         except ValueError:
             return f"killed by signal {-code}"
+    if code == 255:   # also the forkserver's word for a status it lost under load (CPython #140867)
+        return "exit status 255 (or unknown: a forkserver reports 255 for a status it lost)"
     return f"exit status {code}"
 
 
