@@ -434,16 +434,37 @@ def test_batched_eigvalsh_past_65535_matrices_raises_bare_and_is_split_under_the
 
 def test_layer_norm_past_2_31_rows_raises_bare_and_runs_in_row_pieces_under_the_guard():
     # known_faults/batched_eigh_layer_norm_rows.json: "M should be less than maximum CUDA
-    # grid size" past 2^31 - 1 rows (the grid's 2,147,483,904 rows of 2, float16)
-    _need(40)
+    # grid size" past 2^31 - 1 rows (the grid's 2,147,483,904 rows of 2, float16), in the
+    # forward and (PyTorch's source: the same check) the backward
+    _need(60)
     rows = 2147483904
     x = torch.randn(rows, 2, device="cuda", dtype=torch.float16)
-    w, b = torch.tensor([1.5, -0.5], device="cuda", dtype=torch.float16), torch.tensor([0.25, 2.0], device="cuda",
-                                                                                          dtype=torch.float16)
+    go = torch.randn(rows, 2, device="cuda", dtype=torch.float16) / 1024   # its sums over 2^31 rows fit float16
+    w = torch.tensor([1.5, -0.5], device="cuda", dtype=torch.float16)
+    b = torch.tensor([0.25, 2.0], device="cuda", dtype=torch.float16)
     with pytest.raises(RuntimeError, match="maximum CUDA grid size"):
         F.layer_norm(x, (2,), w, b)
-    rules = _rules("native_layer_norm", "batched_eigh_layer_norm_rows.json")
-    y, st = _guarded(rules, lambda: F.layer_norm(x, (2,), w, b))
-    assert st.fixed == 1 and st.refused == 0, st.summary()
+    rules = [dataclasses.replace(r, versions={}) for r in load_rules(_known("batched_eigh_layer_norm_rows.json"))
+             if r.when["kind"] == "rows"]
+
+    def forward_backward():
+        xs, ws = x.requires_grad_(), w.detach().requires_grad_()
+        y = F.layer_norm(xs, (2,), ws, b)
+        y.backward(go)
+        return y.detach(), xs.grad, ws.grad
+
+    (y, dx, dw), st = _guarded(rules, forward_backward)
+    assert st.fixed == 2 and st.refused == 0, st.summary()
     for i0 in (0, 2**31 - 4096, rows - 4096):
-        torch.testing.assert_close(y[i0:i0 + 4096], F.layer_norm(x[i0:i0 + 4096], (2,), w, b), rtol=1e-3, atol=1e-3)
+        xs, ws = x[i0:i0 + 4096].detach().requires_grad_(), w.detach().requires_grad_()
+        ys = F.layer_norm(xs, (2,), ws, b)
+        ys.backward(go[i0:i0 + 4096])
+        torch.testing.assert_close(y[i0:i0 + 4096], ys, rtol=1e-3, atol=1e-3)
+        torch.testing.assert_close(dx[i0:i0 + 4096], xs.grad, rtol=1e-3, atol=1e-3)
+    # the weight's gradient, a sum over every row: against float32 sums of 2^24-row chunks
+    want = torch.zeros(2, device="cuda", dtype=torch.float64)
+    for i0 in range(0, rows, 2**24):
+        xc = x[i0:i0 + 2**24].detach().float()
+        xhat = (xc - xc.mean(1, keepdim=True)) * torch.rsqrt(xc.var(1, unbiased=False, keepdim=True) + 1e-5)
+        want += (go[i0:i0 + 2**24].float() * xhat).sum(0).double()
+    torch.testing.assert_close(dw.double(), want, rtol=1e-2, atol=1e-2 * float(want.abs().max()))

@@ -38,6 +38,9 @@ Predicates (``when``), all over metadata only (shapes, strides, offsets; no data
   which sizes its scratch by the last normalized dim (:func:`norm_rows`). Its ``fix``
   needs no ``split_dim``: the guard runs the call with the normalized dims flattened
   into one (:func:`kernelaudit.guard.separable.fix_flatten_normalized`).
+* ``{"kind": "rows", "at_least": R}``: a normalization (an entry point with a
+  ``normalized_shape`` argument) over at least ``R`` rows, however many dims hold them
+  (CUDA's layer norm launches a block a row and refuses more rows than its grid holds).
 
 Any predicate of a screened entry point (``aten``) may add ``"inner_of": ARG``: the rule
 then matches only calls whose first tensor argument has more than one element past the
@@ -69,7 +72,7 @@ EFFECTS = ("wrong", "error", "crash")
 RULE_ACTIONS = ("fix", "raise")
 LAYOUTS = ("contig", "aT", "bT", "abT", "slice", "expand")
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int32", "int64")
-PREDICATES = ("mps-matmul", "mps-attention", "numel", "attention-scores", "dim", "bytes", "norm-rows")
+PREDICATES = ("mps-matmul", "mps-attention", "numel", "attention-scores", "dim", "bytes", "norm-rows", "rows")
 TENSOR_KINDS = ("any", "output", "operand", "view-operand", "contig-operand")
 VERSION_KEYS = ("torch", "cuda", "driver")
 #: The guard's engine fixes these ops itself (split into safe pieces); any other op a
@@ -83,9 +86,9 @@ FACTORIES = ("arange", "linspace", "logspace")
 #: (the fixes: :data:`kernelaudit.guard.separable.OWN_FIX`): draws in pieces of draws,
 #: pieces merged at their cuts, softmax's backward moved off its spatial kernel, batched
 #: matrices in pieces of the batch, a tall matrix's SVD through a QR of row pieces, a layer
-#: norm in pieces of its rows.
+#: norm and its backward in pieces of their rows.
 OWN_FIXES = frozenset({"multinomial", "unique_consecutive", "_softmax_backward_data", "_log_softmax_backward_data",
-                       "linalg_matrix_exp", "_linalg_svd", "native_layer_norm"})
+                       "linalg_matrix_exp", "_linalg_svd", "native_layer_norm", "native_layer_norm_backward"})
 
 
 def own_fixed(aten: Sequence[str]) -> bool:
@@ -231,7 +234,7 @@ def _check_predicate(when: dict, where: str) -> None:
         check_choice(f"{where} when.rule", when.get("rule"), ("A", "B", "C"))
     if kind == "numel":
         check_choice(f"{where} when.tensor", when.get("tensor", "any"), TENSOR_KINDS)
-    if kind in ("numel", "attention-scores", "dim", "bytes", "norm-rows"):
+    if kind in ("numel", "attention-scores", "dim", "bytes", "norm-rows", "rows"):
         resolve_threshold(when.get("at_least"), REAL, f"{where} when.at_least")
     if kind == "dim" and not (isinstance(when.get("dim"), int) and when["dim"] >= 0):
         raise InvalidArgument(f"Cannot have {where} when.dim={when.get('dim')!r}: an integer >= 0 is required")
@@ -583,8 +586,8 @@ def screen_reason(fault: KnownFault, tensors: Sequence, out_numels: Sequence[int
     order; ``out_numels``: its outputs' element counts, or a function giving them, called
     only by a rule that reads them; ``dtype``: the call's dtype when
     no tensor says it, e.g. a factory's; ``args``: the call's arguments by name (a dict,
-    or anything with ``get``: :class:`~.separable.CallArgs`), read by ``inner_of`` and
-    ``norm-rows``), or None."""
+    or anything with ``get``: :class:`~.separable.CallArgs`), read by ``inner_of``,
+    ``norm-rows`` and ``rows``), or None."""
     when = fault.when
     if "inner_of" in when and args is not None:
         inner = inner_extent(tensors, args, when["inner_of"])
@@ -606,6 +609,9 @@ def screen_reason(fault: KnownFault, tensors: Sequence, out_numels: Sequence[int
             return (f"{rows} >= {n} rows over {dims} normalized dims of {normalized} < "
                     f"{when['below_normalized']} elements")
         return None
+    if when["kind"] == "rows":
+        got = norm_rows(tensors, args or {})
+        return f"{got[0]} >= {n} rows of {got[1]} normalized elements" if got is not None and got[0] >= n else None
     if when["kind"] == "attention-scores":
         qi, ki = when.get("query_arg", 0), when.get("key_arg", 1)
         if max(qi, ki) >= len(tensors):

@@ -650,6 +650,27 @@ def fix_batched_matrices(func, args, kwargs, run: Runner, safe: Callable, out_nu
     return fix_split(func, args, kwargs, run, safe, (0,), out_numels)
 
 
+def _norm_rows(b: dict) -> tuple[list[int], tuple[int, ...], int]:
+    """(normalized shape, the dims before it, rows) of a normalization call (``b``: its
+    arguments by name); :class:`CannotSplit` where the normalized dims leave no rows."""
+    x, shape = b["input"], [int(s) for s in b["normalized_shape"]]
+    k = len(shape)
+    if x.dim() <= k or tuple(x.shape[x.dim() - k:]) != tuple(shape):
+        raise CannotSplit(f"normalized_shape {shape} leaves no rows of an input of shape {tuple(x.shape)}")
+    lead = tuple(x.shape[:x.dim() - k])
+    return shape, lead, math.prod(lead)
+
+
+def _row_piece(per_row: Sequence[torch.Tensor], whole: Sequence[torch.Tensor], m: int, safe: Callable,
+               out_numels: Sequence[int], min_pieces: int) -> int:
+    """The rows a piece of a normalization takes: ``per_row`` tensors are cut along dim 0
+    (their rows), ``whole`` ones (weight, bias) go whole to every piece."""
+    k = _largest(lambda n: safe([*(t.narrow(0, 0, n) for t in per_row), *whole], [o * n // m for o in out_numels]), m)
+    if k == 0:
+        raise CannotSplit("even one row is unsafe")
+    return _piece_len(k, m, min_pieces)
+
+
 def fix_layer_norm_rows(func, args, kwargs, run: Runner, safe: Callable, out_numels: Sequence[int],
                         min_pieces: int = MIN_PIECES):
     """``native_layer_norm`` in pieces of its rows: the input viewed as rows x the
@@ -659,29 +680,56 @@ def fix_layer_norm_rows(func, args, kwargs, run: Runner, safe: Callable, out_num
     normalized alone, so the pieces are the same computation. Its own fix because the
     rule writer sees weight and bias as tensors not separable along dim 0."""
     b = bind(func, args, kwargs)
-    x, shape = b["input"], [int(s) for s in b["normalized_shape"]]
-    k = len(shape)
-    if x.dim() <= k or tuple(x.shape[x.dim() - k:]) != tuple(shape):
-        raise CannotSplit(f"normalized_shape {shape} leaves no rows of an input of shape {tuple(x.shape)}")
-    lead = tuple(x.shape[:x.dim() - k])
-    rows = x.reshape(-1, *shape)
-    m = rows.shape[0]
+    shape, lead, m = _norm_rows(b)
+    rows = b["input"].reshape(m, *shape)
     whole = [t for t in (b.get("weight"), b.get("bias")) if isinstance(t, torch.Tensor)]
-    k_rows = _largest(lambda n: safe([rows.narrow(0, 0, n), *whole], [o * n // m for o in out_numels]), m)
-    if k_rows == 0:
-        raise CannotSplit("even one row is unsafe")
-    k_rows = _piece_len(k_rows, m, min_pieces)
+    step = _row_piece([rows], whole, m, safe, out_numels, min_pieces)
     out = torch.empty_like(rows, memory_format=torch.contiguous_format)
     stats = None
-    for i0 in range(0, m, k_rows):
-        n = min(k_rows, m - i0)
+    for i0 in range(0, m, step):
+        n = min(step, m - i0)
         o, *st = run(entry_name(func), rows.narrow(0, i0, n), shape, b.get("weight"), b.get("bias"), b["eps"])
         if stats is None:
             stats = [s.new_empty((m, *s.shape[1:])) for s in st]
         out.narrow(0, i0, n).copy_(o)
         for full, s in zip(stats, st):
             full.narrow(0, i0, n).copy_(s)
-    return (out.reshape(x.shape), *(s.reshape(*lead, *s.shape[1:]) for s in stats))
+    return (out.reshape(b["input"].shape), *(s.reshape(*lead, *s.shape[1:]) for s in stats))
+
+
+def fix_layer_norm_backward_rows(func, args, kwargs, run: Runner, safe: Callable, out_numels: Sequence[int],
+                                 min_pieces: int = MIN_PIECES):
+    """``native_layer_norm_backward`` in pieces of its rows, as the forward
+    (:func:`fix_layer_norm_rows`): CUDA's backward refuses as many rows as its forward
+    (the same grid check). The input's gradient is assembled from the pieces'; the
+    weight's and bias's gradients, sums over every row, are summed here from each
+    piece's rows in float32 (or the statistics' wider dtype) and cast once, rather than
+    added up from the pieces' own, each already rounded to the weight's dtype."""
+    b = bind(func, args, kwargs)
+    shape, lead, m = _norm_rows(b)
+    ones = [1] * len(shape)
+    go, x = b["grad_out"].reshape(m, *shape), b["input"].reshape(m, *shape)
+    mean, rstd = b["mean"].reshape(m, *ones), b["rstd"].reshape(m, *ones)
+    w, bias = b.get("weight"), b.get("bias")
+    want_x, want_w, want_b = (bool(v) for v in b["output_mask"])
+    whole = [t for t in (w, bias) if isinstance(t, torch.Tensor)]
+    step = _row_piece([go, x, mean, rstd], whole, m, safe, out_numels, min_pieces)
+    acc = torch.promote_types(mean.dtype, torch.float32)
+    dx = torch.empty_like(x, memory_format=torch.contiguous_format) if want_x else None
+    dw = torch.zeros(shape, dtype=acc, device=x.device) if want_w and w is not None else None
+    db = torch.zeros(shape, dtype=acc, device=x.device) if want_b and bias is not None else None
+    for i0 in range(0, m, step):
+        n = min(step, m - i0)
+        g, xs, mu, rs = (t.narrow(0, i0, n) for t in (go, x, mean, rstd))
+        if dx is not None:
+            got = run(entry_name(func), g, xs, shape, mu, rs, w, bias, [True, False, False])
+            dx.narrow(0, i0, n).copy_(got[0])
+        if dw is not None:
+            dw += (g.to(acc) * (xs.to(acc) - mu.to(acc)) * rs.to(acc)).sum(0)
+        if db is not None:
+            db += g.to(acc).sum(0)
+    return (dx.reshape(b["input"].shape) if dx is not None else None,
+            dw.to(w.dtype) if dw is not None else None, db.to(bias.dtype) if db is not None else None)
 
 
 #: Row pieces of a tall matrix's QR stay under this many elements (cuSOLVER's 32-bit
@@ -769,4 +817,4 @@ OWN_FIX = {"multinomial": fix_multinomial, "unique_consecutive": fix_unique_cons
            "_softmax_backward_data": fix_softmax_backward_last_dim,
            "_log_softmax_backward_data": fix_softmax_backward_last_dim,
            "linalg_matrix_exp": fix_batched_matrices, "_linalg_svd": fix_tall_svd,
-           "native_layer_norm": fix_layer_norm_rows}
+           "native_layer_norm": fix_layer_norm_rows, "native_layer_norm_backward": fix_layer_norm_backward_rows}
