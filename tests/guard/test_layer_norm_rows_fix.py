@@ -107,3 +107,39 @@ def test_a_layer_norm_over_every_dim_has_no_rows_to_cut():
     with pytest.raises(sep.CannotSplit, match="leaves no rows"):
         sep.fix_layer_norm_rows(torch.ops.aten.native_layer_norm.default, (x, [4, 5], None, None, 1e-5), {},
                                 lambda n, *a, **k: None, lambda ts, outs: True, [20, 1, 1])
+
+
+def test_the_rows_and_norm_rows_rules_together_fix_a_backward_over_two_normalized_dims():
+    # past 2^31 rows over two normalized dims both shipped backward rules flag the call: the
+    # rows fix runs, its pieces kept under both (no piece reaches the two-pass gamma path)
+    norm_rows = [dataclasses.replace(r, device="cpu", versions={}, when={**r.when, "at_least": 100})
+                 for r in load_rules(RULES.parent / "norm_backward_rows.json") if r.op == "nn.functional.layer_norm"]
+    rules = _rows_rules(300) + norm_rows
+    g = torch.Generator().manual_seed(3)
+    x, go = torch.randn(50, 10, 2, 3, generator=g), torch.randn(50, 10, 2, 3, generator=g)
+    w = torch.randn(2, 3, generator=g)
+
+    def run():
+        xs, ws = x.clone().requires_grad_(), w.clone().requires_grad_()
+        F.layer_norm(xs, (2, 3), ws).backward(go)
+        return xs.grad, ws.grad
+
+    want = run()
+    pieces = []
+    with guarding("fix", rules=rules, native=False) as engine:
+        real = sep.fix_layer_norm_backward_rows
+
+        def counted(func, args, kwargs, run_, safe, outs):   # records each piece's rows
+            def run_piece(name, *a, **k):
+                pieces.append(a[0].shape[0])
+                return run_(name, *a, **k)
+            return real(func, args, kwargs, run_piece, safe, outs)
+        sep.OWN_FIX["native_layer_norm_backward"] = counted
+        try:
+            got = run()
+        finally:
+            sep.OWN_FIX["native_layer_norm_backward"] = real
+    assert engine.stats().fixed == 2 and engine.stats().refused == 0, engine.stats().summary()
+    assert pieces and sum(pieces) == 500 and max(pieces) < 100   # every row once, every piece under both rules
+    for g_, w_ in zip(got, want):
+        torch.testing.assert_close(g_, w_, rtol=1e-5, atol=1e-5)
