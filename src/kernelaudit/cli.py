@@ -20,6 +20,7 @@ PRODUCT_COMMANDS = {
     "sweep": "kernelaudit.sweep.cli",
     "report": "kernelaudit.sweep.cli",
     "run": "kernelaudit.guard.cli",
+    "rules": "kernelaudit.guard.cli",
     "check": "kernelaudit.zoo.cli",
     "oracle-table": "kernelaudit.zoo.cli",
     "mutate": "kernelaudit.zoo.cli",
