@@ -47,10 +47,18 @@ export KERNELAUDIT_KERNELBENCH=${KERNELAUDIT_KERNELBENCH:-$PWD/.kb/KernelBench}
 O=${OUT:-/tmp/out}/h200; mkdir -p "$O"
 log() { echo "== $(date -u +%T) $*"; }
 # The sweep store carried compressed (benchmarks/pack_store.sh writes runs/h200z: the store with
-# the rest of the tree passes the device's 64 MiB cap): unpacked over runs/h200, which it replaces.
+# the rest of the tree passes the device's 64 MiB cap): unpacked over runs/h200, which it replaces,
+# unless the runs/h200 a warm machine kept holds more records (a pack not made again since the
+# last call's store came back: unpacking it would drop that call's records).
 if [ -f runs/h200z/verdicts.jsonl.gz ]; then
-  rm -rf runs/h200 && mkdir -p runs/h200 && cp runs/h200z/*.json runs/h200/ \
-    && gunzip -c runs/h200z/verdicts.jsonl.gz > runs/h200/verdicts.jsonl && log "store unpacked: $(wc -l < runs/h200/verdicts.jsonl) records"
+  packed=$(gunzip -c runs/h200z/verdicts.jsonl.gz | wc -l)
+  here=$( [ -f runs/h200/verdicts.jsonl ] && wc -l < runs/h200/verdicts.jsonl || echo 0)
+  if [ "$here" -gt "$packed" ]; then
+    log "store kept: runs/h200 has $here records, the pack $packed (run benchmarks/pack_store.sh before a call)"
+  else
+    rm -rf runs/h200 && mkdir -p runs/h200 && cp runs/h200z/*.json runs/h200/ \
+      && gunzip -c runs/h200z/verdicts.jsonl.gz > runs/h200/verdicts.jsonl && log "store unpacked: $packed records"
+  fi
 fi
 steps=${*:-kernels verify profile guard demo corpus oracle_cost}
 log env; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$O/env.txt"
