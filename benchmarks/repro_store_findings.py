@@ -17,6 +17,11 @@ guard, ``fix``, with the shipped known-fault database): a finding the guard fixe
 ``ok`` there, one it refuses ``raised`` with the guard's ``UnsafeCallError`` (the
 program as a user would run it: issue 16's end-to-end proof on the GPU).
 
+With ``--done RESULTS`` (an earlier run's ``results.json``, gzipped or not; repeatable) a
+finding that run settled (:func:`settled`: not skipped for time, not timed out, not out
+of memory) is carried over as it was, ``done_in`` naming the file, and not run again:
+successive device calls work through the table.
+
 Writes ``OUT/NN-<case>.py``, ``OUT/results.json`` (one entry per finding: the case,
 the store's verdict, the plain result: ok, wrong, raised, timed out or crashed) and
 ``OUT/results.md`` (the same as a Markdown table) and prints a line per finding. Ops without a plain rendering (hand-specified and metamorphic ops) are
@@ -26,6 +31,7 @@ listed as such; ``repro_cuda_findings.py`` holds their hand probes.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import re
 import subprocess
@@ -59,6 +65,29 @@ def findings(store: str, ops: set[str] | None = None, per_dtype: bool = False) -
             continue
         first.setdefault((r.op, r.dtype, r.direction) if per_dtype else (r.op, r.direction), r)
     return sorted(first.values(), key=lambda r: (_rank(r), r.op, r.direction, r.dtype))
+
+
+def settled(entry: dict) -> bool:
+    """Whether an earlier run's entry stands: it ran (or has no rendering) to a result
+    that running again would repeat; a snippet not reached, timed out or out of memory
+    (a larger GPU may run it) is not settled."""
+    p = entry.get("plain", {})
+    if p.get("result") in ("not run (time)", "timed out"):
+        return False
+    return not any("OutOfMemoryError" in str(entry.get(k, {}).get("error", "")) for k in ("plain", "guarded"))
+
+
+def earlier(paths) -> dict[str, dict]:
+    """The settled entries of earlier runs' ``results.json`` files, by case (a later file
+    wins), each with ``done_in`` naming its file."""
+    out: dict[str, dict] = {}
+    for path in paths:
+        opener = gzip.open if str(path).endswith(".gz") else open
+        with opener(path, "rt") as f:
+            for e in json.load(f):
+                if settled(e):
+                    out[e["case"]] = {**e, "done_in": str(path)}
+    return out
 
 
 #: The command prefix that runs a snippet under the guard (``--guarded``).
@@ -95,27 +124,19 @@ def main(argv=None) -> int:
                     help="stop starting snippets this many seconds after the start (0: no limit)")
     ap.add_argument("--guarded", action="store_true",
                     help="run each snippet again under `kernelaudit run --guard fix` (the shipped rules)")
+    ap.add_argument("--done", action="append", default=[], metavar="RESULTS",
+                    help="an earlier run's results.json(.gz): its settled findings are carried over, not run again")
     a = ap.parse_args(argv)
+    for path in a.done:
+        if not Path(path).is_file():
+            ap.error(f"--done: no such file: {path}")
+    done = earlier(a.done)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     results = []
     for i, r in enumerate(findings(a.store, set(filter(None, a.ops.split(","))) or None, a.per_dtype)):
-        entry = {"case": r.id, "store_verdict": r.status.value, "store_message": (r.verdict.message or "")[:300]}
-        try:
-            code = plain_check(Case.from_json(r.case), a.device, r.case.get("shapes"))
-        except Exception as e:  # noqa: BLE001 - an op this torch does not know
-            code, entry["why"] = None, f"{type(e).__name__}: {e}"
-        if code is None:
-            entry["plain"] = {"result": "no plain rendering"}
-        elif a.until and time.monotonic() - start > a.until:
-            entry["plain"] = {"result": "not run (time)"}
-        else:
-            name = f"{i:02d}-{re.sub(r'[^A-Za-z0-9_.+-]', '_', r.id)}.py"
-            entry["snippet"] = name
-            entry["plain"] = run_one(code, out / name, a.timeout)
-            if a.guarded:
-                entry["guarded"] = run_one(code, out / name, a.timeout, GUARDED)
+        entry = done.get(r.id) or _run_finding(i, r, a, out, start)
         results.append(entry)
         print(line(entry), flush=True)
         (out / "results.json").write_text(json.dumps(results, indent=1))
@@ -127,6 +148,27 @@ def main(argv=None) -> int:
         if e["plain"]["result"] not in ("no plain rendering", "not run (time)"):
             print(line(e))
     return 0
+
+
+def _run_finding(i: int, r, a, out: Path, start: float) -> dict:
+    """Finding ``r`` (the ``i``-th) rendered as plain torch and run, bare and with
+    ``a.guarded`` under the guard; its results entry."""
+    entry = {"case": r.id, "store_verdict": r.status.value, "store_message": (r.verdict.message or "")[:300]}
+    try:
+        code = plain_check(Case.from_json(r.case), a.device, r.case.get("shapes"))
+    except Exception as e:  # noqa: BLE001 - an op this torch does not know
+        code, entry["why"] = None, f"{type(e).__name__}: {e}"
+    if code is None:
+        entry["plain"] = {"result": "no plain rendering"}
+    elif a.until and time.monotonic() - start > a.until:
+        entry["plain"] = {"result": "not run (time)"}
+    else:
+        name = f"{i:02d}-{re.sub(r'[^A-Za-z0-9_.+-]', '_', r.id)}.py"
+        entry["snippet"] = name
+        entry["plain"] = run_one(code, out / name, a.timeout)
+        if a.guarded:
+            entry["guarded"] = run_one(code, out / name, a.timeout, GUARDED)
+    return entry
 
 
 def line(e: dict) -> str:

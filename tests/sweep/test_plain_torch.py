@@ -131,13 +131,7 @@ def test_the_plain_check_reports_the_error_a_call_raises(monkeypatch):
 def test_a_plain_check_run_under_the_guard_is_refused_where_a_rule_says_so(tmp_path):
     """``repro_store_findings.py --guarded``: the same snippet bare, then under
     ``kernelaudit run`` with a rule (here a CPU rule file) flagging its whole call."""
-    import importlib.util
-    from pathlib import Path
-
-    script = Path(__file__).resolve().parents[2] / "benchmarks" / "repro_store_findings.py"
-    spec = importlib.util.spec_from_file_location("repro_store_findings", script)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _findings_script()
     case = _case("nn.functional.softmin", "fwd", scale=10, threshold="2^31")
     n = case.batch * case.spec.extra["recipe"]["per_batch"]
     code = plain_check(case, device="cpu", chunk_elements=2**8)
@@ -148,3 +142,46 @@ def test_a_plain_check_run_under_the_guard_is_refused_where_a_rule_says_so(tmp_p
     assert mod.run_one(code, tmp_path / "bare.py", 120)["result"] == "ok"
     guarded = mod.run_one(code, tmp_path / "guarded.py", 120, [*mod.GUARDED[:-1], "--rules", str(rules), "--"])
     assert guarded["result"] == "raised" and "softmin-whole-call" in guarded["error"], guarded
+
+
+def _findings_script():
+    import importlib.util
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "repro_store_findings.py"
+    spec = importlib.util.spec_from_file_location("repro_store_findings", script)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_an_earlier_runs_settled_findings_are_carried_over_and_the_rest_run_again(tmp_path):
+    """``repro_store_findings.py --done``: results that running again would repeat are
+    kept; a snippet not reached, timed out or out of memory is run again."""
+    import gzip
+
+    mod = _findings_script()
+    entries = [
+        {"case": "a", "plain": {"result": "wrong", "wrong": 3}, "guarded": {"result": "ok"}},
+        {"case": "b", "plain": {"result": "no plain rendering"}},
+        {"case": "c", "plain": {"result": "not run (time)"}},
+        {"case": "d", "plain": {"result": "timed out", "seconds": 150}},
+        {"case": "e", "plain": {"result": "raised", "error": "OutOfMemoryError: CUDA out of memory."}},
+        {"case": "f", "plain": {"result": "raised", "error": "RuntimeError: CUDA error: invalid argument"}},
+    ]
+    first = tmp_path / "results.json.gz"
+    with gzip.open(first, "wt") as f:
+        json.dump(entries, f)
+    later = tmp_path / "later.json"
+    later.write_text(json.dumps([{"case": "c", "plain": {"result": "ok"}}]))
+    kept = mod.earlier([first, later])
+    assert sorted(kept) == ["a", "b", "c", "f"]
+    assert kept["a"]["guarded"] == {"result": "ok"} and kept["a"]["done_in"] == str(first)
+    assert kept["c"]["done_in"] == str(later)
+
+
+def test_a_missing_done_file_is_refused_by_name(tmp_path, capsys):
+    mod = _findings_script()
+    with pytest.raises(SystemExit) as e:
+        mod.main([str(tmp_path), "--out", str(tmp_path / "o"), "--done", str(tmp_path / "nope.json")])
+    assert e.value.code == 2 and "--done: no such file" in capsys.readouterr().err
