@@ -346,7 +346,8 @@ def lanes_decode_candidates(rows: int) -> list[Tiles]:
     # programs an SM at 4 rows (214 registers) where the programs of a decode GEMM need 3-4:
     # about 2 MB in flight over the H200, where 4 MB (2 rows' tile) ran 1.7x as fast. These
     # compile for sm_90 (Triton 3.6; activations upcast by the launch) to 62-166 registers,
-    # 19-70 KB of stages, no spills; 600-685 instructions for 256 FFMA at 4-16 rows. At 16
+    # 19-70 KB of stages, no spills; K loops of 158-364 instructions for 64-256 FFMA at 4-16 rows
+    # (40-70% FFMA, three barriers a step; sass.loop_opcodes, innermost loop). At 16
     # rows the table tile (72 registers, 2 KB a step) keeps only about 1 MB in flight.
     # On the H200 (2026-12-05) 4 x 32 x 128 with 4 stages won at 4 rows (0.054 ms at K = N =
     # 8192, 0.62x cuBLAS): 256 programs, about 2 an SM, where registers (115) and shared
@@ -359,7 +360,7 @@ def lanes_decode_candidates(rows: int) -> list[Tiles]:
                Tiles(4, 32, 128, 4, 4, tiled=True, tma=True), Tiles(4, 32, 128, 4, 6, tiled=True, tma=True),
                Tiles(4, 16, 128, 4, 6, tiled=True, tma=True),
                # 8 warps a program: 2 programs an SM at N = 8192 (256 of them) hold 2 warps a
-               # scheduler at 4 warps, where the K loop (643 instructions, 40% FFMA) waits on
+               # scheduler at 4 warps, where the K loop (240 instructions a step, 53% FFMA) waits on
                # shared loads. sm_90, Triton 3.6: 100-102 registers, 31-51 KB, no spills
                Tiles(4, 32, 128, 8, 4, tiled=True, tma=True), Tiles(4, 32, 128, 8, 6, tiled=True, tma=True),
                Tiles(4, 16, 256, 8, 4, tiled=True, tma=True)],
@@ -372,7 +373,7 @@ def lanes_decode_candidates(rows: int) -> list[Tiles]:
     # the Gluon kernel (kernelaudit.repro.ieee_gluon_decode): a thread holds one lane of
     # bn / (4 * warps) columns for every row, bk / 64 rounds a step; compiled for sm_90 with
     # Triton 3.6 these K loops are 42-67% FFMA with no shared memory (the Triton kernel's
-    # table tiles: 38-51%) and 52-216 registers, no spills at these tiles. H100, 2026-12-06:
+    # table tiles: 28-70%) and 52-216 registers, no spills at these tiles. H100, 2026-12-06:
     # 1.3-1.8x slower than the best Triton tile at 2 and 4 rows (one step of weights in
     # flight in registers: decode is bound by bytes in flight, not instructions)
     gluon = {1: [(16, 256, 4), (32, 256, 4), (16, 512, 4)],

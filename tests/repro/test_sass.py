@@ -33,3 +33,13 @@ def test_main_loop_is_the_longest_backward_branch_not_the_trailing_self_loop():
 
 def test_main_loop_is_empty_without_a_backward_branch():
     assert parse(USAGE, LISTING.replace("@!P1 BRA 0x20", "@!P1 BRA 0x70")).main_loop() == {}
+
+
+def test_main_loop_is_not_a_try_wait_retry_stub_that_branches_back_into_it():
+    # an mbarrier wait in the loop (0x20..0x60) retries from a stub after EXIT that
+    # branches back to the wait: its span 0x20..0xa0 is longer, but it holds the loop
+    stub = LISTING.replace("        /*0090*/                   BRA 0x90;",
+                           "        /*0090*/                   NOP ;\n"
+                           "        /*00a0*/                   BRA 0x20;")
+    loop = parse(USAGE, stub).main_loop()
+    assert loop["instructions"] == 5 and dict(loop["top"])["FFMA"] == 2

@@ -21,7 +21,8 @@ weights load during this one's FMAs (the activations are small and shared by eve
 so they are read where used). Every tensor's layout is a slice of one parent, so splitting
 a block into its k moves nothing between threads (compiled for sm_90 with Triton 3.6: the
 K loop at 4 rows, 1 column a thread, 4 rounds a step: 230 instructions for 128 FFMA, 66
-registers; the Triton kernel's table tile: 615 for 256). With ``num_stages`` > 1 the
+registers; the Triton kernel's TMA table tile: 240 for 128, with 27 shared loads and three
+barriers). With ``num_stages`` > 1 the
 weights instead arrive ``num_stages - 1`` steps ahead in shared memory by cp.async, each
 thread copying the 16-byte chunks it later reads back itself (so it waits on its own
 copies only; Triton's barrier pass still puts two barriers in each step).

@@ -41,15 +41,19 @@ class Sass:
         return round(c["FFMA"] / max(1, sum(c.values())), 3)
 
     def loop_opcodes(self) -> list[str]:
-        """The opcodes with modifiers of the longest backward-branch loop (a GEMM's K
-        loop), in address order; [] where nothing branches back."""
-        best = None
-        for a, _, line in self.instructions:
-            m = _BRANCH.search(line)
-            if m and int(m.group(1), 16) < a and (best is None or a - int(m.group(1), 16) > best[1] - best[0]):
-                best = (int(m.group(1), 16), a)
-        if best is None:
+        """The opcodes with modifiers of the longest innermost backward-branch loop (a
+        GEMM's K loop), in address order; [] where nothing branches back.
+
+        Innermost: no other back branch lies inside it. An mbarrier wait compiles to a
+        try-wait in the loop whose retry is an out-of-line stub after the kernel's end,
+        branching back into the loop: its span (loop head to stub) would hold the K loop,
+        the epilogue and the tail, and is no loop of its own."""
+        back = [(int(m.group(1), 16), a) for a, _, line in self.instructions
+                if (m := _BRANCH.search(line)) and int(m.group(1), 16) < a]
+        inner = [(t, a) for t, a in back if not any(t <= a2 < a for _, a2 in back)]
+        if not inner:
             return []
+        best = max(inner, key=lambda ta: ta[1] - ta[0])
         return [op for a, op, _ in self.instructions if best[0] <= a <= best[1]]
 
     def main_loop(self) -> dict:
