@@ -367,6 +367,14 @@ def lanes_decode_candidates(rows: int) -> list[Tiles]:
            8: [Tiles(8, 16, 128, 4, 4, tiled=True, tma=True), Tiles(8, 16, 64, 4, 6, tiled=True, tma=True)],
            16: [Tiles(16, 16, 64, 4, 4, tiled=True, tma=True), Tiles(16, 16, 64, 4, 6, tiled=True, tma=True),
                 Tiles(16, 32, 64, 4, 4, tiled=True, tma=True)]}[rows]
+    # the same tiles with the activations 16-bit in their shared stages (act16): every warp
+    # of a program reads all of a K step's activations, 4 rows x 64 k a round, as LDS.128
+    # (each served in four 8-thread phases, two-way bank conflicts within a phase): 128 of
+    # the 144 shared wavefronts a warp-step the H100's ncu counted for the 4-row table tile
+    # (2026-12-06: 7.2 a load, L1 82% busy, DRAM 77%). 16-bit halves those loads; the launch
+    # also skips its upcast kernel. sm_90, Triton 3.6: 12 LDS.128 a step for 20, 328
+    # instructions for 240, 80 registers for 115
+    tma += [dataclasses.replace(t, act16=True) for t in tma]
     # (the lanes as programs, split_lanes, ran 0.24-0.46 TFLOP/s at 2 rows on an H100, K = N
     # = 4096, against 4.1 for the register-tiled tiles: dropped,
     # benchmarks/results/2026-12-05-h100-full-grid-segments-6-8-and-decode/)

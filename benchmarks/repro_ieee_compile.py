@@ -74,7 +74,8 @@ def compile_stats(t: tiles_mod.Tiles, capability: int = 90, lanes: tiles_mod.Lan
     names = kernel.arg_names
     sig, const = {}, {}
     for n in names:
-        tma_a32 = n == "a_ptr" and lanes is not None and t.tiled and t.tma and words   # the launch upcasts them
+        # the launch upcasts them, unless act16
+        tma_a32 = n == "a_ptr" and lanes is not None and t.tiled and t.tma and words and not t.act16
         sig[n] = ("*fp32" if n == "p_ptr" or tma_a32 else "*bf16" if n.endswith("_ptr") else "fp32" if n in ("alpha", "beta")
                   else "constexpr" if n in CONSTEXPR + UNIT + ("TILE8", "DOT") else "i32")
     const.update(HAS_BIAS=False, OUT_BF16=True, BM=t.bm, BN=t.bn, BK=t.bk, GROUP_M=t.group_m,

@@ -126,20 +126,22 @@ def test_lanes_shape_keeps_row_0_bits_across_decode_and_prefill_and_negative_zer
     assert isinstance(lanes, Lanes) and not lanes.sequential
 
 
+@pytest.mark.parametrize("act16", [False, True])
 @pytest.mark.parametrize("tiles_args", [(1, 32, 512, 8, 3), (4, 16, 256, 4, 3), (4, 32, 128, 4, 4), (16, 16, 64, 4, 4)])
 @pytest.mark.parametrize("m, k, n, adt", [(4, 4096, 256, torch.bfloat16), (3, 2056, 200, torch.float32),
                                           (16, 1032, 72, torch.float16)])
-def test_tma_decode_tiles_equal_cpu_emulator_bit_for_bit(tiles_args, m, k, n, adt):
+def test_tma_decode_tiles_equal_cpu_emulator_bit_for_bit(tiles_args, m, k, n, adt, act16):
     """The K-lanes kernel with its weights by tensor descriptor, pipelined in shared
-    memory (``Tiles.tma``), and its activations upcast in memory first: bf16 weights, K
-    a multiple of 8 (so TMA can take them) with a tail, the table's order."""
+    memory (``Tiles.tma``), and its activations upcast in memory first, or (``act16``) read
+    16-bit and upcast in registers: bf16 weights, K a multiple of 8 (so TMA can take them)
+    with a tail, the table's order."""
     from kernelaudit.repro import emulate, gemm, mma_tma
     from kernelaudit.repro.tiles import Tiles
 
     x, w, b = _draw((m, k), adt, 11, 10.0), _draw((n, k), torch.bfloat16, 12), _draw((n,), torch.bfloat16, 13)
     wc = w.cuda()
     assert mma_tma.weights_eligible(wc.t()[None, None]) and gemm._weight_words(wc.t()[None, None])
-    got = gemm.linear(x.cuda(), wc, b.cuda(), tiles=Tiles(*tiles_args, tiled=True, tma=True)).cpu()
+    got = gemm.linear(x.cuda(), wc, b.cuda(), tiles=Tiles(*tiles_args, tiled=True, tma=True, act16=act16)).cpu()
     assert emulate.bit_mismatches(got, emulate.linear_ieee(x, w, b)) == 0
 
 

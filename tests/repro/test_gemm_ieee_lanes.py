@@ -306,10 +306,10 @@ def test_bf16_weights_read_as_words_equal_emulator_bit_for_bit(k, lanes, bits_eq
     assert taken == [True, False, False]
 
 
-_TMA_TILES = st.builds(lambda bm, bn, bk, stages, pre: Tiles(bm, bn, bk, num_warps=1, num_stages=stages, tiled=True,
-                                                             tma=True, prefetch=pre),
+_TMA_TILES = st.builds(lambda bm, bn, bk, stages, pre, act16: Tiles(bm, bn, bk, num_warps=1, num_stages=stages,
+                                                                    tiled=True, tma=True, prefetch=pre, act16=act16),
                        st.sampled_from([1, 4, 16]), st.sampled_from([4, 8, 16]), st.sampled_from([8, 32, 64]),
-                       st.sampled_from([1, 3]), st.booleans())
+                       st.sampled_from([1, 3]), st.booleans(), st.booleans())
 
 
 @settings(max_examples=8, deadline=None)
@@ -320,7 +320,8 @@ def test_tma_weight_tiles_equal_emulator_bit_for_bit_and_fall_back_where_tma_can
         m, n, k8, tail, lanes, tiles, adt, bias, seed, bits_equal, draw):
     """``tma`` K-lanes tiles: bf16 weights with K a multiple of 8 arrive by tensor
     descriptor (the main loop; the tail as before); an odd K, which TMA cannot describe as
-    words, runs the same order without it. Both equal the emulator."""
+    words, runs the same order without it. Both equal the emulator, with 16-bit
+    activations upcast in memory by the launch or (``act16``) in the kernel's registers."""
     from kernelaudit.repro import mma_tma
 
     k = 8 * k8 + tail
@@ -336,6 +337,31 @@ def test_tma_weight_tiles_equal_emulator_bit_for_bit_and_fall_back_where_tma_can
 def test_tma_is_refused_with_tile8_or_dot_and_ignored_where_the_order_is_sequential(bits_equal, draw):
     with pytest.raises(InvalidArgument, match="tma=True with tile8 or dot"):
         Tiles(16, 16, 16, dot=True, tma=True)
+    with pytest.raises(InvalidArgument, match="act16=True without tiled=True and tma=True"):
+        Tiles(4, 16, 64, tiled=True, act16=True)
     x, w = draw((3, 64), torch.bfloat16, 1), draw((8, 64), torch.bfloat16, 2)
     got = gemm.linear(x, w, None, tiles=Tiles(4, 8, 8, num_warps=1, tiled=True, tma=True), lanes=SEQUENTIAL)
     assert bits_equal(got, emulate.linear_ieee(x, w, None, lanes=SEQUENTIAL))
+
+
+@pytest.mark.parametrize("adt", [torch.bfloat16, torch.float16])
+def test_act16_tma_tiles_hand_the_kernel_16_bit_activations_with_the_emulators_bits(adt, monkeypatch, bits_equal,
+                                                                                     draw):
+    """``act16``: the K-lanes TMA kernel reads the 16-bit activations themselves and
+    upcasts them in registers (exact), where without it the launch hands it fp32 copies;
+    the bits are the emulator's either way."""
+    real = gemm.ieee_lanes_kernel
+    seen = []
+
+    class Spy:
+        def __getitem__(self, grid):
+            return lambda *args, **kw: (seen.append(args[0].dtype), real[grid](*args, **kw))[1]
+
+    monkeypatch.setattr(gemm, "ieee_lanes_kernel", Spy())
+    lanes = Lanes(8, 8)
+    x, w, b = draw((3, 256), adt, 1, 4.0), draw((24, 256), torch.bfloat16, 2), draw((24,), torch.bfloat16, 3)
+    want = emulate.linear_ieee(x, w, b, lanes=lanes)
+    for act16 in (True, False):
+        tiles = Tiles(4, 8, 64, num_warps=1, num_stages=2, tiled=True, tma=True, act16=act16)
+        assert bits_equal(gemm.linear(x, w, b, tiles=tiles, lanes=lanes), want), act16
+    assert seen == [adt, torch.float32]

@@ -375,10 +375,9 @@ def _launch(a3, b3, bias3, out3, order: str, tiles: Tiles | None, alpha: float, 
     tma = words and tiles.tma and mma_tma.weights_eligible(b3)   # else the same order without
     if tma:
         mma_tma.ensure_allocator()
-        if a3.dtype != torch.float32:
-            # the (decode-sized) activations upcast once, exactly, in memory: 16-bit ones
-            # were upcast once per use after their broadcast (sm_90: 954 -> 681
-            # instructions for 256 FFMA at 4 rows)
+        if a3.dtype != torch.float32 and not tiles.act16:
+            # the (decode-sized) activations upcast once, exactly, in memory (``act16``: in
+            # registers, from half the shared-memory bytes)
             a3 = a3.float()
     args = (a3, b3, xb, out3, M, N, K, *a3.stride()[1:], *b3.stride()[1:], *xb.stride()[1:], *out3.stride()[1:],
             float(alpha), float(beta), a3.stride(0), b3.stride(0), xb.stride(0), out3.stride(0))

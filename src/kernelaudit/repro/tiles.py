@@ -130,6 +130,13 @@ class Tiles:
     #: budget of all ``num_warps + loader_warps`` warps, of which the producer keeps 32.
     #: Older GPUs run the pass without it. The same bits.
     loader_warps: int = 0
+    #: ``tiled`` with ``tma`` in a K-lanes order (decode): 16-bit activations stay 16-bit in
+    #: memory and in the kernel's shared-memory stages, and are upcast in registers (exact)
+    #: once they arrive; without it the launch upcasts them to fp32 in memory first. Half the
+    #: shared-memory reads of the activations, which all of a program's warps read each K
+    #: step: on sm_90 (Triton 3.6) 4 x 32 x 128 reads 12 LDS.128 a step for 20, about 48
+    #: shared wavefronts for 144, at 328 instructions for 240. The same bits.
+    act16: bool = False
 
     def __post_init__(self) -> None:
         for name in ("bm", "bn", "bk"):
@@ -170,6 +177,9 @@ class Tiles:
             raise InvalidArgument(f"Cannot have loader_warps={self.loader_warps} without gluon=True, "
                                   f"split_lanes=True and num_stages >= 2 (got num_stages={self.num_stages}): "
                                   "allowed values are loader_warps=0")
+        if self.act16 and not (self.tiled and self.tma):
+            raise InvalidArgument("Cannot have act16=True without tiled=True and tma=True: allowed values are "
+                                  "act16=False, or act16=True on a K-lanes TMA tile")
         if self.dot and min(self.bm, self.bn, self.bk) < 16:
             raise InvalidArgument(f"Cannot have dot=True with tiles {self.bm}x{self.bn}x{self.bk}: "
                                   "allowed values are bm, bn, bk >= 16")
