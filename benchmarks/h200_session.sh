@@ -33,7 +33,9 @@
 # workers, default "1:4 2:8"; AB_OPS, AB_THRESHOLDS, AB_AXES pick the sub-grid), each with a fresh store and Triton cache; then
 # benchmarks/sweep_phases.py compares calibration and case phases.
 # SWEEP_BUDGET_S (default 540) bounds the sweep step; SWEEP_UNTIL_S instead ends it that many
-# seconds after the script started (after other steps); it resumes a store in runs/h200.
+# seconds after the script started (after other steps; commands run before the script in the same
+# device call count against the device's limit, not this clock); it resumes a store in runs/h200.
+# While it runs, $OUT/h200/sweep_checkpoint.jsonl.gz holds the verdicts of a minute ago.
 # SWEEP_ARGS: more sweep options (e.g. --rerun wrong). SWEEP_PRESET (default --full: every op, 27,954 cases; --deep: the hand ops of the 2026-12-04 run of record).
 # REPORT=0 skips building the report there (kernelaudit report rebuilds it anywhere).
 # KERNELAUDIT_OVERLAP_CALIBRATION=1 (the environment) starts cases while calibration runs.
@@ -100,8 +102,14 @@ for l in sys.stdin:
       --out "$O/guard_demo_h200.json" --figure "$O/guard_demo_h200.png" 2>&1 | tail -6 ;;
   sweep) log sweep; mkdir -p runs
     budget=${SWEEP_BUDGET_S:-540}; [ -n "${SWEEP_UNTIL_S:-}" ] && budget=$((SWEEP_UNTIL_S - SECONDS))
+    # a checkpoint of the store's verdicts every 60 s, $O/sweep_checkpoint.jsonl.gz (2 MB): if the
+    # device call is killed at its limit before the tarball below, this file still comes back
+    # (gunzip it over runs/h200/verdicts.jsonl where it holds more lines)
+    ( while sleep 60; do [ -f runs/h200/verdicts.jsonl ] && gzip -1c runs/h200/verdicts.jsonl > "$O/.ckpt.gz" \
+        && mv "$O/.ckpt.gz" "$O/sweep_checkpoint.jsonl.gz"; done ) & ckpt=$!
     timeout -k 20 --signal=INT "$budget" python3 -m kernelaudit sweep --device cuda ${SWEEP_PRESET:---full} --resume \
       --out runs/h200 ${SWEEP_CASE_TIMEOUT_S:+--case-timeout $SWEEP_CASE_TIMEOUT_S} ${SWEEP_ARGS:-} --no-report > "$O/sweep.log" 2>&1; echo "sweep rc=$?"; tail -5 "$O/sweep.log"
+    kill $ckpt 2>/dev/null; wait $ckpt 2>/dev/null; rm -f "$O/sweep_checkpoint.jsonl.gz" "$O/.ckpt.gz"   # the whole store follows
     timeout 30 python3 benchmarks/sweep_phases.py runs/h200 --json "$O/sweep_phases.json"
     # compiled Triton kernels, per kernel name (each distinct specialisation is one compile)
     find "${TRITON_CACHE_DIR:-$HOME/.triton/cache}" -name '*.json' ! -name '__grp__*' 2>/dev/null \
