@@ -12,7 +12,8 @@ context) under a time limit, and is kept beside the results for upstream reports
 
     python benchmarks/repro_store_findings.py runs/h200 --out $OUT/plain [--ops a,b] [--timeout 300]
 
-With ``--guarded`` each snippet runs a second time under ``kernelaudit run`` (the
+With ``--guarded`` each snippet that showed its fault in plain torch (wrong, raised or
+crashed, not out of memory) runs a second time under ``kernelaudit run`` (the
 guard, ``fix``, with the shipped known-fault database): a finding the guard fixes reads
 ``ok`` there, one it refuses ``raised`` with the guard's ``UnsafeCallError`` (the
 program as a user would run it: issue 16's end-to-end proof on the GPU).
@@ -67,6 +68,17 @@ def findings(store: str, ops: set[str] | None = None, per_dtype: bool = False) -
     return sorted(first.values(), key=lambda r: (_rank(r), r.op, r.direction, r.dtype))
 
 
+def _out_of_memory(result: dict) -> bool:
+    return "OutOfMemoryError" in str(result.get("error", ""))
+
+
+def showed_fault(plain: dict) -> bool:
+    """Whether a plain-torch run showed its finding (wrong, raised or crashed), so that a
+    run under the guard can say whether the guard fixes it; a run that came out right, or
+    out of memory, leaves the guard nothing to show."""
+    return plain.get("result") in ("wrong", "raised", "crashed") and not _out_of_memory(plain)
+
+
 def settled(entry: dict) -> bool:
     """Whether an earlier run's entry stands: it ran (or has no rendering) to a result
     that running again would repeat; a snippet not reached, timed out or out of memory
@@ -74,7 +86,7 @@ def settled(entry: dict) -> bool:
     p = entry.get("plain", {})
     if p.get("result") in ("not run (time)", "timed out"):
         return False
-    return not any("OutOfMemoryError" in str(entry.get(k, {}).get("error", "")) for k in ("plain", "guarded"))
+    return not any(_out_of_memory(entry.get(k, {})) for k in ("plain", "guarded"))
 
 
 def earlier(paths) -> dict[str, dict]:
@@ -166,7 +178,7 @@ def _run_finding(i: int, r, a, out: Path, start: float) -> dict:
         name = f"{i:02d}-{re.sub(r'[^A-Za-z0-9_.+-]', '_', r.id)}.py"
         entry["snippet"] = name
         entry["plain"] = run_one(code, out / name, a.timeout)
-        if a.guarded:
+        if a.guarded and showed_fault(entry["plain"]):
             entry["guarded"] = run_one(code, out / name, a.timeout, GUARDED)
     return entry
 

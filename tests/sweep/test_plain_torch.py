@@ -185,3 +185,11 @@ def test_a_missing_done_file_is_refused_by_name(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         mod.main([str(tmp_path), "--out", str(tmp_path / "o"), "--done", str(tmp_path / "nope.json")])
     assert e.value.code == 2 and "--done: no such file" in capsys.readouterr().err
+
+
+def test_only_a_plain_run_that_showed_its_fault_is_run_again_under_the_guard():
+    show = _findings_script().showed_fault
+    assert show({"result": "wrong", "wrong": 3}) and show({"result": "raised", "error": "RuntimeError: x"})
+    assert show({"result": "crashed", "rc": -11})
+    assert not show({"result": "ok"}) and not show({"result": "timed out"})
+    assert not show({"result": "raised", "error": "OutOfMemoryError: CUDA out of memory."})
