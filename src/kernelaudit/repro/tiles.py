@@ -134,8 +134,9 @@ class Tiles:
     #: memory and in the kernel's shared-memory stages, and are upcast in registers (exact)
     #: once they arrive; without it the launch upcasts them to fp32 in memory first. Half the
     #: shared-memory reads of the activations, which all of a program's warps read each K
-    #: step: on sm_90 (Triton 3.6) 4 x 32 x 128 reads 12 LDS.128 a step for 20, about 48
-    #: shared wavefronts for 144, at 328 instructions for 240. The same bits.
+    #: step: on sm_90 (Triton 3.6) 4 x 32 x 128 reads 12 LDS.128 a step for 20 (by their phases
+    #: an estimated 48 shared wavefronts for the 144 ncu counted), at 328 instructions for 240.
+    #: The same bits.
     act16: bool = False
 
     def __post_init__(self) -> None:
