@@ -172,3 +172,37 @@ def test_a_rerun_that_a_smaller_device_cannot_hold_keeps_the_judged_verdict(tmp_
     run = load_run(tmp_path)
     assert sum(r.status.value == "wrong" for r in run.records) == first.counts["wrong"]
     assert any("the earlier judged verdict stands" in n for n in run.notes)
+
+
+def test_the_try_memory_plan_runs_what_the_estimate_refuses_where_the_tensors_fit(tmp_path):
+    from kernelaudit.sweep.cases import grid
+    from kernelaudit.sweep.memory import estimate_bytes, floor_bytes
+
+    cases = grid(SPEC)
+    floor = max(floor_bytes(c) for c in cases)
+    limit = floor + 64   # the call's own tensors fit; the pessimistic estimate does not
+    assert all(estimate_bytes(c) > limit for c in cases)
+    strict = run_sweep(SPEC, tmp_path, device="cpu", memory_limit=limit)
+    assert strict.counts == {"skipped": 2}
+    assert all("needs about" in r["verdict"]["message"] for r in RunStore.open(tmp_path).records())
+    # resumed under try on the same memory: the strict plan's skips are run, and say how
+    tried = run_sweep(SPEC, tmp_path, device="cpu", memory_limit=limit, resume=True, memory_plan="try")
+    assert tried.ran == 2 and tried.counts == {"ok": 2}
+    last = list(RunStore.open(tmp_path).records())[-2:]
+    assert all(r["verdict"]["details"]["memory_plan"]["plan"] == "try" for r in last)
+    assert run_sweep(SPEC, tmp_path, device="cpu", memory_limit=limit, resume=True, memory_plan="try").ran == 0
+
+
+def test_under_the_try_plan_a_case_whose_tensors_do_not_fit_is_skipped_once_with_its_floor(tmp_path):
+    first = run_sweep(SPEC, tmp_path, device="cpu", memory_limit=1024, memory_plan="try")
+    assert first.counts == {"skipped": 2}
+    recs = list(RunStore.open(tmp_path).records())
+    assert all("needs at least" in r["verdict"]["message"] and r["verdict"]["details"]["memory_plan"] == "try"
+               for r in recs)
+    # resumed under try with the same memory: they would not fit again
+    assert run_sweep(SPEC, tmp_path, device="cpu", memory_limit=1024, resume=True, memory_plan="try").ran == 0
+
+
+def test_an_unknown_memory_plan_is_refused_by_name(tmp_path):
+    with pytest.raises(InvalidArgument, match="memory_plan"):
+        run_sweep(SPEC, tmp_path, device="cpu", memory_plan="optimistic")

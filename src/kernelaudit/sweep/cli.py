@@ -127,6 +127,10 @@ def _fail_usage(e: Exception) -> None:
                    "their timeouts held back, op by op from the smallest (default: the preset's on CUDA: full "
                    "120; else 0, no slow pass).")
 @click.option("--memory-limit-gib", type=float, default=None, help="Cap on device memory a case may plan for.")
+@click.option("--memory-plan", default="strict", show_default=True,
+              help="strict (skip a case whose pessimistic estimate exceeds the memory available) or try (run it "
+                   "where its tensors and their gradients fit; an allocation that fails is a skip for memory). "
+                   "With --resume, try also runs the cases the strict plan skipped.")
 @click.option("--no-report", is_flag=True, help="Do not write the PNG/HTML reports at the end.")
 @click.option("--calibration-workers", type=int, default=None,
               help="Worker processes that calibrate tolerances side by side (default: 4 on CUDA, else 1).")
@@ -152,7 +156,7 @@ def _fail_usage(e: Exception) -> None:
 @click.option("--family", default=None, help="With --list-ops: only this family.")
 @click.option("--json", "as_json", is_flag=True, help="With --list-ops: JSON instead of tables.")
 def sweep(device, ops, dtypes, layouts, directions, thresholds, positions, bracket, axes, fault_model, scale, seed, out,
-          resume, rerun, preset, mode, reference, case_timeout, slow_timeout, memory_limit_gib, no_report,
+          resume, rerun, preset, mode, reference, case_timeout, slow_timeout, memory_limit_gib, memory_plan, no_report,
           calibration_workers, case_workers, devices, executor, ray_address, expect_rules, list_ops, family, as_json):
     """Run ops around 2^31 / 2^32 / 2*2^32 elements and map where they go wrong."""
     from .schedule import RERUN_STATUSES, run_sweep
@@ -202,7 +206,7 @@ def sweep(device, ops, dtypes, layouts, directions, thresholds, positions, brack
         with _Progress() as prog:
             res = run_sweep(spec, out, device=device, fault_model=fault_model, resume=resume, rerun=rerun,
                             case_timeout_s=case_timeout, slow_timeout_s=slow_timeout, memory_limit=limit,
-                            mode=mode, reference=reference,
+                            memory_plan=memory_plan, mode=mode, reference=reference,
                             progress=prog.tick, calibration_workers=calibration_workers,
                             case_workers=case_workers, devices=devices, executor=executor,
                             ray_address=ray_address or (RAY_ADDRESS.get() if executor == "ray" else "") or None)

@@ -5,6 +5,12 @@ out-of-memory crash. The estimate is deliberately pessimistic (inputs, outputs,
 gradients, autograd's saved tensors, the attention score matrix, intermediates an op
 declares (``extra["scratch_bytes"]``), fault-model copies and the reference's working
 set).
+
+The plan ``try`` (:data:`MEMORY_PLANS`) runs a case the estimate refuses as long as the
+call's own tensors fit (:func:`floor_bytes`: inputs and outputs, and in backward their
+gradients): the estimate's margins held back float32 backward cases at 2^32 elements
+that a GPU may hold, and an allocation that fails is recorded as a skip for memory all
+the same (``judge.execution``), never a finding.
 """
 
 from __future__ import annotations
@@ -24,17 +30,15 @@ BWD_FACTOR = 2.5
 REF_WORKING_COPIES = 12
 #: Attention holds scores, their softmax (and in backward their gradients).
 ATTENTION_SCORE_COPIES = {"fwd": 3, "bwd": 5}
+#: ``strict``: skip a case whose estimate exceeds the memory available; ``try``: skip it
+#: only where its floor (:func:`floor_bytes`) does.
+MEMORY_PLANS = ("strict", "try")
 
 
 def estimate_bytes(case: Case, fault_model: str = "none", ref_chunk: int = 2**24) -> int:
     """Pessimistic peak device bytes of running and judging ``case``."""
-    from .judge.operands import placed_operands
-
     spec = case.spec
-    placed = placed_operands(case)
-    itemsize = torch.empty((), dtype=DTYPES[case.dtype]).element_size()
-    inputs = sum(p.storage_numel * p.dtype.itemsize for p in placed)
-    outputs = _output_bytes(case, placed, itemsize)
+    placed, itemsize, inputs, outputs = _io(case)
     total = inputs + outputs
     if case.direction == "bwd":
         total = int(total * BWD_FACTOR)
@@ -48,6 +52,23 @@ def estimate_bytes(case: Case, fault_model: str = "none", ref_chunk: int = 2**24
     # float64 reference chunks, regenerated inputs, index scratch
     total += REF_WORKING_COPIES * min(ref_chunk, biggest) * 8
     return int(total)
+
+
+def floor_bytes(case: Case) -> int:
+    """The bytes the call itself cannot do without: its inputs and outputs, and in
+    backward their gradients too (twice that)."""
+    _, _, inputs, outputs = _io(case)
+    return (inputs + outputs) * (2 if case.direction == "bwd" else 1)
+
+
+def _io(case: Case):
+    """``(placed operands, output itemsize, input bytes, output bytes)`` of ``case``."""
+    from .judge.operands import placed_operands
+
+    placed = placed_operands(case)
+    itemsize = torch.empty((), dtype=DTYPES[case.dtype]).element_size()
+    inputs = sum(p.storage_numel * p.dtype.itemsize for p in placed)
+    return placed, itemsize, inputs, _output_bytes(case, placed, itemsize)
 
 
 def _output_bytes(case: Case, placed, itemsize: int) -> int:
@@ -96,10 +117,15 @@ def device_memory(device: torch.device) -> dict[str, int]:
 
 
 def fits(case: Case, device: torch.device, fault_model: str, ref_chunk: int,
-         limit: int | None = None) -> tuple[bool, int, int]:
-    """(fits, needed, available) for ``case`` on ``device`` (``limit`` caps available)."""
+         limit: int | None = None, plan: str = "strict") -> tuple[bool, int, int]:
+    """(fits, needed, available) for ``case`` on ``device`` (``limit`` caps available):
+    ``needed`` the estimate; under ``plan`` ``try`` a case fits where its floor does
+    (:func:`floor_bytes`), and ``needed`` is the floor where even that does not."""
     need = estimate_bytes(case, fault_model, ref_chunk)
     avail = int(available_bytes(device) * MEMORY_HEADROOM)
     if limit is not None:
         avail = min(avail, limit)
+    if plan == "try" and need > avail:
+        floor = floor_bytes(case)
+        return floor <= avail, (need if floor <= avail else floor), avail
     return need <= avail, need, avail

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from .cases import Case, GridSpec, bracket_key, calibration_batch, grid, warm_batch
+from .memory import MEMORY_PLANS
 from ..faults import FAULT_MODELS
 from ..errors import InvalidArgument, check_choice, check_choices, resolve_device
 from ..config import OVERLAP_CALIBRATION, WARM_COMPILES, fused_enabled
@@ -89,7 +90,8 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
               progress: Callable | None = None, calibration_workers: int | None = None,
               case_workers: int | None = None, devices: str | Sequence[str] | None = None,
               executor: str = "local", ray_address: str | None = None,
-              rerun: Sequence[str] = (), slow_timeout_s: float | None = None) -> SweepResult:
+              rerun: Sequence[str] = (), slow_timeout_s: float | None = None,
+              memory_plan: str = "strict") -> SweepResult:
     """Run the grid ``spec`` into the run store at ``out``.
 
     ``slow_timeout_s`` (longer than ``case_timeout_s``; None or 0: none): after the
@@ -101,6 +103,11 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
 
     ``rerun`` (with ``resume``): statuses of :data:`RERUN_STATUSES` whose recorded cases
     are judged again (after the judge changed, say); the new verdict is the case's last.
+
+    ``memory_plan`` (:data:`.memory.MEMORY_PLANS`): ``strict`` skips a case whose
+    pessimistic estimate exceeds the memory available; ``try`` runs it where the call's
+    own tensors fit (an allocation that fails is recorded as a skip for memory), and a
+    resumed run tries the cases the strict plan skipped.
 
     ``reference``: ``device`` computes the float64 reference on the device under test,
     in chunks far below the thresholds; ``cpu`` computes it on the CPU.
@@ -125,6 +132,7 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
         raise InvalidArgument(f"Cannot have case_workers={case_workers} (--workers): it must be 1 or more")
     check_choice("mode", mode, ("auto", "full"))
     check_choice("reference", reference, ("device", "cpu"))
+    check_choice("memory_plan", memory_plan, MEMORY_PLANS)
     check_choice("executor", executor, EXECUTORS)
     if rerun:
         check_choices("rerun", rerun, RERUN_STATUSES)
@@ -167,14 +175,15 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
     capacity = memory_limit or manifest["device"].get("memory_bytes") or 0
     retry_cal = _calibrations_to_retry(store.manifest(), manifest, capacity)
     latest = store.latest() if resume else {}   # read once: every record parsed into a Case
-    done = _done_on(store, capacity, frozenset(rerun), case_timeout_s, retry_cal, latest) if resume else set()
+    done = (_done_on(store, capacity, frozenset(rerun), case_timeout_s, retry_cal, latest, memory_plan)
+            if resume else set())
     if resume:
         done |= _record_twins(store, cases, done, frozenset(latest.keys() - done))
     tolerances: dict = dict(store.manifest().get("tolerances", {}))
     # 2^32 first: a run cut short by its time budget still maps the main boundary.
     todo = sorted((c for c in cases if c.key not in done), key=_schedule_rank)
     cfg = WorkerConfig(device=device, fault_model=fault_model, memory_limit=memory_limit, mode=mode,
-                       ref_device="cpu" if reference == "cpu" else None)
+                       ref_device="cpu" if reference == "cpu" else None, memory_plan=memory_plan)
     need_cal = sorted({k for k in (c.tolerance_key for c in todo) if k not in tolerances or k in retry_cal})
     total = len(need_cal) + len(todo)
     tick = progress or (lambda *a, **k: None)
@@ -419,7 +428,7 @@ def _calibrations_to_retry(m: dict, now: dict, capacity: int) -> set[str]:
 
 def _done_on(store: RunStore, capacity: int, rerun: frozenset = frozenset(),
              case_timeout_s: float = 0.0, retry_cal: set | frozenset = frozenset(),
-             latest: dict | None = None) -> set[str]:
+             latest: dict | None = None, memory_plan: str = "strict") -> set[str]:
     """The keys a resumed run does not run again: every recorded case but those whose
     status is in ``rerun``, those left unjudged by a failed calibration of a key in
     ``retry_cal`` (:func:`_calibrations_to_retry`), those that timed
@@ -428,7 +437,8 @@ def _done_on(store: RunStore, capacity: int, rerun: frozenset = frozenset(),
     ``case_timeout_s``, and those skipped for want of memory (the plan's skip or an
     allocation that failed despite it) by a segment that had less memory than
     ``capacity`` (this one's: ``memory_limit``, else the device's): a run resumed on a
-    larger GPU judges what a smaller one could not hold. A segment's memory is its
+    larger GPU judges what a smaller one could not hold; under ``memory_plan`` ``try``, also
+    those the ``strict`` plan's estimate skipped on any device. A segment's memory is its
     ``memory_bytes``, else its device's, else the manifest's. A twin (``twin_of``) goes
     with the case whose verdict it copied. ``latest``: the store's :meth:`~.RunStore.latest`,
     where the caller has read it already."""
@@ -453,6 +463,8 @@ def _done_on(store: RunStore, capacity: int, rerun: frozenset = frozenset(),
             had = next((mem for a, b, mem in spans if a <= r.get("recorded", "") <= b), first)
             if capacity > had:
                 continue
+            if memory_plan == "try" and "needed_bytes" in d and not d.get("memory_plan"):
+                continue  # the strict plan's estimate skipped it: tried now
         done.add(key)
     # a twin holds a copy of its case's verdict: judged again with it
     again = {r["case"]["id"] for key, r in latest.items() if key not in done}
