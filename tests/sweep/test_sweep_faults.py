@@ -463,3 +463,14 @@ def test_a_bracketed_sweep_runs_each_control_below_only_where_the_case_above_fai
 def test_bracket_needs_a_position_below_and_one_above():
     with pytest.raises(Exception, match="bracket=True"):
         GridSpec(positions=("above",), bracket=True).validate()
+
+
+def test_a_case_records_the_allocators_peak_bytes_on_cuda_and_nothing_elsewhere(monkeypatch):
+    from kernelaudit.sweep.judge import execution
+
+    assert "peak_bytes" not in execute(_small_case(), tolerances=None).verdict.details   # the CPU
+    seen = []
+    monkeypatch.setattr(execution, "_reset_peak", lambda device: seen.append("reset"))
+    monkeypatch.setattr(execution, "_peak_bytes", lambda device: seen.append("read") or 123_456)
+    out = execute(_small_case(), tolerances=None)
+    assert seen == ["reset", "read"] and out.verdict.details["peak_bytes"] == 123_456

@@ -135,8 +135,13 @@ def execute(case: Case, device="cpu", *, fault_model: str = "none",
     blocks as free, and they are, but not always in one piece: on the H200 a float32
     backward at 2*2^32 elements failed to find 32 GiB with 44 GiB cached and 15 GiB free.
     A case still out of memory after that is skipped, as before; one that then runs says
-    so in its verdict's details (``oom_retry``)."""
+    so in its verdict's details (``oom_retry``).
+
+    On CUDA the verdict's details hold ``peak_bytes``, the caching allocator's peak over
+    the case (op, reference and judge): what the memory plan's estimate can be checked
+    against."""
     device = torch.device(device)
+    _reset_peak(device)
     floor = None
     if tolerances:
         floor = tf32_floor(case.op, case.spec.family, case.dtype, device.type, torch.backends.cudnn.allow_tf32)
@@ -154,7 +159,21 @@ def execute(case: Case, device="cpu", *, fault_model: str = "none",
         out.verdict.details["oom_retry"] = first.verdict.message
     if floor is not None:
         out.verdict.details["tf32_floor"] = floor
+    peak = _peak_bytes(device)
+    if peak is not None:
+        out.verdict.details["peak_bytes"] = peak
     return out
+
+
+def _reset_peak(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def _peak_bytes(device: torch.device) -> int | None:
+    """The caching allocator's peak allocated bytes since :func:`_reset_peak` (CUDA; None
+    elsewhere)."""
+    return int(torch.cuda.max_memory_allocated(device)) if device.type == "cuda" else None
 
 
 def release_cached_memory(device: torch.device) -> None:
