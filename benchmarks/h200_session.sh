@@ -3,7 +3,9 @@
 # Every output lands in $OUT/h200 and is packed into $OUT/h200_results.tgz.
 # Usage (device tool): bash benchmarks/h200_session.sh STEP [STEP...]
 # A sweep resumes runs/h200 when it exists (carry it between calls, or carry runs/h200z, packed by
-# benchmarks/pack_store.sh, which is unpacked over runs/h200 first).
+# benchmarks/pack_store.sh, which is unpacked over runs/h200 first). After the call,
+# `bash benchmarks/take_store.sh FILES_AT` takes the returned store (or its checkpoint) back into
+# runs/h200 and packs it again.
 # Resumable long steps (carry runs/ back and forth with the device tool's `carry`):
 #   kernelbench (KernelBench L1-3 at their own shapes, KB_BUDGET_S/KB_LEVELS/KB_ONLY/KB_JOBS: 4 workers,
 #   out-of-memory problems again alone),
