@@ -197,7 +197,7 @@ def test_under_the_try_plan_a_case_whose_tensors_do_not_fit_is_skipped_once_with
     first = run_sweep(SPEC, tmp_path, device="cpu", memory_limit=1024, memory_plan="try")
     assert first.counts == {"skipped": 2}
     recs = list(RunStore.open(tmp_path).records())
-    assert all("needs at least" in r["verdict"]["message"] and r["verdict"]["details"]["memory_plan"] == "try"
+    assert all("needs at least" in r["verdict"]["message"] and r["verdict"]["details"]["memory_plan"] == {"plan": "try"}
                for r in recs)
     # resumed under try with the same memory: they would not fit again
     assert run_sweep(SPEC, tmp_path, device="cpu", memory_limit=1024, resume=True, memory_plan="try").ran == 0

@@ -37,8 +37,12 @@ MEMORY_PLANS = ("strict", "try")
 
 def estimate_bytes(case: Case, fault_model: str = "none", ref_chunk: int = 2**24) -> int:
     """Pessimistic peak device bytes of running and judging ``case``."""
+    return _estimate(case, _io(case), fault_model, ref_chunk)
+
+
+def _estimate(case: Case, io, fault_model: str, ref_chunk: int) -> int:
     spec = case.spec
-    placed, itemsize, inputs, outputs = _io(case)
+    placed, itemsize, inputs, outputs = io
     total = inputs + outputs
     if case.direction == "bwd":
         total = int(total * BWD_FACTOR)
@@ -57,7 +61,11 @@ def estimate_bytes(case: Case, fault_model: str = "none", ref_chunk: int = 2**24
 def floor_bytes(case: Case) -> int:
     """The bytes the call itself cannot do without: its inputs and outputs, and in
     backward their gradients too (twice that)."""
-    _, _, inputs, outputs = _io(case)
+    return _floor(case, _io(case))
+
+
+def _floor(case: Case, io) -> int:
+    _, _, inputs, outputs = io
     return (inputs + outputs) * (2 if case.direction == "bwd" else 1)
 
 
@@ -121,11 +129,12 @@ def fits(case: Case, device: torch.device, fault_model: str, ref_chunk: int,
     """(fits, needed, available) for ``case`` on ``device`` (``limit`` caps available):
     ``needed`` the estimate; under ``plan`` ``try`` a case fits where its floor does
     (:func:`floor_bytes`), and ``needed`` is the floor where even that does not."""
-    need = estimate_bytes(case, fault_model, ref_chunk)
+    io = _io(case)   # the operands and the output shapes, worked out once
+    need = _estimate(case, io, fault_model, ref_chunk)
     avail = int(available_bytes(device) * MEMORY_HEADROOM)
     if limit is not None:
         avail = min(avail, limit)
     if plan == "try" and need > avail:
-        floor = floor_bytes(case)
+        floor = _floor(case, io)
         return floor <= avail, (need if floor <= avail else floor), avail
     return need <= avail, need, avail

@@ -111,7 +111,7 @@ def _worker_main(conn, cfg: WorkerConfig) -> None:
             case = Case.from_json(job["case"])
             ok, need, avail = plan.fits(case, device, cfg.fault_model, ref_chunk, cfg.memory_limit, cfg.memory_plan)
             if not ok:
-                tried = {"memory_plan": "try"} if cfg.memory_plan == "try" else {}
+                tried = {"memory_plan": {"plan": "try"}} if cfg.memory_plan == "try" else {}
                 v = Verdict.skipped(f"needs {'at least' if tried else 'about'} {need / 2**30:.1f} GiB, "
                                     f"{avail / 2**30:.1f} GiB available", needed_bytes=need, available_bytes=avail,
                                     **tried)
