@@ -49,6 +49,9 @@ export KERNELAUDIT_CACHE_DIR=${KERNELAUDIT_CACHE_DIR:-$PWD/runs/cache}
 # KernelBench as carried (.kb/KernelBench): the zoo GPU tests read it from here, not ../shared
 export KERNELAUDIT_KERNELBENCH=${KERNELAUDIT_KERNELBENCH:-$PWD/.kb/KernelBench}
 O=${OUT:-/tmp/out}/h200; mkdir -p "$O"
+# A second invocation in the same call would pack only its own outputs over the first one's
+# h200_results.tgz (and remove them): unpack an earlier pack first, so the last pack holds all.
+[ -f "${OUT:-/tmp/out}/h200_results.tgz" ] && tar xzf "${OUT:-/tmp/out}/h200_results.tgz" -C "${OUT:-/tmp/out}"
 log() { echo "== $(date -u +%T) $*"; }
 # The sweep store carried compressed (benchmarks/pack_store.sh writes runs/h200z: the store with
 # the rest of the tree passes the device's 64 MiB cap): unpacked over runs/h200, which it replaces,
