@@ -238,10 +238,13 @@ IEEE_TABLE: dict[tuple[str, str], Tiles] = {
 #: accumulators), each K step ``bk`` k (whole rounds of L * B) of 16-bit weights loaded
 #: K-contiguous, 16 bytes a thread per lane block: the next step prefetched in registers
 #: (``prefetch``), or ``num_stages`` steps in flight by tensor descriptor (``tma``; weights
-#: TMA cannot describe run the same order without). Large-N rows: the fastest over K = N =
-#: 4096 and 8192 together in the H200 decode section of 2026-12-05, except decode16, the
-#: one tile at 2x CastFloat32 at both K
-#: (``benchmarks/results/2026-12-05-h200-repro-gluon-prefill-tma-decode/``); ``bk`` = 256
+#: TMA cannot describe run the same order without). Large-N rows: decode1 the fastest over
+#: K = N = 4096 and 8192 together in the H200 decode section of 2026-12-05
+#: (``benchmarks/results/2026-12-05-h200-repro-gluon-prefill-tma-decode/``); decode2 to
+#: decode16 the least summed time over both K on an H100 on 2026-12-06, TMA tiles with
+#: 16-bit activations in shared memory (``act16``: by its LDS phases about a third of the wavefronts
+#: that held M = 4; 0.93-1.01x cuBLAS bf16 at M = 4 where the fp32-stage tile gave
+#: 0.76-0.82x, ``benchmarks/results/2026-12-06-h100-repro-decode-act16/``); ``bk`` = 256
 #: at 8 or 16 rows spilled (1.1-3.8 ms against 0.05-0.18 ms at ``bk`` = 64, 2026-12-04).
 #: Small-N rows: the 2026-12-04 tiles, not timed apart. Prefill rows: ``split_lanes`` with
 #: its first pass in Gluon (:mod:`.ieee_gluon`: each lane's fp32 chains from shared memory
@@ -261,10 +264,10 @@ IEEE_LANES_TABLE: dict[tuple[str, str], Tiles] = {
     ("decode8", "small"): Tiles(8, 16, 64, num_warps=4, num_stages=1, tiled=True, prefetch=True),
     ("decode16", "small"): Tiles(16, 16, 64, num_warps=4, num_stages=1, tiled=True, prefetch=True),
     ("decode1", "large"): Tiles(1, 16, 512, num_warps=4, num_stages=1, tiled=True, prefetch=True),
-    ("decode2", "large"): Tiles(2, 32, 256, num_warps=8, num_stages=1, tiled=True, prefetch=True),
-    ("decode4", "large"): Tiles(4, 32, 128, num_warps=4, num_stages=4, tiled=True, tma=True),
-    ("decode8", "large"): Tiles(8, 16, 64, num_warps=4, num_stages=1, tiled=True, prefetch=True),
-    ("decode16", "large"): Tiles(16, 32, 64, num_warps=4, num_stages=4, tiled=True, tma=True),
+    ("decode2", "large"): Tiles(2, 16, 256, num_warps=4, num_stages=4, tiled=True, tma=True, act16=True),
+    ("decode4", "large"): Tiles(4, 16, 256, num_warps=4, num_stages=3, tiled=True, tma=True, act16=True),
+    ("decode8", "large"): Tiles(8, 16, 128, num_warps=4, num_stages=4, tiled=True, tma=True, act16=True),
+    ("decode16", "large"): Tiles(16, 32, 64, num_warps=4, num_stages=4, tiled=True, tma=True, act16=True),
     ("prefill", "small"): Tiles(128, 128, 16, num_warps=4, num_stages=1, group_m=8, split_lanes=True, gluon=True),
     ("prefill", "large"): Tiles(256, 128, 16, num_warps=8, num_stages=3, group_m=8, split_lanes=True, gluon=True,
                                 loader_warps=4),
