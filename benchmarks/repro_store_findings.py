@@ -118,8 +118,11 @@ def run_one(code: str, path: Path, timeout: float, prefix: list[str] = ()) -> di
     secs = round(time.perf_counter() - t0, 1)
     lines = [ln for ln in p.stdout.strip().splitlines() if ln.startswith("{")]
     if p.returncode != 0 or not lines:
-        tail = (p.stderr.strip().splitlines() or ["(no output)"])[-1]
-        return {"result": "crashed", "rc": p.returncode, "error": tail[:300], "seconds": secs}
+        err = p.stderr.strip().splitlines() or ["(no output)"]
+        # the last line names the error; the lines before it say where (a guarded run's
+        # crash is in the guard's code or the op's): both kept, the tail bounded
+        return {"result": "crashed", "rc": p.returncode, "error": err[-1][:300],
+                "stderr_tail": "\n".join(err[-25:])[-3000:], "seconds": secs}
     return {**json.loads(lines[-1]), "seconds": secs}
 
 
@@ -189,7 +192,10 @@ def line(e: dict) -> str:
     p = e["plain"]
     said = str(p.get("error") or p.get("first_bad") or "").strip().splitlines()
     guarded = f"guarded {e['guarded']['result']:10s} " if "guarded" in e else ""
-    return f"{e['case']:60s} store {e['store_verdict']:6s} plain {p['result']:18s} {guarded}{(said or [''])[0][:110]}"
+    g_said = str(e.get("guarded", {}).get("error") or "").strip().splitlines()
+    also = f" | guarded: {g_said[0][:110]}" if g_said else ""   # why the guarded run failed too
+    return (f"{e['case']:60s} store {e['store_verdict']:6s} plain {p['result']:18s} {guarded}"
+            f"{(said or [''])[0][:110]}{also}")
 
 
 def markdown(results: list[dict]) -> str:

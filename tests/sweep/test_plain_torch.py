@@ -193,3 +193,19 @@ def test_only_a_plain_run_that_showed_its_fault_is_run_again_under_the_guard():
     assert show({"result": "crashed", "rc": -11})
     assert not show({"result": "ok"}) and not show({"result": "timed out"})
     assert not show({"result": "raised", "error": "OutOfMemoryError: CUDA out of memory."})
+
+
+def test_a_crashed_run_keeps_where_it_crashed_and_the_line_says_why_the_guarded_run_failed(tmp_path):
+    """A snippet that dies outside its own try (a guarded run's crash) keeps its stderr's
+    tail, and the console line shows the guarded run's error beside the plain one."""
+    mod = _findings_script()
+    code = "def where():\n    raise RuntimeError('CUDA error: an illegal memory access was encountered')\nwhere()\n"
+    got = mod.run_one(code, tmp_path / "crash.py", 60)
+    assert got["result"] == "crashed" and got["rc"] == 1
+    assert got["error"].startswith("RuntimeError: CUDA error: an illegal memory access")
+    assert "in where" in got["stderr_tail"] and "Traceback" in got["stderr_tail"]
+    entry = {"case": "adaptive_avg_pool2d/float16/contig/in/2^31+/bwd", "store_verdict": "wrong",
+             "plain": {"result": "raised", "error": "AcceleratorError: CUDA error: an illegal memory access"},
+             "guarded": got}
+    text = mod.line(entry)
+    assert "guarded crashed" in text and text.endswith("| guarded: " + got["error"][:110])
