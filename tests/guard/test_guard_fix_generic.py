@@ -407,3 +407,62 @@ def test_unique_consecutive_is_never_cut_generically_even_where_its_pieces_happe
     func = torch.ops.aten.unique_consecutive.default
     with pytest.raises(CannotSplit, match="whole input"):
         fix_split(func, (x,), {}, lambda n, *a, **k: func(*a, **k), lambda ts, outs: ts[0].numel() <= 8, (0,), [64])
+
+
+def _bytes_fix(x, at_least):
+    """``adaptive_avg_pool2d`` of ``x`` through :func:`fix_split` under a bytes rule; the
+    result, and each piece's input as its kernel saw it: (storage extent in bytes,
+    whether it is a view of ``x``'s storage)."""
+    from kernelaudit.guard.rules import _extent, screen_reason
+    from kernelaudit.guard.separable import fix_split
+
+    rule = _rule(op="nn.functional.adaptive_avg_pool2d", aten_=("_adaptive_avg_pool2d",), split_dim=0,
+                 when={"kind": "bytes", "at_least": at_least}, action="fix")
+    seen = []
+
+    def run(name, *args, **kwargs):
+        t = args[0]
+        seen.append((_extent(t.shape, t.stride(), t.storage_offset()) * t.element_size(),
+                     t.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()))
+        return aten._adaptive_avg_pool2d(*args, **kwargs)
+
+    def safe(ts, out_numels):
+        return screen_reason(rule, ts, out_numels) is None
+
+    out = fix_split(aten._adaptive_avg_pool2d.default, (x, [3, 2]), {}, run, safe, (0,), [x.shape[0] * 6])
+    return out, seen
+
+
+def test_a_bytes_rules_pieces_run_on_copies_where_their_offset_would_reach_the_limit():
+    """A bytes rule reads a view's storage offset: the later pieces of a big call, as
+    views, reach as far as the whole. They run on copies that start their own storage,
+    each within the limit, and the answer is bitwise the bare call's."""
+    x = torch.randn(64, 3, 8, 8)          # 48 KiB: the limit at 16 KiB
+    out, seen = _bytes_fix(x, 16 * 1024)
+    assert torch.equal(out, aten._adaptive_avg_pool2d(x, [3, 2]))
+    assert len(seen) >= 4 and max(e for e, _ in seen) < 16 * 1024, seen
+    assert seen[0][1] is False  # even the first piece: one way for all
+
+
+def test_a_small_call_on_a_view_far_into_a_big_storage_is_fixed_not_refused():
+    """What a user splitting a big tensor by hand passes: x[k:k+2], small, but lying past
+    the limit in its storage. Refused before (every slice kept the offset); now run on
+    a copy."""
+    big = torch.randn(64, 3, 8, 8)
+    view = big[60:62]
+    out, seen = _bytes_fix(view, 16 * 1024)
+    assert torch.equal(out, aten._adaptive_avg_pool2d(view, [3, 2]))
+    assert max(e for e, _ in seen) < 16 * 1024 and not any(v for _, v in seen), seen
+
+
+def test_a_view_whose_pieces_are_within_the_limit_runs_uncopied():
+    x = torch.randn(8, 3, 8, 8)           # 6 KiB, under a 16 KiB limit: pieces of the view itself
+    out, seen = _bytes_fix(x[2:6], 16 * 1024)
+    assert torch.equal(out, aten._adaptive_avg_pool2d(x[2:6], [3, 2]))
+    assert seen and all(v for _, v in seen), seen   # views of x: nothing copied
+
+
+def test_a_bytes_rule_no_copy_can_satisfy_is_refused_by_name():
+    x = torch.randn(4, 3, 8, 8)           # one 768-byte slice is over a 512-byte limit
+    with pytest.raises(CannotSplit, match="even one slice along dim 0 is unsafe"):
+        _bytes_fix(x, 512)

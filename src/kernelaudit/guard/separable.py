@@ -400,18 +400,37 @@ def _split(func, name: str, args, kwargs, run: Runner, safe, dims, out_numels, m
         if t.dim() > d and t.shape[d] not in (n_all, 1):
             raise CannotSplit(f"tensor arguments of sizes {t.shape[d]} and {n_all} along dim {d}: not separable there")
 
-    def piece(i0: int, n: int):
+    mutated = _returned_in_place(func)   # an in-place op: its pieces write into the caller's tensor
+    written = out_ids | {id(bound[m]) for m in mutated if isinstance(bound.get(m), torch.Tensor)}
+
+    def piece(i0: int, n: int, rebase=None):
+        """The call's arguments for rows ``i0 : i0 + n``; with ``rebase``, every read-only
+        tensor argument passed through it (a copy: its storage starts at the piece)."""
         def cut(x):
-            return x.narrow(d, i0, n) if x.dim() > d and x.shape[d] == n_all and n_all != 1 else x
+            v = x.narrow(d, i0, n) if x.dim() > d and x.shape[d] == n_all and n_all != 1 else x
+            return rebase(v) if rebase is not None and id(x) not in written else v
         pa, pk = each(cut)
         return _sized(pa, pk, names, d, n_all, n)
 
-    def ok(n: int) -> bool:
-        pa, pk = piece(0, n)
+    def judged(pa, pk, n: int) -> bool:
         ts = [x for x in tree_flatten((pa, pk))[0] if isinstance(x, torch.Tensor)]
         return safe(ts, [m * n // n_all if n_all else m for m in out_numels])
 
-    k = _largest(ok, n_all)
+    def ok(n: int) -> bool:
+        # the first and the last piece: a view's storage offset grows along the split dim,
+        # and a bytes rule reads it (every piece between lies within those two)
+        return all(judged(*piece(i0, n), n) for i0 in {0, n_all - n})
+
+    def ok_rebased(n: int) -> bool:
+        # judged on metadata only: a copy of the piece, without its data
+        return judged(*piece(0, n, _meta_copy), n)
+
+    k, rebase = _largest(ok, n_all), None
+    if k == 0:
+        # unsafe only where they lie in their storage (a bytes rule's offsets)? Then the
+        # pieces run on copies of the read-only arguments, which start their own storage
+        k = _largest(ok_rebased, n_all)
+        rebase = _copy if k else None
     inner = None
     if k == 0:
         if len(dims) < 2:
@@ -419,11 +438,10 @@ def _split(func, name: str, args, kwargs, run: Runner, safe, dims, out_numels, m
         k, inner = 1, dims[1:]
     else:
         k = _piece_len(k, n_all, min_pieces)
-    mutated = _returned_in_place(func)   # an in-place op: its pieces write into the caller's tensor
     full = None
     for i0 in range(0, n_all, k):
         n = min(k, n_all - i0)
-        pa, pk = piece(i0, n)
+        pa, pk = piece(i0, n, rebase)
         if inner is not None:
             res = _split(func, name, pa, pk, run, safe, inner, [m * n // n_all for m in out_numels], min_pieces)
         else:
@@ -447,6 +465,16 @@ def _split(func, name: str, args, kwargs, run: Runner, safe, dims, out_numels, m
         return outs[0] if len(outs) == 1 else tuple(outs)
     full = [f.value if isinstance(f, _Whole) else f for f in full]
     return full[0] if not isinstance(res, (tuple, list)) else type(res)(full)
+
+
+def _copy(x: torch.Tensor) -> torch.Tensor:
+    """``x`` in a storage of its own, contiguous, starting at its first element."""
+    return x.clone(memory_format=torch.contiguous_format)
+
+
+def _meta_copy(x: torch.Tensor) -> torch.Tensor:
+    """What :func:`_copy` would give, without data (for judging a piece's safety)."""
+    return torch.empty(x.shape, dtype=x.dtype, device="meta")
 
 
 #: Arguments that spell a tensor's shape (an upsampling backward's ``input_size``, the
