@@ -209,3 +209,18 @@ def test_a_crashed_run_keeps_where_it_crashed_and_the_line_says_why_the_guarded_
              "guarded": got}
     text = mod.line(entry)
     assert "guarded crashed" in text and text.endswith("| guarded: " + got["error"][:110])
+
+
+def test_equal_infinities_in_a_plain_check_are_the_same_answer_not_a_wrong_one(tmp_path):
+    """float16 matrix_exp overflows to inf alike in the big call and the reference: the
+    check counted inf - inf (NaN) as a difference (16,809 of 65,250 'wrong' on the CPU)."""
+    case = grid(GridSpec(ops=("matrix_exp",), dtypes=("float16",), directions=("fwd",), thresholds=("2^32",),
+                         positions=("below",), layouts=("contig",), scale=16))[0]
+    code = plain_check(case, device="cpu", chunk_elements=2**8)
+    got = _findings_script().run_one(code, tmp_path / "matrix_exp.py", 120)
+    assert got["result"] == "ok" and got["compared"] > 0 and got["max_abs_diff"] == 0.0, got
+    # and a real difference still counts, infinities or not
+    planted = code.replace("big = picked(call(x0))", "big = [y.clone().fill_(float('inf')) for y in picked(call(x0))]")
+    assert planted != code
+    bad = _findings_script().run_one(planted, tmp_path / "planted.py", 120)
+    assert bad["result"] == "wrong" and bad["wrong"] > 0 and bad["max_abs_diff"] == float("inf"), bad
