@@ -146,3 +146,23 @@ def full_grid_findings() -> dict[str, list[str]]:
                                       and DEVICE_ALLOC_FAILED not in (v.get("message") or "")):
             out.setdefault(r["case"]["op"], []).append(r["case"]["id"])
     return out
+
+
+@pytest.fixture(scope="session")
+def benchmark_script():
+    """A loader of ``benchmarks/NAME.py`` as a module (the benchmarks are scripts, not a
+    package): ``benchmark_script("repro_store_findings").run_one(...)``."""
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "benchmarks"
+    loaded = {}
+
+    def load(name: str):
+        if name not in loaded:
+            spec = importlib.util.spec_from_file_location(name, root / f"{name}.py")
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            loaded[name] = mod
+        return loaded[name]
+    return load

@@ -15,21 +15,9 @@ from kernelaudit.sweep.ops.plain import plain_check
 SCALE = 16
 
 
-def _script():
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "guarded_findings_cpu.py"
-    spec = importlib.util.spec_from_file_location("guarded_findings_cpu", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def _guarded(tmp_path, op, direction, dtype, threshold, position):
+def _guarded(mod, tmp_path, op, direction, dtype, threshold, position):
     case = grid(GridSpec(ops=(op,), dtypes=(dtype,), directions=(direction,), thresholds=(threshold,),
                          positions=(position,), layouts=("contig",), scale=SCALE))[0]
-    mod = _script()
     rules = tmp_path / "rules.json"
     assert mod.cpu_rules(rules, SCALE) > 50
     script = tmp_path / "finding.py"
@@ -54,7 +42,7 @@ MORE = [
 @pytest.mark.parametrize("op,direction,dtype,threshold,position", [
     *CRASHED_ON_THE_H100, *(pytest.param(*c, marks=pytest.mark.slow) for c in MORE)])
 def test_a_findings_plain_program_runs_to_the_end_under_the_guard_with_every_shipped_rule(
-        tmp_path, op, direction, dtype, threshold, position):
-    case, got = _guarded(tmp_path, op, direction, dtype, threshold, position)
+        tmp_path, benchmark_script, op, direction, dtype, threshold, position):
+    case, got = _guarded(benchmark_script("guarded_findings_cpu"), tmp_path, op, direction, dtype, threshold, position)
     assert got["result"] == "ok" and got["compared"] > 0, (case.id, got)
     assert got["fixed"] >= 1 and got["refused"] == 0, (case.id, got)

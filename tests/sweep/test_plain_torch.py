@@ -128,10 +128,10 @@ def test_the_plain_check_reports_the_error_a_call_raises(monkeypatch):
     assert res == {"result": "raised", "error": "RuntimeError: CUDA error: invalid argument"}
 
 
-def test_a_plain_check_run_under_the_guard_is_refused_where_a_rule_says_so(tmp_path):
+def test_a_plain_check_run_under_the_guard_is_refused_where_a_rule_says_so(tmp_path, benchmark_script):
     """``repro_store_findings.py --guarded``: the same snippet bare, then under
     ``kernelaudit run`` with a rule (here a CPU rule file) flagging its whole call."""
-    mod = _findings_script()
+    mod = benchmark_script("repro_store_findings")
     case = _case("nn.functional.softmin", "fwd", scale=10, threshold="2^31")
     n = case.batch * case.spec.extra["recipe"]["per_batch"]
     code = plain_check(case, device="cpu", chunk_elements=2**8)
@@ -144,23 +144,12 @@ def test_a_plain_check_run_under_the_guard_is_refused_where_a_rule_says_so(tmp_p
     assert guarded["result"] == "raised" and "softmin-whole-call" in guarded["error"], guarded
 
 
-def _findings_script():
-    import importlib.util
-    from pathlib import Path
-
-    script = Path(__file__).resolve().parents[2] / "benchmarks" / "repro_store_findings.py"
-    spec = importlib.util.spec_from_file_location("repro_store_findings", script)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_an_earlier_runs_settled_findings_are_carried_over_and_the_rest_run_again(tmp_path):
+def test_an_earlier_runs_settled_findings_are_carried_over_and_the_rest_run_again(tmp_path, benchmark_script):
     """``repro_store_findings.py --done``: results that running again would repeat are
     kept; a snippet not reached, timed out or out of memory is run again."""
     import gzip
 
-    mod = _findings_script()
+    mod = benchmark_script("repro_store_findings")
     entries = [
         {"case": "a", "plain": {"result": "wrong", "wrong": 3}, "guarded": {"result": "ok"}},
         {"case": "b", "plain": {"result": "no plain rendering"}},
@@ -180,25 +169,25 @@ def test_an_earlier_runs_settled_findings_are_carried_over_and_the_rest_run_agai
     assert kept["c"]["done_in"] == str(later)
 
 
-def test_a_missing_done_file_is_refused_by_name(tmp_path, capsys):
-    mod = _findings_script()
+def test_a_missing_done_file_is_refused_by_name(tmp_path, capsys, benchmark_script):
+    mod = benchmark_script("repro_store_findings")
     with pytest.raises(SystemExit) as e:
         mod.main([str(tmp_path), "--out", str(tmp_path / "o"), "--done", str(tmp_path / "nope.json")])
     assert e.value.code == 2 and "--done: no such file" in capsys.readouterr().err
 
 
-def test_only_a_plain_run_that_showed_its_fault_is_run_again_under_the_guard():
-    show = _findings_script().showed_fault
+def test_only_a_plain_run_that_showed_its_fault_is_run_again_under_the_guard(benchmark_script):
+    show = benchmark_script("repro_store_findings").showed_fault
     assert show({"result": "wrong", "wrong": 3}) and show({"result": "raised", "error": "RuntimeError: x"})
     assert show({"result": "crashed", "rc": -11})
     assert not show({"result": "ok"}) and not show({"result": "timed out"})
     assert not show({"result": "raised", "error": "OutOfMemoryError: CUDA out of memory."})
 
 
-def test_a_crashed_run_keeps_where_it_crashed_and_the_line_says_why_the_guarded_run_failed(tmp_path):
+def test_a_crashed_run_keeps_where_it_crashed_and_the_line_says_why_the_guarded_run_failed(tmp_path, benchmark_script):
     """A snippet that dies outside its own try (a guarded run's crash) keeps its stderr's
     tail, and the console line shows the guarded run's error beside the plain one."""
-    mod = _findings_script()
+    mod = benchmark_script("repro_store_findings")
     code = "def where():\n    raise RuntimeError('CUDA error: an illegal memory access was encountered')\nwhere()\n"
     got = mod.run_one(code, tmp_path / "crash.py", 60)
     assert got["result"] == "crashed" and got["rc"] == 1
@@ -211,16 +200,16 @@ def test_a_crashed_run_keeps_where_it_crashed_and_the_line_says_why_the_guarded_
     assert "guarded crashed" in text and text.endswith("| guarded: " + got["error"][:110])
 
 
-def test_equal_infinities_in_a_plain_check_are_the_same_answer_not_a_wrong_one(tmp_path):
+def test_equal_infinities_in_a_plain_check_are_the_same_answer_not_a_wrong_one(tmp_path, benchmark_script):
     """float16 matrix_exp overflows to inf alike in the big call and the reference: the
     check counted inf - inf (NaN) as a difference (16,809 of 65,250 'wrong' on the CPU)."""
     case = grid(GridSpec(ops=("matrix_exp",), dtypes=("float16",), directions=("fwd",), thresholds=("2^32",),
                          positions=("below",), layouts=("contig",), scale=16))[0]
     code = plain_check(case, device="cpu", chunk_elements=2**8)
-    got = _findings_script().run_one(code, tmp_path / "matrix_exp.py", 120)
+    got = benchmark_script("repro_store_findings").run_one(code, tmp_path / "matrix_exp.py", 120)
     assert got["result"] == "ok" and got["compared"] > 0 and got["max_abs_diff"] == 0.0, got
     # and a real difference still counts, infinities or not
     planted = code.replace("big = picked(call(x0))", "big = [y.clone().fill_(float('inf')) for y in picked(call(x0))]")
     assert planted != code
-    bad = _findings_script().run_one(planted, tmp_path / "planted.py", 120)
+    bad = benchmark_script("repro_store_findings").run_one(planted, tmp_path / "planted.py", 120)
     assert bad["result"] == "wrong" and bad["wrong"] > 0 and bad["max_abs_diff"] == float("inf"), bad

@@ -4,21 +4,9 @@ records it picks are the out-of-memory ones, as the device wrote them."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "kernelbench_false_rejections.py"
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location("kbfr", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_out_of_memory_records_are_picked_for_a_second_run_alone():
-    oom = _script().out_of_memory
+def test_out_of_memory_records_are_picked_for_a_second_run_alone(benchmark_script):
+    oom = benchmark_script("kernelbench_false_rejections").out_of_memory
     device_oom = {"problem": "level1/23_Softmax", "class": "cannot-judge",
                   "reason": "reference: checker-error: OutOfMemoryError: CUDA out of memory. Tried to allocate 12.00 GiB."}
     died = {"problem": "level1/19_ReLU", "class": "cannot-judge",
