@@ -1,8 +1,8 @@
 """A finding's plain-torch program (``benchmarks/repro_store_findings.py``'s snippet: the
 big call, then a reference of small calls on slices of the same tensors) runs to the end
 under ``kernelaudit run --guard fix`` with every shipped CUDA rule, moved to the CPU and
-scaled down with the case. On the H100 (2026-12-06) five such programs crashed under the
-guard: a float16 pool's ``bytes`` rule refused the reference's slices, which lie far into
+scaled down with the case. On the H100 (2026-12-06) four of these crashed under the guard
+because a float16 pool's ``bytes`` rule refused the reference's slices, which lie far into
 the big tensor's storage."""
 
 from __future__ import annotations
