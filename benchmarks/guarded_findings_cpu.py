@@ -19,9 +19,11 @@ import argparse
 import concurrent.futures as cf
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import repro_store_findings as FINDINGS  # noqa: E402 - the plain programs' runner, beside this script
 
 from kernelaudit.guard.rules import known_faults
 from kernelaudit.sweep.cases import GridSpec, grid
@@ -53,22 +55,10 @@ def cpu_rules(path: Path, scale: int) -> int:
 
 
 def run_guarded(script: Path, rules: Path, timeout: float) -> dict:
-    """``script`` under ``kernelaudit run --guard fix --rules rules``: its result line, the
-    guard's counts, and the last error line where it failed."""
-    try:
-        p = subprocess.run([sys.executable, "-m", "kernelaudit", "run", "--guard", "fix", "--rules", str(rules), "--",
-                            sys.executable, str(script)], capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"result": "timed out"}
-    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
-    out = json.loads(lines[-1]) if lines and p.returncode == 0 else {"result": "crashed", "rc": p.returncode}
-    counts = re.search(r"(\d+) fixed, (\d+) refused", p.stderr)
-    if counts:
-        out["fixed"], out["refused"] = map(int, counts.groups())
-    errors = [ln for ln in p.stderr.splitlines() if "Error" in ln]
-    if p.returncode != 0 and errors:
-        out["error"] = errors[-1][:400]
-    return out
+    """``script`` under ``kernelaudit run --guard fix --rules rules``: its result line and
+    the guard's counts (``repro_store_findings.run_one``)."""
+    prefix = [*FINDINGS.GUARDED[:-1], "--rules", str(rules), "--"]
+    return FINDINGS.run_one(script.read_text(), script, timeout, prefix)
 
 
 def findings(store: str) -> list[dict]:

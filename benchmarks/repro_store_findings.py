@@ -117,13 +117,16 @@ def run_one(code: str, path: Path, timeout: float, prefix: list[str] = ()) -> di
         return {"result": "timed out", "seconds": timeout}
     secs = round(time.perf_counter() - t0, 1)
     lines = [ln for ln in p.stdout.strip().splitlines() if ln.startswith("{")]
+    # under the guard, its summary line: how many calls it fixed and refused
+    counts = re.search(r"(\d+) fixed, (\d+) refused", p.stderr)
+    guard = dict(zip(("fixed", "refused"), map(int, counts.groups()))) if counts else {}
     if p.returncode != 0 or not lines:
         err = p.stderr.strip().splitlines() or ["(no output)"]
         # the last line names the error; the lines before it say where (a guarded run's
         # crash is in the guard's code or the op's): both kept, the tail bounded
         return {"result": "crashed", "rc": p.returncode, "error": err[-1][:300],
-                "stderr_tail": "\n".join(err[-25:])[-3000:], "seconds": secs}
-    return {**json.loads(lines[-1]), "seconds": secs}
+                "stderr_tail": "\n".join(err[-25:])[-3000:], "seconds": secs, **guard}
+    return {**json.loads(lines[-1]), "seconds": secs, **guard}
 
 
 def main(argv=None) -> int:
