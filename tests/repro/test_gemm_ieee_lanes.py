@@ -365,3 +365,17 @@ def test_act16_tma_tiles_hand_the_kernel_16_bit_activations_with_the_emulators_b
         tiles = Tiles(4, 8, 64, num_warps=1, num_stages=2, tiled=True, tma=True, act16=act16)
         assert bits_equal(gemm.linear(x, w, b, tiles=tiles, lanes=lanes), want), act16
     assert seen == [adt, torch.float32]
+
+
+@pytest.mark.parametrize("m", [4, 16, pytest.param(2, marks=pytest.mark.slow), pytest.param(8, marks=pytest.mark.slow)])
+def test_the_tables_large_n_decode_tiles_give_the_emulators_bits(m, bits_equal, draw):
+    """The large-N decode rows of ``IEEE_LANES_TABLE`` (TMA stages, 16-bit activations in
+    shared memory since 2026-12-06) at K = N = 1024: the table's own tiles, through the
+    interpreter, equal the emulator in the shape's order (first 64 columns)."""
+    k = n = 1024
+    w = draw((n, k), torch.bfloat16, 11)
+    x = draw((m, k), torch.float32, 12)
+    t = pick("ieee", n, k, w.dtype, m=m)
+    assert t.tma and t.act16, t   # the rows this test is for
+    lanes = ieee_lanes(n, k, w.dtype)
+    assert bits_equal(gemm.linear(x, w, tiles=t)[:, :64], emulate.linear_ieee(x, w[:64], lanes=lanes))
