@@ -200,7 +200,7 @@ for t in (Tiles(128, 128, 16, 4, 1, group_m=8, split_lanes=True, gluon=True),   
     gemm.linear(x, w, tiles=t)
 torch.cuda.synchronize()" > "$O/gluon_ncu.txt" 2>&1
     grep -E '^  [a-z_]+|Duration|SM Frequency|Shared|Compute \(SM\) Throughput|Registers Per Thread|Achieved Occupancy|Theoretical Occupancy|Block Limit|Stall|bank_conflicts|pipe_fma|Issue Slots Busy|Executed Ipc' "$O/gluon_ncu.txt" | tail -80 ;;
-  decodencu) log decode_ncu  # issue 19: what holds decode at M = 4 (the same 0.055 ms on the H100 and the H200)
+  decodencu) log decode_ncu  # issue 19: what holds decode at M = 4 (shared wavefronts: act16 against the fp32 stages)
     timeout ${NCU_TIMEOUT_S:-240} ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats \
       --section InstructionStats --section MemoryWorkloadAnalysis_Tables --section SchedulerStats \
       --metrics l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,dram__bytes_read.sum.per_second \
@@ -209,9 +209,9 @@ import torch
 from kernelaudit.repro import gemm
 from kernelaudit.repro.tiles import Tiles, pick
 x = torch.randn(4, 8192, device='cuda', dtype=torch.bfloat16); w = torch.randn(8192, 8192, device='cuda', dtype=torch.bfloat16)
-for t in (pick('ieee', 8192, 8192, torch.bfloat16, m=4),                     # the table tile (TMA stages)
-          Tiles(4, 64, 128, 4, 1, tiled=True, prefetch=True),                # register prefetch, 64 columns
-          Tiles(4, 32, 128, 8, 4, tiled=True, tma=True)):                    # 8 warps a program
+for t in (pick('ieee', 8192, 8192, torch.bfloat16, m=4),                     # the table tile (TMA, act16 since 2026-12-06)
+          Tiles(4, 32, 128, 4, 4, tiled=True, tma=True),                     # the table's fp32-stage tile before it
+          Tiles(4, 64, 128, 4, 1, tiled=True, prefetch=True)):               # register prefetch, 64 columns
     gemm.linear(x, w, tiles=t)
 torch.cuda.synchronize()" > "$O/decode_ncu.txt" 2>&1
     grep -E '^  [a-z_]+|Duration|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Registers Per Thread|Achieved Occupancy|Block Limit|Stall|bank_conflicts|pipe_fma|bytes_read|Issue Slots Busy|No Eligible|Active Warps Per Scheduler|Eligible Warps' "$O/decode_ncu.txt" | tail -90 ;;
