@@ -86,6 +86,22 @@ def _run_check(case, chunk_elements: int = 2**8) -> dict:
     return json.loads(buf.getvalue().strip().splitlines()[-1])
 
 
+@pytest.mark.parametrize("direction", ["fwd", "bwd"])
+def test_a_widened_samples_plain_check_counts_its_chunks_on_the_tensors_it_made(direction):
+    # the recipe's per-batch count is the sample's before widening (360 for area's): a
+    # chunk counted with it held the whole 2^32 call, and its float64 copy ran out of memory
+    case = _case("nn.functional.interpolate.area", direction, scale=23, threshold="2^31")
+    chunk = 2**18
+    code = plain_check(case, device="cpu", chunk_elements=chunk)
+    ns: dict = {"__name__": "__main__"}
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(compile(code, f"<{case.id}>", "exec"), ns)  # noqa: S102 - the code under test
+    per = max(t.numel() // case.batch for t in [ns["x0"], *ns["big"]])
+    assert per > case.spec.extra["recipe"]["per_batch"]    # widened
+    assert ns["per"] == per and ns["cb"] * per <= chunk and ns["cb"] < case.batch
+    assert ns["res"]["result"] == "ok" and ns["res"]["compared"] > 0
+
+
 @pytest.mark.parametrize("op,direction", _sample()[::3])
 def test_the_plain_check_of_a_correct_op_finds_its_call_equal_to_the_call_in_chunks(op, direction):
     case = _case(op, direction, scale=10, threshold="2^31")

@@ -81,7 +81,6 @@ def plain_check(case: Case, device: str = "cuda", shapes=None, chunk_elements: i
     names = ", ".join(f"x{i}" for i in range(n_ops))
     batched = [od["dim"] is not None for od in recipe["operands"]]
     grads = [od["dim"] is not None and od["grad"] and od["kind"] == "value" for od in recipe["operands"]]
-    per_batch = max(1, int(recipe.get("per_batch") or 1))
     tol = CHECK_TOL.get(case.dtype, CHECK_TOL["float32"])
     lines = ["import json, sys", *lines, "",
              f"def call({names}):",
@@ -89,7 +88,7 @@ def plain_check(case: Case, device: str = "cuda", shapes=None, chunk_elements: i
              "",
              f"xs, B, batched, grads = [{names}], {case.batch}, {batched!r}, {grads!r}",
              f"outs_at = {[(o['index'], o['dim']) for o in recipe['outs']]!r}",
-             f"cb = max(1, {chunk_elements} // {per_batch})  # whole batches a chunk",
+             f"chunk = {chunk_elements}  # elements a chunk at most, far below every limit",
              f"tol = {tol!r}",
              "",
              "def picked(out):",
@@ -124,6 +123,9 @@ def plain_check(case: Case, device: str = "cuda", shapes=None, chunk_elements: i
               "    print(json.dumps({'result': 'raised', 'error': f'{type(e).__name__}: ' + str(e).strip()[:300]}))",
               "    sys.exit(0)",
               "",
+              "# whole batches a chunk, counted on the tensors made (a widened sample's too)",
+              "per = max([x.numel() // B for x, bat in zip(xs, batched) if bat] + [g.numel() // B for g in big] + [1])",
+              "cb = max(1, chunk // per)",
               "for b0 in range(0, B, cb):",
               "    b1 = min(B, b0 + cb)",
               "    rows = [x.shape[0] // B if bat else None for x, bat in zip(xs, batched)]",
