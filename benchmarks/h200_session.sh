@@ -24,7 +24,7 @@
 #   e.g. "bernoulli rrelu multinomial")
 #   plain (issue 16: benchmarks/repro_store_findings.py, each finding of runs/h200 as plain torch against
 #   the call in small chunks; PLAIN_OPS, PLAIN_TIMEOUT_S (150 a snippet), PLAIN_UNTIL_S (420: no snippet starts later),
-#   PLAIN_GUARDED=1: each again under `kernelaudit run`, the shipped rules; PLAIN_PER_DTYPE=1: a case per dtype too; PLAIN_DONE: an earlier run's results.json(.gz), its settled findings not run again)
+#   PLAIN_GUARDED=1: each again under `kernelaudit run`, the shipped rules; PLAIN_PER_DTYPE=1: a case per dtype too; PLAIN_DONE: earlier runs' results.json(.gz), space-separated, their settled findings not run again)
 #   gluonncu (issue 19: ncu of the Gluon prefill pass, 4 warps, and the warp-specialized table tile; M = 4096, K = N = 8192)
 #   decodencu (issue 19: ncu of decode at M = 4, K = N = 8192: the table tile, a register-prefetch and an 8-warp TMA tile)
 #   guardgrid (issue 16: the full grid's guard GPU tests: linspace/logspace, softmin, random draws,
@@ -150,7 +150,7 @@ PY
   plain) log plain_findings  # every finding of runs/h200 run again as plain torch, one process each
     python3 benchmarks/repro_store_findings.py runs/h200 --out "$O/plain" ${PLAIN_OPS:+--ops $PLAIN_OPS} \
       --timeout ${PLAIN_TIMEOUT_S:-150} --until ${PLAIN_UNTIL_S:-420} ${PLAIN_GUARDED:+--guarded} \
-      ${PLAIN_PER_DTYPE:+--per-dtype} ${PLAIN_DONE:+--done $PLAIN_DONE} 2>&1 | tail -80 ;;
+      ${PLAIN_PER_DTYPE:+--per-dtype} $(for d in ${PLAIN_DONE:-}; do printf -- '--done %s ' "$d"; done) 2>&1 | tail -80 ;;
   repro) log repro; timeout 120 python3 benchmarks/repro_cuda_findings.py --out "$O/repro_cuda_findings.json" 2>&1 | tail -40 ;;
   corpus) log corpus; KERNELAUDIT_GPU_RESULTS="$O/corpus_h200.json" timeout ${CORPUS_TIMEOUT_S:-220} \
       python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_corpus_gpu.py 2>&1 | tail -8 ;;
