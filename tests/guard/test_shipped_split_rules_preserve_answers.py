@@ -169,6 +169,39 @@ def test_the_addmm_column_rules_compute_a_wide_addmm_in_pieces_with_its_answer()
     torch.testing.assert_close(got, bare, rtol=1e-6, atol=1e-6)
 
 
+def test_addmm_pieces_of_a_row_past_int_range_reach_the_blas_with_leading_dims_it_takes():
+    # the sweep's addmm.decomposed call, addmm(M.t(), a, B.t()) with 2^31 + 121 columns:
+    # cuBLAS refuses it bare (m), and refused the guard's pieces too (ldc: each piece
+    # wrote into its slice of the whole row-major output, whose rows are 2^31 + 121 long;
+    # H100, 2026-12-06). Here at scale 12 (int range: 2^11), with a run that refuses any
+    # leading dimension past it as cuBLAS does: pieces go through compact copies.
+    from kernelaudit.guard.engine import Engine
+    from kernelaudit.guard.intercept import policy_from_rules
+    from kernelaudit.thresholds import Thresholds
+
+    th = Thresholds(12)
+    (rule,) = [r for r in load_rules(KNOWN / "full_grid_2_31.json") if r.op == "addmm" and r.dtypes == ("float32",)]
+    g = torch.Generator().manual_seed(7)
+    n = th.t31 + 121
+    m, a, b = torch.randn(n, 2, generator=g).t(), torch.randn(2, 2, generator=g), torch.randn(n, 2, generator=g).t()
+    policy, _ = policy_from_rules([_scaled(rule, [m, b])], th)
+    engine = Engine(policy, "fix")
+    seen = []
+
+    def blas(op, overload, *args, **kwargs):
+        for t in (*args, kwargs.get("out")):
+            if isinstance(t, torch.Tensor) and t.dim() == 2:
+                ld = max((st for st, k in zip(t.stride(), t.shape) if k > 1), default=0)
+                seen.append(ld)
+                if ld > th.t31 - 2:
+                    raise RuntimeError(f"argument ld must be positive and less than {th.t31 - 1} but got {ld}")
+        return getattr(torch.ops.aten, op).out(*args, **kwargs)
+
+    got = engine.slow("addmm", "default", (m, a, b), {"beta": 0.5, "alpha": 2.0}, blas, "cpu")
+    assert engine.stats().fixed == 1 and len(seen) >= 2 * 4 and max(seen) <= th.t31 - 2   # two pieces or more
+    torch.testing.assert_close(got, torch.addmm(m, a, b, beta=0.5, alpha=2.0), rtol=1e-6, atol=1e-6)
+
+
 def _on_cpu(file: str, op: str, at_least: int):
     """``op``'s rules in the shipped ``file``, moved to the CPU, ungated, from ``at_least``."""
     rules = [dataclasses.replace(r, device="cpu", versions={}, when={**r.when, "at_least": at_least})

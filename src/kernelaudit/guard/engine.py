@@ -374,7 +374,10 @@ class Engine:
         return f if 0 < f < 2**62 else (th.t31 if th else 2**31)
 
     def fix(self, mm: Normalised, plan: Plan, run) -> torch.Tensor:
-        """Compute the call piece by piece into its output (allocated once)."""
+        """Compute the call piece by piece into its output (allocated once). A piece's
+        view whose matrix stride a BLAS cannot take as a leading dimension (one past
+        ``int`` range: the whole output's row length, ``addmm`` past 2^31 - 1 columns)
+        runs on a compact copy, its result copied into place."""
         shape = mm.out_shape
         out = mm.out
         if out is None:
@@ -382,16 +385,33 @@ class Engine:
         elif tuple(out.shape) != shape:
             out.resize_(shape)
         bias = mm.bias.expand(shape) if mm.bias is not None else None
+        th = self.policy.thresholds
+        ld_max = (th.t31 if th else 2**31) - 2   # cuBLAS: a leading dimension below INT_MAX
         for piece in plan.pieces():
             a, b, bp, o = piece_views(plan, piece, mm.a, mm.b, bias, out)
+            a, b = _compact(a, ld_max), _compact(b, ld_max)
+            into = o if _leading_dim(o) <= ld_max else torch.empty(o.shape, dtype=o.dtype, device=o.device)
             if bp is None:
-                run(mm.op, "out", a, b, out=o)
+                run(mm.op, "out", a, b, out=into)
             else:
-                run(mm.op, "out", bp, a, b, beta=mm.beta, alpha=mm.alpha, out=o)
+                run(mm.op, "out", _compact(bp, ld_max), a, b, beta=mm.beta, alpha=mm.alpha, out=into)
+            if into is not o:
+                o.copy_(into)
         return out
 
     def stats(self) -> GuardStats:
         return self.counters.snapshot()
+
+
+def _leading_dim(t: torch.Tensor) -> int:
+    """The larger matrix stride of ``t`` (its last two dims; a dim of one element or a
+    broadcast stride of 0 needs none): the leading dimension a BLAS would be given."""
+    return max((st for st, n in zip(t.stride()[-2:], t.shape[-2:]) if n > 1), default=0)
+
+
+def _compact(t: torch.Tensor, ld_max: int) -> torch.Tensor:
+    """``t``, or a contiguous copy where its leading dimension passes ``ld_max``."""
+    return t if _leading_dim(t) <= ld_max else t.contiguous()
 
 
 def refusal_message(call: Call, hits: list[Hit], plan: Plan | None, why: str = "refused") -> str:
