@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from kernelaudit.guard.intercept import guarding
 from kernelaudit.guard.rules import load_rules
@@ -130,7 +131,6 @@ def test_a_shipped_split_rule_gives_the_bare_calls_answer(rule, cases):
 def test_the_avg_pool2d_rules_also_fix_local_response_norms_inner_calls():
     # the grid's local_response_norm errors ("integer out of range" past 2^31) come from
     # the avg_pool2d its 3-d path calls: that op's shipped rules split those calls
-    import torch.nn.functional as F
 
     from kernelaudit.guard.rules import load_rules
 
@@ -251,3 +251,45 @@ def test_a_direct_lu_solve_past_the_scaled_threshold_equals_the_bare_call():
         got = torch.linalg.lu_solve(lu, piv, b)
     assert engine.stats().fixed == 1, engine.stats().summary()
     assert torch.equal(got, want)
+
+
+# known_faults/multilabel_margin_loss_backward.json (hand-written from the H100's guarded
+# plain-torch run: the forward rule split the forward, the backward kernel then raised)
+def _multilabel_rules(at_least: int):
+    return (_on_cpu("full_grid_2_31.json", "nn.functional.multilabel_margin_loss", at_least)
+            + _on_cpu("multilabel_margin_loss_backward.json", "nn.functional.multilabel_margin_loss", at_least))
+
+
+def _multilabel_grad(x, target, go, reduction: str):
+    xg = x.clone().requires_grad_()
+    loss = F.multilabel_margin_loss(xg, target, reduction=reduction)
+    loss.backward(go if reduction == "none" else None)
+    return loss.detach(), xg.grad
+
+
+def test_multilabel_margin_loss_forward_and_backward_in_pieces_give_the_bare_loss_and_gradient():
+    g = torch.Generator().manual_seed(5)
+    x = torch.rand(3000, 5, generator=g) * 2 - 1
+    target = torch.randint(-1, 5, (3000, 5), generator=g)
+    go = torch.rand(3000, generator=g)
+    want = _multilabel_grad(x, target, go, "none")
+    with guarding("fix", rules=_multilabel_rules(6000), native=False) as engine:
+        got = _multilabel_grad(x, target, go, "none")
+    st = engine.stats()
+    assert st.fixed == 2 and st.refused == 0, st.summary()   # the forward and the backward
+    assert st.by_rule.get("multilabel-margin-loss-backward-2-31") == 1, st.summary()
+    for a, b in zip(got, want):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_a_reduced_loss_past_its_rule_is_refused_not_scaled_piece_by_piece(reduction):
+    # each piece of a mean loss's backward would divide by its own rows: refused, loudly
+    from kernelaudit.errors import UnsafeCallError
+
+    g = torch.Generator().manual_seed(6)
+    x, target = torch.rand(3000, 5, generator=g), torch.randint(-1, 5, (3000, 5), generator=g)
+    with guarding("fix", rules=_multilabel_rules(6000), native=False) as engine:
+        with pytest.raises(UnsafeCallError, match="reduction="):
+            _multilabel_grad(x, target, None, reduction)
+    assert engine.stats().refused >= 1 and engine.stats().fixed == 0

@@ -328,7 +328,13 @@ def dims_worked_along(bound: dict, ndim: int) -> set[int] | None:
 
 def _preconditions(bound: dict) -> None:
     """Calls whose pieces would not be independent: dropout (each piece would draw its
-    own mask, not the forward's) and variable-length (nested) attention."""
+    own mask, not the forward's), variable-length (nested) attention, and a loss or its
+    backward with ``reduction`` mean or sum (each piece would reduce, or scale its
+    gradient, over its own rows: a backward's pieces would be silently wrong)."""
+    r = bound.get("reduction")
+    if isinstance(r, int) and not isinstance(r, bool) and r != 0:
+        raise CannotSplit(f"reduction={'mean' if r == 1 else 'sum' if r == 2 else r}: each piece would reduce "
+                          "over its own rows (only reduction='none' splits)")
     p = bound.get("dropout_p")
     if p:
         raise CannotSplit(f"dropout_p={p} > 0: each piece would draw another dropout mask than the whole call")
