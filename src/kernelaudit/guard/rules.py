@@ -367,7 +367,7 @@ DATABASE_FILES = ("mps_study.json", "sweeps_of_record.json", "quick_sweep_opinfo
                   "sdpa_heads_float32.json", "full_grid_pools_factories.json", "full_grid_softmax_backward.json",
                   "full_grid_2_31.json", "norm_backward_rows.json", "random_draws.json", "tall_svd.json",
                   "full_grid_batched_lu_chunk_cat.json", "batched_lu_solve.json", "full_grid_float32.json",
-                  "batched_eigh_layer_norm_rows.json")
+                  "batched_eigh_layer_norm_rows.json", "multilabel_margin_loss_backward.json")
 
 
 @functools.lru_cache(maxsize=1)
