@@ -109,7 +109,8 @@ def predicate_text(when: dict) -> str:
             "dim": f"dim {when.get('dim')} >= {n}",
             "bytes": f"storage >= {n} bytes",
             "norm-rows": f"rows >= {n} over 2+ normalized dims of < {when.get('below_normalized')} elements",
-            "rows": f"rows >= {n}"}.get(kind, f"{kind}{' rule ' + when['rule'] if 'rule' in when else ''}")
+            "rows": f"rows >= {n}",
+            "leading": f"dims before its {when.get('of')} >= {n} elements"}.get(kind, f"{kind}{' rule ' + when['rule'] if 'rule' in when else ''}")
     return text + (f" (its {when['inner_of']} not the last dim)" if "inner_of" in when else "")
 
 

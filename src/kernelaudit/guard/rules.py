@@ -41,6 +41,10 @@ Predicates (``when``), all over metadata only (shapes, strides, offsets; no data
 * ``{"kind": "rows", "at_least": R}``: a normalization (an entry point with a
   ``normalized_shape`` argument) over at least ``R`` rows, however many dims hold them
   (CUDA's layer norm launches a block a row and refuses more rows than its grid holds).
+* ``{"kind": "leading", "of": ARG, "at_least": N}``: the first tensor argument's dims
+  before the dim that argument ``ARG`` names hold at least ``N`` elements together (a
+  kernel that launches one grid row per leading index: ``_chunk_cat``'s grid z, at most
+  65,535).
 
 Any predicate of a screened entry point (``aten``) may add ``"inner_of": ARG``: the rule
 then matches only calls whose first tensor argument has more than one element past the
@@ -72,7 +76,8 @@ EFFECTS = ("wrong", "error", "crash")
 RULE_ACTIONS = ("fix", "raise")
 LAYOUTS = ("contig", "aT", "bT", "abT", "slice", "expand")
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int32", "int64")
-PREDICATES = ("mps-matmul", "mps-attention", "numel", "attention-scores", "dim", "bytes", "norm-rows", "rows")
+PREDICATES = ("mps-matmul", "mps-attention", "numel", "attention-scores", "dim", "bytes", "norm-rows", "rows",
+              "leading")
 TENSOR_KINDS = ("any", "output", "operand", "view-operand", "contig-operand")
 VERSION_KEYS = ("torch", "cuda", "driver")
 #: The guard's engine fixes these ops itself (split into safe pieces); any other op a
@@ -234,8 +239,11 @@ def _check_predicate(when: dict, where: str) -> None:
         check_choice(f"{where} when.rule", when.get("rule"), ("A", "B", "C"))
     if kind == "numel":
         check_choice(f"{where} when.tensor", when.get("tensor", "any"), TENSOR_KINDS)
-    if kind in ("numel", "attention-scores", "dim", "bytes", "norm-rows", "rows"):
+    if kind in ("numel", "attention-scores", "dim", "bytes", "norm-rows", "rows", "leading"):
         resolve_threshold(when.get("at_least"), REAL, f"{where} when.at_least")
+    if kind == "leading" and not (isinstance(when.get("of"), str) and when["of"]):
+        raise InvalidArgument(f"Cannot have {where} when.of={when.get('of')!r}: the name of the call's dim "
+                              "argument is required")
     if kind == "dim" and not (isinstance(when.get("dim"), int) and when["dim"] >= 0):
         raise InvalidArgument(f"Cannot have {where} when.dim={when.get('dim')!r}: an integer >= 0 is required")
     if kind == "norm-rows" and not (isinstance(when.get("below_normalized"), int)
@@ -266,6 +274,16 @@ def norm_rows(tensors: Sequence, args) -> tuple[int, int, int] | None:
         return None
     n = math.prod(int(x) for x in shape)
     return (tensors[0].numel() // n if n else 0), n, len(shape)
+
+
+def leading_extent(tensors: Sequence, args, name: str) -> int | None:
+    """The elements of ``tensors[0]`` before the dim that argument ``name`` of the call
+    (``args``: name -> value) names; None where the call says no such thing."""
+    d = args.get(name)
+    if not tensors or not isinstance(d, int) or not tensors[0].dim():
+        return None
+    shape = tensors[0].shape
+    return math.prod(shape[:d % len(shape)])
 
 
 def inner_extent(tensors: Sequence, args, name: str) -> int | None:
@@ -367,7 +385,8 @@ DATABASE_FILES = ("mps_study.json", "sweeps_of_record.json", "quick_sweep_opinfo
                   "sdpa_heads_float32.json", "full_grid_pools_factories.json", "full_grid_softmax_backward.json",
                   "full_grid_2_31.json", "norm_backward_rows.json", "random_draws.json", "tall_svd.json",
                   "full_grid_batched_lu_chunk_cat.json", "batched_lu_solve.json", "full_grid_float32.json",
-                  "batched_eigh_layer_norm_rows.json", "multilabel_margin_loss_backward.json")
+                  "batched_eigh_layer_norm_rows.json", "multilabel_margin_loss_backward.json",
+                  "chunk_cat_grid_z.json")
 
 
 @functools.lru_cache(maxsize=1)
@@ -600,6 +619,10 @@ def screen_reason(fault: KnownFault, tensors: Sequence, out_numels: Sequence[int
         if dts and not dts & set(fault.dtypes):
             return None
     n = resolve_threshold(when["at_least"], th)
+    if when["kind"] == "leading":
+        got = leading_extent(tensors, args or {}, when["of"])
+        return (f"the dims before its {when['of']} hold {got} >= {n} elements" if got is not None and got >= n
+                else None)
     if when["kind"] == "norm-rows":
         got = norm_rows(tensors, args or {})
         if got is None:
