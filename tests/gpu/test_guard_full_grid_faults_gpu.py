@@ -473,3 +473,81 @@ def test_layer_norm_past_2_31_rows_raises_bare_and_runs_in_row_pieces_under_the_
         xhat = (xc - xc.mean(1, keepdim=True)) * torch.rsqrt(xc.var(1, unbiased=False, keepdim=True) + 1e-5)
         want += (go[i0:i0 + 2**24].float() * xhat).sum(0).double()
     torch.testing.assert_close(dw.double(), want, rtol=1e-2, atol=1e-2 * float(want.abs().max()))
+
+
+def _guarded_or_why(rules, fn):
+    """(result, stats, the exception or None): a guarded call that raises still shows
+    whether the rule fired (fixed) and what the pieces raised."""
+    engine = intercept.install("fix", rules=rules, native=False)
+    try:
+        return fn(), engine.stats(), None
+    except Exception as e:  # noqa: BLE001 - reported by the test with the guard's counts
+        return None, engine.stats(), e
+    finally:
+        intercept.uninstall()
+
+
+def test_chunk_cat_past_2_31_output_elements_under_the_guard_equals_chunk_cat_of_row_pieces():
+    # known_faults/chunk_cat_grid_z.json: the grid's _chunk_cat raised `invalid argument`
+    # at every size (grid z = the elements before dim); under kernelaudit run with the
+    # sweep's size rules it still raised on an H100 (2026-12-06): their pieces were too big
+    _need(20)
+    rows = 214748352                       # two (rows, 2, 3) inputs, 5 chunks: 2^32 - 128 x 2 output elements
+    with pytest.raises(RuntimeError, match="invalid argument"):
+        torch._chunk_cat([torch.zeros(32768, 2, 3, device="cuda")] * 2, -1, 5)   # 65,536 leading: bare, refused
+    torch.cuda.synchronize()
+    x0 = torch.randn(rows, 2, 3, device="cuda", dtype=torch.float16)
+    x1 = torch.randn(rows, 2, 3, device="cuda", dtype=torch.float16)
+    got, st, err = _guarded_or_why(_rules("_chunk_cat", "chunk_cat_grid_z.json"),
+                                   lambda: torch._chunk_cat([x0, x1], -1, 5))
+    assert err is None, f"{type(err).__name__}: {str(err)[:300]} ({st.summary()})"
+    assert st.fixed == 1 and st.refused == 0, st.summary()
+    for i0 in (0, rows // 2, rows - 4096):
+        torch.testing.assert_close(got[i0:i0 + 4096], torch._chunk_cat([x0[i0:i0 + 4096], x1[i0:i0 + 4096]], -1, 5),
+                                   rtol=0, atol=0)
+
+
+def test_addmm_with_2_31_output_columns_under_the_guard_equals_addmm_of_column_pieces():
+    # full_grid_2_31.json's addmm rule: cuBLAS refuses m past INT_MAX bare, and refused the
+    # guard's pieces too until they ran on compact copies (ldc, H100, 2026-12-06)
+    _need(40)
+    n = 2**31 + 121
+    g = torch.Generator(device="cuda").manual_seed(5)
+    m = torch.randn(n, 2, device="cuda", dtype=torch.float16, generator=g).t()
+    b = torch.randn(n, 2, device="cuda", dtype=torch.float16, generator=g).t()
+    a = torch.randn(2, 2, device="cuda", dtype=torch.float16, generator=g)
+    with pytest.raises(RuntimeError, match="less than 2147483647"):
+        torch.addmm(m, a, b)
+    rules = [r for r in _rules("addmm", "full_grid_2_31.json") if r.dtypes == ("float16",)]
+    got, st, err = _guarded_or_why(rules, lambda: torch.addmm(m, a, b))
+    assert err is None, f"{type(err).__name__}: {str(err)[:300]} ({st.summary()})"
+    assert st.fixed == 1 and st.refused == 0, st.summary()
+    for i0 in (0, 2**31 - 2048, n - 4096):
+        torch.testing.assert_close(got[:, i0:i0 + 4096], torch.addmm(m[:, i0:i0 + 4096], a, b[:, i0:i0 + 4096]),
+                                   rtol=1e-3, atol=1e-3)
+
+
+def test_multilabel_margin_loss_backward_past_2_31_under_the_guard_equals_small_batches():
+    # the forward rule (full_grid_2_31.json) and the backward's (multilabel_margin_loss_backward.json):
+    # bare, and with the forward alone in pieces, an illegal memory access (H100, 2026-12-06)
+    _need(60)
+    rows = 429496860
+    g = torch.Generator(device="cuda").manual_seed(6)
+    x = torch.rand(rows, 5, device="cuda", generator=g)
+    target = torch.randint(-1, 5, (rows, 5), device="cuda", generator=g)
+    go = torch.rand(rows, device="cuda", generator=g)
+    rules = (_rules("nn.functional.multilabel_margin_loss", "full_grid_2_31.json")
+             + _rules("nn.functional.multilabel_margin_loss", "multilabel_margin_loss_backward.json"))
+
+    def forward_backward():
+        xs = x.requires_grad_()
+        F.multilabel_margin_loss(xs, target, reduction="none").backward(go)
+        return xs.grad
+
+    dx, st, err = _guarded_or_why(rules, forward_backward)
+    assert err is None, f"{type(err).__name__}: {str(err)[:300]} ({st.summary()})"
+    assert st.fixed == 2 and st.refused == 0, st.summary()
+    for i0 in (0, 2**31 // 5 - 2048, rows - 4096):
+        xs = x[i0:i0 + 4096].detach().requires_grad_()
+        F.multilabel_margin_loss(xs, target[i0:i0 + 4096], reduction="none").backward(go[i0:i0 + 4096])
+        torch.testing.assert_close(dx[i0:i0 + 4096], xs.grad, rtol=0, atol=0)
