@@ -69,7 +69,9 @@ def findings(store: str, ops: set[str] | None = None, per_dtype: bool = False) -
 
 
 def _out_of_memory(result: dict) -> bool:
-    return "OutOfMemoryError" in str(result.get("error", ""))
+    """Whether a run ran out of memory: its error, or (a program that crashed after the
+    call, in its own checking) the last lines of its stderr."""
+    return any("OutOfMemoryError" in str(result.get(k, "")) for k in ("error", "stderr_tail"))
 
 
 def showed_fault(plain: dict) -> bool:

@@ -162,7 +162,8 @@ def test_a_plain_check_run_under_the_guard_is_refused_where_a_rule_says_so(tmp_p
 
 def test_an_earlier_runs_settled_findings_are_carried_over_and_the_rest_run_again(tmp_path, benchmark_script):
     """``repro_store_findings.py --done``: results that running again would repeat are
-    kept; a snippet not reached, timed out or out of memory is run again."""
+    kept; a snippet not reached, timed out or out of memory (its call's or its check's) is
+    run again."""
     import gzip
 
     mod = benchmark_script("repro_store_findings")
@@ -173,6 +174,10 @@ def test_an_earlier_runs_settled_findings_are_carried_over_and_the_rest_run_agai
         {"case": "d", "plain": {"result": "timed out", "seconds": 150}},
         {"case": "e", "plain": {"result": "raised", "error": "OutOfMemoryError: CUDA out of memory."}},
         {"case": "f", "plain": {"result": "raised", "error": "RuntimeError: CUDA error: invalid argument"}},
+        # the guard fixed the call, then the program's own check ran out of memory (H100, 2026-12-06)
+        {"case": "g", "plain": {"result": "raised", "error": "AcceleratorError: an illegal memory access"},
+         "guarded": {"result": "crashed", "error": "kernelaudit guard: 2 calls inspected",
+                     "stderr_tail": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 24.00 GiB."}},
     ]
     first = tmp_path / "results.json.gz"
     with gzip.open(first, "wt") as f:
