@@ -71,3 +71,14 @@ def test_calibrating_many_keys_writes_the_manifest_a_few_times_and_keeps_every_t
     res = run_sweep(spec, tmp_path, device="cpu", fault_model="none", resume=True)
     assert res.ran == 0
     assert RunStore.open(tmp_path).manifest()["segments"][-1]["calibrated"] == 0
+
+
+def test_a_resumed_invocation_over_a_subset_keeps_the_runs_larger_plan(tmp_path):
+    # `--resume --rerun wrong --ops X` on the full grid's store planned 48 cases and the
+    # report read "27758 of 48 planned cases recorded" (2026-12-06)
+    out = tmp_path / "run"
+    RunStore.create(out, {"thresholds": {}, "plan": {"cases": 1000}}, resume=False)
+    RunStore.create(out, {"thresholds": {}, "plan": {"cases": 48}}, resume=True)
+    assert RunStore.open(out).manifest()["plan"] == {"cases": 1000}
+    RunStore.create(out, {"thresholds": {}, "plan": {"cases": 1200}}, resume=True)   # a grid grown since
+    assert RunStore.open(out).manifest()["plan"] == {"cases": 1200}

@@ -110,7 +110,11 @@ class RunStore:
                 old["torn_lines_set_aside"] = old.get("torn_lines_set_aside", 0) + torn
             old.setdefault("resumed", []).append(now())
             old.setdefault("tolerances", {}).update(manifest.get("tolerances", {}))
-            old["plan"] = manifest.get("plan", old.get("plan"))
+            # a resumed invocation over a subset (--ops, --rerun) plans fewer cases than the
+            # run holds: the run's plan is the largest any invocation made
+            new_plan, old_plan = manifest.get("plan"), old.get("plan")
+            if new_plan is not None and (old_plan is None or new_plan.get("cases", 0) >= old_plan.get("cases", 0)):
+                old["plan"] = new_plan
             store.write_manifest(old)
             return store
         path.mkdir(parents=True, exist_ok=True)
