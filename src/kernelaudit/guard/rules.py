@@ -276,24 +276,27 @@ def norm_rows(tensors: Sequence, args) -> tuple[int, int, int] | None:
     return (tensors[0].numel() // n if n else 0), n, len(shape)
 
 
-def leading_extent(tensors: Sequence, args, name: str) -> int | None:
-    """The elements of ``tensors[0]`` before the dim that argument ``name`` of the call
-    (``args``: name -> value) names; None where the call says no such thing."""
+def _around(tensors: Sequence, args, name: str) -> tuple[int, int] | None:
+    """(elements before, elements past) the dim of ``tensors[0]`` that argument ``name``
+    of the call (``args``: name -> value) names; None where the call says no such thing."""
     d = args.get(name)
     if not tensors or not isinstance(d, int) or not tensors[0].dim():
         return None
     shape = tensors[0].shape
-    return math.prod(shape[:d % len(shape)])
+    d %= len(shape)
+    return math.prod(shape[:d]), math.prod(shape[d + 1:])
+
+
+def leading_extent(tensors: Sequence, args, name: str) -> int | None:
+    """The elements of ``tensors[0]`` before the dim that argument ``name`` names."""
+    got = _around(tensors, args, name)
+    return None if got is None else got[0]
 
 
 def inner_extent(tensors: Sequence, args, name: str) -> int | None:
-    """The elements of ``tensors[0]`` past the dim that argument ``name`` of the call
-    (``args``: name -> value) names; None where the call says no such thing."""
-    d = args.get(name)
-    if not tensors or not isinstance(d, int) or not tensors[0].dim():
-        return None
-    shape = tensors[0].shape
-    return math.prod(shape[d % len(shape) + 1:])
+    """The elements of ``tensors[0]`` past the dim that argument ``name`` names."""
+    got = _around(tensors, args, name)
+    return None if got is None else got[1]
 
 
 # -- the running process ------------------------------------------------------------------
