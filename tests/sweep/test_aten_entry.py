@@ -188,6 +188,15 @@ def test_a_finding_of_a_traced_op_becomes_a_rule_the_guard_fixes_with(catalogue,
     assert torch.equal(got, honest) and torch.equal(small, honest[:2])
 
 
+def test_a_fix_rule_whose_every_tried_size_failed_comes_with_a_note_to_check_it(catalogue, tmp_path):
+    # the full grid's _chunk_cat failed at every size it tried; the rule split into pieces
+    # that failed again on an H100, its true limit (grid z) far below (2026-12-06)
+    rules, notes = rules_from_store(_store(tmp_path, INTERPOLATE, wrong_from="below"))
+    assert len(rules) == 1 and rules[0].action == "fix"
+    assert len(notes) == 1 and "no size below" in notes[0] and "may still fail" in notes[0]
+    assert INTERPOLATE in notes[0]
+
+
 def test_linspace_and_logspace_findings_are_fixed_in_pieces(tmp_path):
     # linspace and logspace past 2^32 points left their tails 0.0 on CUDA (H100, torch 2.11,
     # 2026-12-05); judged by a closed form, they have no traced entry point: the hand table's
@@ -236,7 +245,10 @@ def test_a_timed_out_or_checker_failed_case_is_a_note_not_a_finding(catalogue, t
     store.append(below, Verdict.error("timed out after 60 s (worker killed)", timed_out=True), 60.0)
     rules, notes = rules_from_store(store)
     assert len(rules) == 1 and rules[0].when["at_least"] > below.to_json()["crossing_numel"]
-    assert len(notes) == 1 and "not judged" in notes[0] and below.id in notes[0]
+    judged = [n for n in notes if "not judged" in n]
+    assert len(judged) == 1 and below.id in judged[0]
+    # and with the one size below it unjudged, nothing below the rule was seen correct
+    assert [n for n in notes if n not in judged and "no size below" in n] == [n for n in notes if n not in judged]
     assert unjudged({"status": "error", "message": "timed out after 600 s (worker killed)"})
     assert unjudged({"status": "error", "message": "x", "details": {"checker_bug": True}})
     assert not unjudged({"status": "error", "message": "CUDA error: invalid argument"})

@@ -251,13 +251,20 @@ def rules_from_store(store: RunStore) -> tuple[list, list[str]]:
         split_dim = 0 if guard_op in FACTORIES else sep_dim
         if traced is not None and aten:  # screened at a traced entry point: its verified dim
             split_dim = traced.split_dim if sep_dim is not None else None
+        action = "fix" if split_dim is not None or own_fixed(aten) else "raise"
+        if not below_ok and action == "fix":
+            # the limit lies at or below every size tried: pieces under this threshold may
+            # still fail (_chunk_cat's grid z, 65,535, under sizes from 65,533 x 2 up)
+            notes.append(f"{where} ({axis} axis): no size below {smallest} was tried correct, so the fault may begin lower "
+                         "than this rule says and its pieces may still fail: check the fix on the device "
+                         "(the finding's program under kernelaudit run)")
         first = bad[0][1]["verdict"]
         th = Thresholds(case0.scale)
         rules.append(KnownFault(
             name=f"sweep-{device}-{op}-{dtype}-{layout}-{direction}-{series}" + ("" if axis == "elements" else f"-{axis}"),
             op=guard_op, device=device, effect=effect, when=when, dtypes=(dtype,),
             layouts=(layout,) if direction == "fwd" and op in ENGINE_OP else (),
-            versions=gate, action="fix" if split_dim is not None or own_fixed(aten) else "raise",
+            versions=gate, action=action,
             split_dim=split_dim, aten=aten,
             explain=(f"{op} {dtype} {layout} {direction}: {len(bad)} {effect} case(s) from {at_least} "
                      + (f"crossing elements (2^32 = {th.t32} here)" if axis == "elements" else
