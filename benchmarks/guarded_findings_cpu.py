@@ -9,10 +9,9 @@ CPU and scaled with the case (:func:`cpu_rules`). A program that does not finish
 whose guard refused a call, shows a guard defect no GPU is needed to find (the float16
 pools' bytes rules refusing the reference's slices, 2026-12-06); so does one the guard
 leaves unfixed where a rule moved here should have fired (``unfixed``: ``should_fire``
-names them). The kernels are the
-CPU's, so the answers say nothing about CUDA's faults.
+names them). The kernels are the CPU's, so the answers say nothing about CUDA's faults.
 
-    PYTHONPATH=src python benchmarks/guarded_findings_cpu.py runs/h200 --out /tmp/guarded   # about 4 min, 2 cores
+    PYTHONPATH=src python benchmarks/guarded_findings_cpu.py runs/h200 --out /tmp/guarded   # about 5 min, 2 cores
 """
 
 from __future__ import annotations
