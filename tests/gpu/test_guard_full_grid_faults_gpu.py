@@ -551,3 +551,27 @@ def test_multilabel_margin_loss_backward_past_2_31_under_the_guard_equals_small_
         xs = x[i0:i0 + 4096].detach().requires_grad_()
         F.multilabel_margin_loss(xs, target[i0:i0 + 4096], reduction="none").backward(go[i0:i0 + 4096])
         torch.testing.assert_close(dx[i0:i0 + 4096], xs.grad, rtol=0, atol=0)
+
+
+def test_reflect_pad_backward_past_65535_rows_raises_bare_and_runs_in_row_pieces_under_the_guard():
+    # known_faults/full_grid_reflect_pad_rows.json: the grid's dim axis, 65,575 rows raised
+    # `invalid argument` (its kernel's grid holds 65,535 planes), 65,532 ran
+    x = torch.rand(65575, 3, device="cuda") * 2 - 1
+    go = torch.rand(65575, 6, device="cuda")
+
+    def grad():
+        xs = x.clone().requires_grad_()
+        F.pad(xs, (1, 2), "reflect").backward(go)
+        return xs.grad
+
+    with pytest.raises(RuntimeError, match="invalid argument"):
+        grad()
+        torch.cuda.synchronize()
+    rules = [dataclasses.replace(r, versions={}) for r in load_rules(_known("full_grid_reflect_pad_rows.json"))]
+    got, st, err = _guarded_or_why(rules, grad)
+    assert err is None, f"{type(err).__name__}: {str(err)[:300]} ({st.summary()})"
+    assert st.fixed == 1 and st.refused == 0, st.summary()
+    for i0 in (0, 32768, 65575 - 4096):
+        xs = x[i0:i0 + 4096].clone().requires_grad_()
+        F.pad(xs, (1, 2), "reflect").backward(go[i0:i0 + 4096])
+        torch.testing.assert_close(got[i0:i0 + 4096], xs.grad, rtol=0, atol=0)

@@ -293,3 +293,25 @@ def test_a_reduced_loss_past_its_rule_is_refused_not_scaled_piece_by_piece(reduc
         with pytest.raises(UnsafeCallError, match="reduction="):
             _multilabel_grad(x, target, None, reduction)
     assert engine.stats().refused >= 1 and engine.stats().fixed == 0
+
+
+# known_faults/full_grid_reflect_pad_rows.json: reflect padding's backward over more rows
+# than its CUDA grid holds (65,575 raised, 65,532 ran): pieces of rows, the real threshold
+def test_reflect_pad_backward_past_its_grids_rows_runs_in_pieces_of_rows_with_the_bare_gradient():
+    g = torch.Generator().manual_seed(8)
+    x = torch.rand(70000, 3, generator=g) * 2 - 1
+    go = torch.rand(70000, 6, generator=g)
+
+    def grad():
+        xs = x.clone().requires_grad_()
+        F.pad(xs, (1, 2), "reflect").backward(go)
+        return xs.grad
+
+    want = grad()
+    rules = [dataclasses.replace(r, device="cpu", versions={})
+             for r in load_rules(KNOWN / "full_grid_reflect_pad_rows.json")]
+    with guarding("fix", rules=rules, native=False) as engine:
+        got = grad()
+    st = engine.stats()
+    assert st.fixed == 1 and st.refused == 0, st.summary()
+    assert torch.equal(got, want)

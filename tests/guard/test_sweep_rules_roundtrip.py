@@ -379,3 +379,20 @@ def test_the_shipped_softmin_backward_rule_is_what_the_full_grids_later_store_gi
     assert (st.fixed, st.refused) == (1, 0), st.summary()
     torch.testing.assert_close(got[0], bare[0], rtol=2e-3, atol=1e-3)
     assert torch.equal(got[1], bare[1])
+
+
+GRID_OF_RECORD = ROOT / "benchmarks/results/2026-12-06-h100-plain-findings-rerun-wrong"
+
+
+@pytest.mark.skipif(not GRID_OF_RECORD.is_dir(), reason="the full grid's store of record is not in this checkout")
+def test_the_shipped_reflect_pad_row_rules_are_the_dim_axis_rules_the_store_of_record_gives(tmp_path):
+    # reflection_pad1d_backward's grid holds 65,535 rows: the element rules' pieces (2^31
+    # elements) would still hold more, so the dim axis' rules ship beside them
+    from kernelaudit.sweep.rules_out import rules_from_store
+
+    rules, _ = rules_from_store(RunStore.open(_unpacked(tmp_path, GRID_OF_RECORD / "store", "h200")))
+    derived = [r for r in rules if r.op == "nn.functional.pad.reflect" and r.when["kind"] == "dim"]
+    shipped = load_rules(ROOT / "src/kernelaudit/guard/known_faults/full_grid_reflect_pad_rows.json")
+    assert shipped == derived and len(shipped) == 2
+    assert {(r.aten, r.split_dim, r.when["dim"], r.when["at_least"]) for r in shipped} == {
+        (("reflection_pad1d_backward",), 0, 0, 65533)}
