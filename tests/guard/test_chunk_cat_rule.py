@@ -34,9 +34,9 @@ def _leading(tensors, dim: int) -> int:
     return n
 
 
-def _guarded(tensors, dim: int, num_chunks: int):
-    """The call through the guard's screen; the kernel raises as CUDA's launch does."""
-    rule = _rule()
+def _screened(rule, tensors, dim: int, num_chunks: int, error: str = "CUDA error: invalid argument"):
+    """The call through the guard's screen holding ``rule``; the kernel raises ``error``
+    past the grid, as CUDA's launch does."""
     policy, _ = policy_from_rules([rule])
     engine = Engine(policy, "fix")
     launches = []
@@ -44,11 +44,16 @@ def _guarded(tensors, dim: int, num_chunks: int):
     def run(name, ts, d, k):
         launches.append(_leading(ts, d))
         if launches[-1] > GRID_Z:
-            raise RuntimeError("CUDA error: invalid argument")
+            raise RuntimeError(error)
         return CHUNK_CAT(ts, d, k)
 
     out = screen_call(engine, "_chunk_cat", "cuda", [rule], REAL, CHUNK_CAT, (tensors, dim, num_chunks), {}, run)
     return out, engine.stats(), launches
+
+
+def _guarded(tensors, dim: int, num_chunks: int):
+    """The call through the guard's screen with the shipped rule (:func:`_screened`)."""
+    return _screened(_rule(), tensors, dim, num_chunks)
 
 
 def test_the_rule_flags_calls_whose_leading_dims_pass_the_grid_and_no_others():
@@ -74,3 +79,29 @@ def test_a_call_whose_one_row_passes_the_grid_is_refused_by_name():
     x = torch.zeros(2, 70000, 1)
     with pytest.raises(UnsafeCallError, match="chunk-cat-grid-z"):
         _guarded([x], 2, 1)
+
+
+def test_pieces_a_kernel_refuses_for_size_are_halved_until_it_takes_them(caplog):
+    # the sweep's own _chunk_cat rule counted elements (every size it tried failed): its
+    # pieces were still past the grid, and raised again on an H100 (2026-12-06)
+    import dataclasses
+
+    rule = dataclasses.replace(_rule(), name="elements-only", when={"kind": "numel", "tensor": "any",
+                                                                   "at_least": 4_000_000})
+    g = torch.Generator().manual_seed(1)
+    x0, x1 = torch.randn(400000, 2, 3, generator=g), torch.randn(400000, 2, 3, generator=g)
+    with caplog.at_level("WARNING", logger="kernelaudit.guard"):
+        got, st, launches = _screened(rule, [x0, x1], -1, 5)
+    assert st.fixed == 1 and launches[0] > GRID_Z and max(launches[1:]) <= GRID_Z
+    assert "were refused" in caplog.text and "trying pieces of" in caplog.text
+    assert torch.equal(got, CHUNK_CAT([x0, x1], -1, 5))
+
+
+def test_an_illegal_memory_access_is_not_tried_again_in_smaller_pieces():
+    import dataclasses
+
+    rule = dataclasses.replace(_rule(), name="elements-only", when={"kind": "numel", "tensor": "any",
+                                                                   "at_least": 4_000_000})
+    x = torch.zeros(400000, 2, 3)
+    with pytest.raises(RuntimeError, match="illegal memory access"):
+        _screened(rule, [x, x], -1, 5, error="CUDA error: an illegal memory access was encountered")

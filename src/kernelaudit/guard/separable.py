@@ -29,6 +29,7 @@ evened out (no tiny tail). A call that cannot be split safely raises
 from __future__ import annotations
 
 import functools
+import logging
 import math
 from typing import Callable, Sequence
 
@@ -37,6 +38,8 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from .rules import FACTORIES, own_fixed
 from .split import _balanced, _largest
+
+log = logging.getLogger("kernelaudit.guard")
 
 #: The entry point a factory's pieces are computed with (an ``out=`` overload).
 FACTORY_PIECE = {"arange": "arange.start_out", "linspace": "arange.start_out", "logspace": "arange.start_out"}
@@ -444,33 +447,64 @@ def _split(func, name: str, args, kwargs, run: Runner, safe, dims, out_numels, m
         k, inner = 1, dims[1:]
     else:
         k = _piece_len(k, n_all, min_pieces)
-    full = None
-    for i0 in range(0, n_all, k):
-        n = min(k, n_all - i0)
-        pa, pk = piece(i0, n, rebase)
-        if inner is not None:
-            res = _split(func, name, pa, pk, run, safe, inner, [m * n // n_all for m in out_numels], min_pieces)
-        else:
-            res = run(name, *pa, **pk)
-        if out_ids or mutated:
-            continue  # the pieces wrote into their slices of the caller's out (or self)
-        items = list(res) if isinstance(res, (tuple, list)) else [res]
-        if full is None:
-            rets = [a.name for a in func._schema.returns]
-            full = [_alloc(r, d, n, n_all, rets[i] if i < len(rets) else "") for i, r in enumerate(items)]
-        for f, r in zip(full, items):
-            if isinstance(f, _Whole):
-                f.check(r)
-            elif f is not None:
-                f.narrow(d, i0, n).copy_(r)
-    if out_ids:
-        outs = [kwargs[k_] for k_ in outs_kw]
-        return outs[0] if len(outs) == 1 else tuple(outs)
-    if mutated:
-        outs = [bound[n] for n in mutated]
-        return outs[0] if len(outs) == 1 else tuple(outs)
-    full = [f.value if isinstance(f, _Whole) else f for f in full]
-    return full[0] if not isinstance(res, (tuple, list)) else type(res)(full)
+
+    def pieces_of(k: int):
+        full = None
+        for i0 in range(0, n_all, k):
+            n = min(k, n_all - i0)
+            pa, pk = piece(i0, n, rebase)
+            if inner is not None:
+                res = _split(func, name, pa, pk, run, safe, inner, [m * n // n_all for m in out_numels], min_pieces)
+            else:
+                res = run(name, *pa, **pk)
+            if out_ids or mutated:
+                continue  # the pieces wrote into their slices of the caller's out (or self)
+            items = list(res) if isinstance(res, (tuple, list)) else [res]
+            if full is None:
+                rets = [a.name for a in func._schema.returns]
+                full = [_alloc(r, d, n, n_all, rets[i] if i < len(rets) else "") for i, r in enumerate(items)]
+            for f, r in zip(full, items):
+                if isinstance(f, _Whole):
+                    f.check(r)
+                elif f is not None:
+                    f.narrow(d, i0, n).copy_(r)
+        if out_ids:
+            outs = [kwargs[k_] for k_ in outs_kw]
+            return outs[0] if len(outs) == 1 else tuple(outs)
+        if mutated:
+            outs = [bound[n] for n in mutated]
+            return outs[0] if len(outs) == 1 else tuple(outs)
+        full = [f.value if isinstance(f, _Whole) else f for f in full]
+        return full[0] if not isinstance(res, (tuple, list)) else type(res)(full)
+
+    while True:
+        try:
+            return pieces_of(k)
+        except RuntimeError as e:
+            # a piece its kernel refused for its size before running: the rule's limit lies
+            # lower than it says (a grid's rows, not its elements). Halve the pieces; not
+            # where pieces already wrote into the caller's tensors, nor past one slice.
+            if inner is not None or k <= 1 or out_ids or mutated or not size_refusal(e):
+                raise
+            smaller = _balanced(k // 2, n_all)
+            log.warning("%s: pieces of %d along dim %d were refused (%s); trying pieces of %d (the rule's limit "
+                        "lies lower than it says)", name, k, d, str(e).splitlines()[0][:160], smaller)
+            k = smaller
+
+
+#: Errors a kernel or library raises before it runs anything, when a size passes what it
+#: takes (a launch's grid, a 32-bit argument check): the process and its CUDA context stay
+#: usable, so smaller pieces may be tried. An illegal memory access is not among them: it
+#: ends the context.
+SIZE_REFUSALS = ("invalid argument", "invalid configuration argument", "must fit into 32-bit index math",
+                 "maximum CUDA grid size", "less than 2147483647", "integer out of range", "cuda_int_cast",
+                 "is too big")
+
+
+def size_refusal(e: BaseException) -> bool:
+    """Whether ``e`` is a refusal for size (:data:`SIZE_REFUSALS`), after which smaller pieces may run."""
+    text = str(e)
+    return "illegal memory access" not in text and any(w in text for w in SIZE_REFUSALS)
 
 
 def _copy(x: torch.Tensor) -> torch.Tensor:
