@@ -13,8 +13,18 @@ def _run(*args, cwd=None):
                           timeout=600)
 
 
-# Each case is a whole process (a torch import): four, one per kind of argument (list,
-# op name, model, device); GridSpec's own validation of the rest is tested in-process.
+def _invoke(*args):
+    """The ``kernelaudit`` command in this process (click's runner: its exit code, and
+    stdout and stderr together as ``output``); the tests below run it as a process too."""
+    from click.testing import CliRunner
+
+    from kernelaudit.cli import main
+
+    return CliRunner().invoke(main, list(args))
+
+
+# One per kind of argument (list, op name, model, device), in this process (a process each
+# cost a torch import, 2.5 s); GridSpec's own validation of the rest is tested below.
 @pytest.mark.parametrize("args,name", [
     (["--dtypes", "float8"], "dtypes"),
     (["--ops", "bmm,conv"], "ops"),
@@ -22,15 +32,16 @@ def _run(*args, cwd=None):
     (["--device", "tpu"], "device"),
 ])
 def test_bad_sweep_argument_exits_2_naming_the_argument_and_the_allowed_values(args, name, tmp_path):
-    r = _run("sweep", "--out", str(tmp_path / "x"), *args)
-    assert r.returncode == 2, r.stderr
-    assert f"{name}=" in r.stderr and "allowed values" in r.stderr
+    r = _invoke("sweep", "--out", str(tmp_path / "x"), *args)
+    assert r.exit_code == 2, r.output
+    assert f"{name}=" in r.output and "allowed values" in r.output
+    assert not (tmp_path / "x").exists()   # refused before anything was written
 
 
 def test_sweep_refuses_zero_workers_with_exit_2_naming_the_argument(tmp_path):
-    r = _run("sweep", "--device", "cpu", "--workers", "0", "--out", str(tmp_path / "x"))
-    assert r.returncode == 2, r.stderr
-    assert "case_workers=0" in r.stderr and "--workers" in r.stderr and "1 or more" in r.stderr
+    r = _invoke("sweep", "--device", "cpu", "--workers", "0", "--out", str(tmp_path / "x"))
+    assert r.exit_code == 2, r.output
+    assert "case_workers=0" in r.output and "--workers" in r.output and "1 or more" in r.output
 
 
 def test_sweep_exits_1_on_wrong_cases_0_when_they_match_the_rules_and_report_rebuilds(tmp_path):
@@ -44,22 +55,22 @@ def test_sweep_exits_1_on_wrong_cases_0_when_they_match_the_rules_and_report_reb
     assert "classified exactly as the mps rules predict" in r.stdout
     rules = (tmp_path / "a" / "rules.json").read_text()
     (tmp_path / "a" / "rules.json").unlink()
-    r = _run("report", str(tmp_path / "a"))
-    assert r.returncode == 1
+    r = _invoke("report", str(tmp_path / "a"))
+    assert r.exit_code == 1
     assert (tmp_path / "a" / "report.html").exists() and (tmp_path / "a" / "boundary_map.png").exists()
-    assert (tmp_path / "a" / "rules.json").read_text() == rules and "rules: " in r.stdout
-    r = _run("report", str(tmp_path / "missing"))
-    assert r.returncode == 2 and "missing" in r.stderr
+    assert (tmp_path / "a" / "rules.json").read_text() == rules and "rules: " in r.output
+    r = _invoke("report", str(tmp_path / "missing"))
+    assert r.exit_code == 2 and "missing" in r.output
 
 
 def test_sweep_refuses_to_overwrite_a_run_without_resume(tmp_path):
     common = ["--device", "cpu", "--ops", "add", "--dtypes", "float32", "--thresholds", "2^32", "--scale", "12",
               "--positions", "above", "--layouts", "contig", "--directions", "fwd", "--no-report", "--out", str(tmp_path)]
-    assert _run("sweep", *common).returncode == 0
-    r = _run("sweep", *common)
-    assert r.returncode == 2 and "--resume" in r.stderr
-    r = _run("sweep", *common, "--resume")
-    assert r.returncode == 0 and "0 cases run" in r.stdout
+    assert _invoke("sweep", *common).exit_code == 0
+    r = _invoke("sweep", *common)
+    assert r.exit_code == 2 and "--resume" in r.output
+    r = _invoke("sweep", *common, "--resume")
+    assert r.exit_code == 0 and "0 cases run" in r.output
 
 
 def test_sweep_help_shows_examples():
