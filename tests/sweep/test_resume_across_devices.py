@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -121,10 +119,13 @@ def test_rerun_judges_again_the_recorded_cases_of_the_statuses_named(tmp_path):
 def test_rerun_names_allowed_statuses_and_needs_resume(tmp_path):
     with pytest.raises(InvalidArgument, match="rerun"):
         run_sweep(SPEC, tmp_path, device="cpu", resume=True, rerun=("fine",))
-    r = subprocess.run([sys.executable, "-m", "kernelaudit", "sweep", "--device", "cpu", "--ops", "add",
-                        "--scale", "12", "--out", str(tmp_path / "x"), "--rerun", "wrong"],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 2 and "--resume" in r.stderr
+    from click.testing import CliRunner
+
+    from kernelaudit.cli import main
+
+    r = CliRunner().invoke(main, ["sweep", "--device", "cpu", "--ops", "add", "--scale", "12",
+                                  "--out", str(tmp_path / "x"), "--rerun", "wrong"])
+    assert r.exit_code == 2 and "--resume" in r.output, r.output
 
 
 def test_a_longer_case_timeout_on_resume_judges_the_timed_out_cases_and_those_they_held_back(tmp_path):
