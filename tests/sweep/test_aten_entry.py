@@ -191,10 +191,16 @@ def test_a_finding_of_a_traced_op_becomes_a_rule_the_guard_fixes_with(catalogue,
 def test_a_fix_rule_whose_every_tried_size_failed_comes_with_a_note_to_check_it(catalogue, tmp_path):
     # the full grid's _chunk_cat failed at every size it tried; the rule split into pieces
     # that failed again on an H100, its true limit (grid z) far below (2026-12-06)
-    rules, notes = rules_from_store(_store(tmp_path, INTERPOLATE, wrong_from="below"))
+    from kernelaudit.sweep.rules_out import rules_line, write_rules
+
+    store = _store(tmp_path, INTERPOLATE, wrong_from="below")
+    rules, notes = rules_from_store(store)
     assert len(rules) == 1 and rules[0].action == "fix"
     assert len(notes) == 1 and "no size below" in notes[0] and "may still fail" in notes[0]
     assert INTERPOLATE in notes[0]
+    # `kernelaudit report` says so beside the file it writes
+    assert rules_line(write_rules(store)).endswith("(1 rule, 1 whose fix to check on the device (its notes say why))")
+    assert rules_line(write_rules(_store(tmp_path / "b", INTERPOLATE, wrong_from="above"))).endswith("(1 rule)")
 
 
 def test_linspace_and_logspace_findings_are_fixed_in_pieces(tmp_path):

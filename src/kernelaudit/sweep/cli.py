@@ -283,9 +283,9 @@ def report(run_dir, no_files):
         click.echo(f"error: {e}", err=True)
         sys.exit(EXIT_UNJUDGED)
     if not no_files:
-        from .rules_out import write_rules
+        from .rules_out import rules_line, write_rules
 
-        click.echo(f"rules: {write_rules(RunStore.open(run_dir))}")
+        click.echo(f"rules: {rules_line(write_rules(RunStore.open(run_dir)))}")
     sys.exit(EXIT_FOUND if failed else EXIT_OK)
 
 

@@ -47,6 +47,9 @@ from .cases import Case
 from .store import RunStore
 
 RULES_FILE = "rules.json"
+#: How a note names a fix rule none of whose tried sizes below it was correct: its limit
+#: may lie lower, and its pieces may still fail (``_chunk_cat``'s did on an H100).
+UNVERIFIED = "no size below"
 
 #: Sweep op -> the guard op its calls reach (the engine's matmul family).
 ENGINE_OP = {"bmm": "bmm", "mm": "mm", "addmm": "addmm", "baddbmm": "baddbmm", "matmul3d": "matmul",
@@ -255,7 +258,7 @@ def rules_from_store(store: RunStore) -> tuple[list, list[str]]:
         if not below_ok and action == "fix":
             # the limit lies at or below every size tried: pieces under this threshold may
             # still fail (_chunk_cat's grid z, 65,535, under sizes from 65,533 x 2 up)
-            notes.append(f"{where} ({axis} axis): no size below {smallest} was tried correct, so the fault may begin lower "
+            notes.append(f"{where} ({axis} axis): {UNVERIFIED} {smallest} was tried correct, so the fault may begin lower "
                          "than this rule says and its pieces may still fail: check the fix on the device "
                          "(the finding's program under kernelaudit run)")
         first = bad[0][1]["verdict"]
@@ -295,3 +298,14 @@ def write_rules(store: RunStore, path: Path | None = None) -> Path:
     rules, notes = rules_from_store(store)
     return dump_rules(rules, path or store.path / RULES_FILE, source=f"kernelaudit sweep {store.path.name}",
                       notes=notes)
+
+
+def rules_line(path: Path) -> str:
+    """What a written rules file holds, in a line: ``PATH (N rules, K to check on the device)``."""
+    import json
+
+    doc = json.loads(Path(path).read_text())
+    unverified = sum(UNVERIFIED in n for n in doc.get("notes") or ())
+    check = f", {unverified} whose fix to check on the device (its notes say why)" if unverified else ""
+    n = len(doc.get("rules") or ())
+    return f"{path} ({n} rule{'' if n == 1 else 's'}{check})"
