@@ -23,11 +23,10 @@ import re
 import sys
 from pathlib import Path
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import repro_store_findings as FINDINGS  # noqa: E402 - the plain programs' runner, beside this script
 
+from kernelaudit.guard.intercept import _kernel_named
 from kernelaudit.guard.rules import known_faults
 from kernelaudit.sweep.cases import GridSpec, grid
 from kernelaudit.sweep.ops.plain import plain_check
@@ -35,10 +34,6 @@ from kernelaudit.thresholds import Thresholds
 
 #: Rule kinds whose ``at_least`` counts elements or bytes: scaled with the case.
 SCALED = ("numel", "bytes", "attention-scores")
-
-
-def _cpu_kernel(entry: str) -> bool:
-    return torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{entry.split('.')[0]}", "CPU")
 
 
 def cpu_rules(path: Path, scale: int) -> list[dict]:
@@ -83,7 +78,8 @@ def should_fire(c: dict, rules: list[dict], small: dict | None = None) -> list[s
             continue
         if small and UNIT.get(r["when"]["kind"]) == small.get("unit") and small.get("measure", 0) < r["when"]["at_least"]:
             continue
-        if not r["aten"] or all(_cpu_kernel(e) for e in r["aten"]):
+        # the guard's screens register where this is so (intercept._Screens)
+        if not r["aten"] or all(_kernel_named(e, "CPU") is not None for e in r["aten"]):
             out.append(r["name"])
     return out
 
