@@ -527,6 +527,24 @@ def test_addmm_with_2_31_output_columns_under_the_guard_equals_addmm_of_column_p
                                    rtol=1e-3, atol=1e-3)
 
 
+def test_mm_with_k_past_2_31_under_the_guard_equals_the_sum_of_its_k_slices():
+    # cublas_int_dims.json: the grid's addmm.decomposed backward, grad (2 x N) @ B (N x 2)
+    # with N = 2^31 + 121, refused k under the guard until k was cut (H100, 2026-12-06)
+    _need(40)
+    k = 2**31 + 121
+    g = torch.Generator(device="cuda").manual_seed(8)
+    a = torch.rand(k, 2, device="cuda", dtype=torch.float16, generator=g).t()
+    b = torch.rand(k, 2, device="cuda", dtype=torch.float16, generator=g)
+    with pytest.raises(RuntimeError, match="less than 2147483647"):
+        torch.mm(a, b)
+    got, st, err = _guarded_or_why(_rules("mm", "cublas_int_dims.json"), lambda: torch.mm(a, b))
+    assert err is None, f"{type(err).__name__}: {str(err)[:300]} ({st.summary()})"
+    assert st.fixed == 1 and st.refused == 0, st.summary()
+    half = k // 2
+    want = (torch.mm(a[:, :half].float(), b[:half].float()) + torch.mm(a[:, half:].float(), b[half:].float()))
+    torch.testing.assert_close(got.float(), want, rtol=2e-3, atol=0)
+
+
 def test_multilabel_margin_loss_backward_past_2_31_under_the_guard_equals_small_batches():
     # the forward rule (full_grid_2_31.json) and the backward's (multilabel_margin_loss_backward.json):
     # bare, and with the forward alone in pieces, an illegal memory access (H100, 2026-12-06)

@@ -23,7 +23,7 @@ import torch
 from ..errors import UnsafeCallError, check_choice
 from ..faults.predicates import TensorMeta
 from .policy import ACTIONS, SDPA_MPS, Call, Hit, Policy, strongest
-from .split import Plan, Planner, piece_views
+from .split import Plan, Planner, depth_views, piece_views
 from .verify import check_pieces
 
 log = logging.getLogger("kernelaudit.guard")
@@ -387,6 +387,8 @@ class Engine:
         bias = mm.bias.expand(shape) if mm.bias is not None else None
         th = self.policy.thresholds
         ld_max = (th.t31 if th else 2**31) - 2   # cuBLAS: a leading dimension below INT_MAX
+        if plan.depth is not None:
+            return _fix_in_depth(mm, plan, run, out, bias, ld_max)
         for piece in plan.pieces():
             a, b, bp, o = piece_views(plan, piece, mm.a, mm.b, bias, out)
             a, b = _compact(a, ld_max), _compact(b, ld_max)
@@ -401,6 +403,38 @@ class Engine:
 
     def stats(self) -> GuardStats:
         return self.counters.snapshot()
+
+
+#: Most elements of one operand's slice copied (upcast, or compacted) at a time when a
+#: fix sums a product over slices of its reduction dim (a 16-bit operand's float32 copy).
+DEPTH_COPY_ELEMENTS = 2**27
+
+
+def _fix_in_depth(mm: Normalised, plan: Plan, run, out: torch.Tensor, bias, ld_max: int) -> torch.Tensor:
+    """Each output piece as the sum of its products over slices of the reduction dim,
+    accumulated in float32 (float64 for float64) and rounded to the output's dtype once,
+    as a BLAS that accumulates in float32 rounds its result; ``beta * bias`` added last."""
+    batched = mm.a.dim() == 3
+    prod, prod_acc = ("bmm", "baddbmm") if batched else ("mm", "addmm")
+    acc_dtype = mm.a.dtype if mm.a.dtype in (torch.float64, torch.complex128) or not mm.a.is_floating_point() \
+        else torch.float32
+    for piece in plan.pieces():
+        a, b, bp, o = piece_views(plan, piece, mm.a, mm.b, bias, out)
+        most = max(1, DEPTH_COPY_ELEMENTS // max(math.prod(a.shape[:-1]), math.prod(b.shape[:-2]) * b.shape[-1], 1))
+        acc = None
+        for ks in plan.depths(most):
+            ak, bk = depth_views(a, b, ks)
+            ak, bk = _compact(ak.to(acc_dtype), ld_max), _compact(bk.to(acc_dtype), ld_max)
+            if acc is None:
+                acc = run(prod, "default", ak, bk)
+            else:
+                run(prod_acc, "out", acc, ak, bk, out=acc)
+        if mm.alpha != 1:
+            acc.mul_(mm.alpha)
+        if bp is not None and mm.beta != 0:
+            acc.add_(bp.to(acc_dtype), alpha=mm.beta)
+        o.copy_(acc)
+    return out
 
 
 def _leading_dim(t: torch.Tensor) -> int:

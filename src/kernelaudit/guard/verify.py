@@ -14,7 +14,7 @@ import threading
 
 import torch
 
-from .split import Plan, piece_views
+from .split import Plan, depth_views, piece_views
 
 #: Relative tolerance of the check per dtype: max|C x - A(B x)| / max|A(B x)| per piece.
 #: A few times the rounding error of the check's own products in that dtype; the
@@ -72,7 +72,11 @@ def check_pieces(plan: Plan, mm, run) -> Mismatch | None:
         if batched:
             x = x.expand(out.shape[0], *x.shape)
         got = run(op, "default", out, x)
-        want = run(op, "default", a, run(op, "default", b, x))
+        want = None
+        for ks in plan.depths():   # the reduction dim in slices where the plan cuts it
+            ak, bk = depth_views(a, b, ks)
+            part = run(op, "default", ak, run(op, "default", bk, x))
+            want = part if want is None else want + part
         if mm.alpha != 1:
             want = want * mm.alpha
         if bias is not None and mm.beta != 0:
