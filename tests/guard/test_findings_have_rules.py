@@ -21,7 +21,6 @@ COVERED_BY = {
 #: Finding op -> why no rule is shipped for it.
 NOT_FIXED = {
     "geometric": "not a size fault: draws 0, outside its support, about once in 2^25 draws at every size",
-    "nn.functional.conv3d": "cuDNN's TF32 recorded before the judge's TF32 floor: to judge again",
 }
 
 
