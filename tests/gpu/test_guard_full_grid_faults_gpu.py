@@ -593,3 +593,27 @@ def test_reflect_pad_backward_past_65535_rows_raises_bare_and_runs_in_row_pieces
         xs = x[i0:i0 + 4096].clone().requires_grad_()
         F.pad(xs, (1, 2), "reflect").backward(go[i0:i0 + 4096])
         torch.testing.assert_close(got[i0:i0 + 4096], xs.grad, rtol=0, atol=0)
+
+
+def test_reflect_pad_backward_past_65535_planes_of_a_3d_input_runs_in_plane_pieces_under_the_guard():
+    # known_faults/reflect_pad_planes.json: a 3-d input's planes (dim 1) are the kernel's
+    # grid y, as a 2-d input's rows are (written from PyTorch's launch, not yet seen failing)
+    x = torch.rand(2, 65575, 3, device="cuda") * 2 - 1
+    go = torch.rand(2, 65575, 6, device="cuda")
+
+    def grad():
+        xs = x.clone().requires_grad_()
+        F.pad(xs, (1, 2), "reflect").backward(go)
+        return xs.grad
+
+    with pytest.raises(RuntimeError, match="invalid argument"):
+        grad()
+        torch.cuda.synchronize()
+    rules = [dataclasses.replace(r, versions={}) for r in load_rules(_known("reflect_pad_planes.json"))]
+    got, st, err = _guarded_or_why(rules, grad)
+    assert err is None, f"{type(err).__name__}: {str(err)[:300]} ({st.summary()})"
+    assert st.fixed == 1 and st.refused == 0, st.summary()
+    for i0 in (0, 32768, 65575 - 4096):
+        xs = x[:, i0:i0 + 4096].clone().requires_grad_()
+        F.pad(xs, (1, 2), "reflect").backward(go[:, i0:i0 + 4096])
+        torch.testing.assert_close(got[:, i0:i0 + 4096], xs.grad, rtol=0, atol=0)

@@ -104,9 +104,10 @@ _TENSOR_WORDS = {"any": "a tensor of the call", "output": "an output", "operand"
 def predicate_text(when: dict) -> str:
     """A rule's size predicate in words: ``dim 0 >= 65521``, ``rows >= 2147483648``."""
     kind, n = when.get("kind"), when.get("at_least")
+    rank = f" of a {when['ndim']}-d tensor" if "ndim" in when else ""
     text = {"numel": f"{_TENSOR_WORDS.get(when.get('tensor', 'any'), 'a tensor')} >= {n} elements",
             "attention-scores": f"attention scores >= {n}",
-            "dim": f"dim {when.get('dim')} >= {n}",
+            "dim": f"dim {when.get('dim')}{rank} >= {n}",
             "bytes": f"storage >= {n} bytes",
             "norm-rows": f"rows >= {n} over 2+ normalized dims of < {when.get('below_normalized')} elements",
             "rows": f"rows >= {n}",

@@ -25,9 +25,10 @@ Predicates (``when``), all over metadata only (shapes, strides, offsets; no data
   elements, the highest flat index the kernel addresses + 1);
 * ``{"kind": "attention-scores", "at_least": N, "query_arg": i, "key_arg": j}``:
   ``prod(query.shape[:-1]) * key.shape[-2] >= N`` (tensor arguments ``i``, ``j``);
-* ``{"kind": "dim", "dim": d, "at_least": N}``: some tensor of the call (its tensor
-  arguments; a matmul-family op's operands) has at least ``N`` along dim ``d`` (a grid
-  dimension's limit: flash attention at batch or heads 65536);
+* ``{"kind": "dim", "dim": d, "at_least": N, "ndim": R}``: some tensor of the call (its
+  tensor arguments; a matmul-family op's operands), of ``R`` dims where ``ndim`` is given,
+  has at least ``N`` along dim ``d`` (a grid dimension's limit: flash attention at batch or
+  heads 65536; reflect padding's planes, dim 1 of a 3-d input only);
 * ``{"kind": "bytes", "at_least": N}``: some tensor's storage reaches byte ``N - 1``
   (storage offset plus extent, times the element size: 32-bit byte offsets).
 
@@ -246,6 +247,10 @@ def _check_predicate(when: dict, where: str) -> None:
                               "argument is required")
     if kind == "dim" and not (isinstance(when.get("dim"), int) and when["dim"] >= 0):
         raise InvalidArgument(f"Cannot have {where} when.dim={when.get('dim')!r}: an integer >= 0 is required")
+    if kind == "dim" and "ndim" in when and not (isinstance(when["ndim"], int) and not isinstance(when["ndim"], bool)
+                                                 and when["ndim"] > when["dim"]):
+        raise InvalidArgument(f"Cannot have {where} when.ndim={when['ndim']!r}: an integer above when.dim "
+                              f"({when['dim']}) is required (the rank of the tensors the rule reads)")
     if kind == "norm-rows" and not (isinstance(when.get("below_normalized"), int)
                                     and not isinstance(when.get("below_normalized"), bool)
                                     and when["below_normalized"] >= 2):
@@ -389,7 +394,8 @@ DATABASE_FILES = ("mps_study.json", "sweeps_of_record.json", "quick_sweep_opinfo
                   "full_grid_2_31.json", "norm_backward_rows.json", "random_draws.json", "tall_svd.json",
                   "full_grid_batched_lu_chunk_cat.json", "batched_lu_solve.json", "full_grid_float32.json",
                   "batched_eigh_layer_norm_rows.json", "multilabel_margin_loss_backward.json",
-                  "chunk_cat_grid_z.json", "full_grid_reflect_pad_rows.json", "cublas_int_dims.json")
+                  "chunk_cat_grid_z.json", "full_grid_reflect_pad_rows.json", "cublas_int_dims.json",
+                  "reflect_pad_planes.json")
 
 
 @functools.lru_cache(maxsize=1)
@@ -519,10 +525,11 @@ def _scores_check(when: dict, th: Thresholds):
 
 
 def _dim_check(when: dict, th: Thresholds):
-    n, d = resolve_threshold(when["at_least"], th), when["dim"]
+    n, d, rank = resolve_threshold(when["at_least"], th), when["dim"], when.get("ndim")
 
     def check(call):
-        big = max((m.shape[d] for m in call.operands if len(m.shape) > d), default=0)
+        big = max((m.shape[d] for m in call.operands if len(m.shape) > d and rank in (None, len(m.shape))),
+                  default=0)
         return f"a tensor has {big} >= {n} along dim {d}" if big >= n else None
     return check, n  # a tensor that long along one dim has at least n elements
 
@@ -646,9 +653,10 @@ def screen_reason(fault: KnownFault, tensors: Sequence, out_numels: Sequence[int
         scores = math.prod(q.shape[:-1]) * k.shape[-2]
         return f"attention scores have {scores} >= {n} elements" if scores >= n else None
     if when["kind"] == "dim":
-        d = when["dim"]
-        big = max((t.shape[d] for t in tensors if t.dim() > d), default=0)
-        return f"a tensor argument has {big} >= {n} along dim {d}" if big >= n else None
+        d, rank = when["dim"], when.get("ndim")
+        big = max((t.shape[d] for t in tensors if t.dim() > d and (rank is None or t.dim() == rank)), default=0)
+        return (f"a {'' if rank is None else f'{rank}-d '}tensor argument has {big} >= {n} along dim {d}"
+                if big >= n else None)
     if when["kind"] == "bytes":
         big = max((_extent(t.shape, t.stride(), t.storage_offset()) * t.element_size() for t in tensors), default=0)
         return f"a tensor argument's storage reaches {big} >= {n} bytes" if big >= n else None
