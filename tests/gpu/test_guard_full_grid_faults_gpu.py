@@ -617,3 +617,28 @@ def test_reflect_pad_backward_past_65535_planes_of_a_3d_input_runs_in_plane_piec
         xs = x[:, i0:i0 + 4096].clone().requires_grad_()
         F.pad(xs, (1, 2), "reflect").backward(go[:, i0:i0 + 4096])
         torch.testing.assert_close(got[:, i0:i0 + 4096], xs.grad, rtol=0, atol=0)
+
+
+def test_pinv_backward_of_a_tall_matrix_runs_under_the_guard_without_its_m_by_m_products():
+    # known_faults/pinv_backward_tall.json: PyTorch's pinv_backward builds two m x m matrices
+    # of a tall m x n input (the grid's 858,993,410 x 5 asked for more than 1 EB under the
+    # guard, H100, 2026-12-06); 250,000 x 5 needs 250 GB that way, a few MB reassociated
+    from kernelaudit.guard.separable import _pinv_backward_tall
+
+    g = torch.Generator(device="cuda").manual_seed(9)
+    a = torch.rand(250_000, 5, device="cuda", generator=g) * 2 - 1
+    up = torch.rand(5, 250_000, device="cuda", generator=g)
+
+    def grad():
+        x = a.clone().requires_grad_()
+        torch.linalg.pinv(x).backward(up)
+        return x.grad
+
+    with pytest.raises(torch.cuda.OutOfMemoryError):
+        grad()
+    got, st, err = _guarded_or_why(_rules("linalg.pinv", "pinv_backward_tall.json"), grad)
+    assert err is None, f"{type(err).__name__}: {str(err)[:300]} ({st.summary()})"
+    assert st.fixed == 1 and st.refused == 0, st.summary()
+    a64 = a.double()
+    want = _pinv_backward_tall(up.double(), torch.linalg.pinv(a64), a64)
+    torch.testing.assert_close(got.double(), want, rtol=1e-3, atol=1e-3 * float(want.abs().max()))

@@ -149,11 +149,15 @@ def _make_attention_override(engine: Engine, kernel, device_type: str):
 LINEAR_OPS = ("linear", "linear_backward")
 
 
-def _kernel_named(name: str, key: str):
-    """The computed kernel of ``aten::name`` (``op`` or ``op.overload``) on ``key``, or None."""
+def _kernel_named(name: str, key: str, *, alias: bool = False):
+    """The computed kernel of ``aten::name`` (``op`` or ``op.overload``) on ``key``, or None
+    where nothing is registered on that key itself (``alias``: or through an alias key such
+    as ``Autograd``, where VariableType's kernels live)."""
     qual = f"aten::{name}"
     dk = getattr(torch._C.DispatchKey, key)
-    if not torch._C._dispatch_has_kernel_for_dispatch_key(qual, dk):
+    has = (torch._C._dispatch_has_computed_kernel_for_dispatch_key(qual, key) if alias
+           else torch._C._dispatch_has_kernel_for_dispatch_key(qual, dk))
+    if not has:
         return None
     return torch._C._dispatch_get_computed_kernel_for_dispatch_key(qual, dk)
 
@@ -348,14 +352,15 @@ class _Screens:
         for name, dt in by_entry:
             for n in (name, FACTORY_PIECE.get(op_of(name))):
                 if n is not None and (n, dt) not in originals:
-                    originals[(n, dt)] = _kernel_named(n, DISPATCH_KEYS[dt])
+                    key = screen_key(n, dt)
+                    originals[(n, dt)] = _kernel_named(n, key, alias=key != DISPATCH_KEYS[dt])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             for (name, dt), fs in sorted(by_entry.items(), key=lambda kv: kv[0]):
                 if originals[(name, dt)] is None:
                     continue  # this build has no such kernel on that backend
                 kernels = {n: k for (n, d), k in originals.items() if d == dt and k is not None}
-                self.lib.impl(name, _make_screen(engine, name, dt, kernels, fs, th), DISPATCH_KEYS[dt])
+                self.lib.impl(name, _make_screen(engine, name, dt, kernels, fs, th), screen_key(name, dt))
                 self.registered.append((name, dt))
 
     def remove(self) -> None:
@@ -369,11 +374,26 @@ def _aten_overload(name: str):
     return getattr(getattr(aten, op), overload or "default")
 
 
+def screen_key(name: str, device_type: str) -> str:
+    """The dispatch key entry point ``name`` is screened on for a backend: its autograd key
+    for the entries whose fault is in their backward formula
+    (:data:`.separable.AUTOGRAD_ENTRIES`: ``AutogradCUDA``, ...), else the backend's own."""
+    from .separable import AUTOGRAD_ENTRIES
+
+    key = DISPATCH_KEYS[device_type]
+    return "Autograd" + key if name in AUTOGRAD_ENTRIES else key
+
+
 def _make_screen(engine: Engine, name: str, device_type: str, kernels: dict, faults, th: Thresholds):
-    """The Python kernel screening ``aten::name`` on one backend key; ``kernels``: entry
-    point -> its original kernel on that key (the call's own, and its pieces')."""
+    """The Python kernel screening ``aten::name`` on one key (:func:`screen_key`);
+    ``kernels``: entry point -> its original kernel on that key (the call's own, and its
+    pieces')."""
     func = _aten_overload(name)
-    keyset = torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, DISPATCH_KEYS[device_type]))
+    backend = getattr(torch._C.DispatchKey, DISPATCH_KEYS[device_type])
+    keyset = torch._C.DispatchKeySet(backend)
+    if screen_key(name, device_type) != DISPATCH_KEYS[device_type]:
+        # an autograd kernel redispatches to the keys below autograd in the set it is given
+        keyset = keyset | torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, screen_key(name, device_type)))
     cell_of = engine.counters.cell
 
     def run(n, *args, **kwargs):

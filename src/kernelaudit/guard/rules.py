@@ -92,9 +92,11 @@ FACTORIES = ("arange", "linspace", "logspace")
 #: (the fixes: :data:`kernelaudit.guard.separable.OWN_FIX`): draws in pieces of draws,
 #: pieces merged at their cuts, softmax's backward moved off its spatial kernel, batched
 #: matrices in pieces of the batch, a tall matrix's SVD through a QR of row pieces, a layer
-#: norm and its backward in pieces of their rows.
+#: norm and its backward in pieces of their rows, a tall matrix's pinv with a backward that
+#: forms no m x m product.
 OWN_FIXES = frozenset({"multinomial", "unique_consecutive", "_softmax_backward_data", "_log_softmax_backward_data",
-                       "linalg_matrix_exp", "_linalg_svd", "native_layer_norm", "native_layer_norm_backward"})
+                       "linalg_matrix_exp", "_linalg_svd", "native_layer_norm", "native_layer_norm_backward",
+                       "linalg_pinv"})
 
 
 def own_fixed(aten: Sequence[str]) -> bool:
@@ -395,7 +397,7 @@ DATABASE_FILES = ("mps_study.json", "sweeps_of_record.json", "quick_sweep_opinfo
                   "full_grid_batched_lu_chunk_cat.json", "batched_lu_solve.json", "full_grid_float32.json",
                   "batched_eigh_layer_norm_rows.json", "multilabel_margin_loss_backward.json",
                   "chunk_cat_grid_z.json", "full_grid_reflect_pad_rows.json", "cublas_int_dims.json",
-                  "reflect_pad_planes.json")
+                  "reflect_pad_planes.json", "pinv_backward_tall.json")
 
 
 @functools.lru_cache(maxsize=1)

@@ -881,8 +881,55 @@ def fix_tall_svd(func, args, kwargs, run: Runner, safe: Callable, out_numels: Se
 #: Screened ops with a fix of their own, called as ``fix(func, args, kwargs, run, safe,
 #: out_numels)`` instead of the generic split where no rule that flags the call names a
 #: ``split_dim``.
+#: Entry points screened at their backend's autograd key (``AutogradCUDA``, ...) rather
+#: than its backend key: their fault is in the backward formula autograd runs.
+AUTOGRAD_ENTRIES = frozenset({"linalg_pinv.atol_rtol_tensor"})
+
+
+def _pinv_backward_tall(grad: torch.Tensor, pinv_a: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+    """PyTorch's ``pinv_backward`` for a tall ``a`` (m > n), its products associated so that
+    none is m x m: ``P^H K P A`` as ``(P^H K)(P A)`` and ``(G^H - A K) P P^H`` as
+    ``(G^H - A K)(P P^H)``, with ``K = P G^H`` (n x n). The same terms, so the same gradient
+    to rounding; PyTorch's left-to-right order builds two m x m matrices (2.9 EB for the
+    grid's 858,993,410 x 5 input)."""
+    pinv_ah, grad_h = pinv_a.mH, grad.mH
+    k = pinv_a @ grad_h                      # n x n
+    pinv_ah_k = pinv_ah @ k                  # m x n
+    return (-(k @ pinv_a).mH + pinv_ah_k - pinv_ah_k @ (pinv_a @ a)
+            + (grad_h - a @ k) @ (pinv_a @ pinv_ah))
+
+
+class _TallPinv(torch.autograd.Function):
+    """``linalg_pinv.atol_rtol_tensor`` with :func:`_pinv_backward_tall` as its backward;
+    the forward is the original kernel's (below autograd: ``run`` with grad mode off)."""
+
+    @staticmethod
+    def forward(ctx, a, atol, rtol, hermitian, run):
+        out = run("linalg_pinv.atol_rtol_tensor", a, atol=atol, rtol=rtol, hermitian=hermitian)
+        ctx.save_for_backward(a, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, out = ctx.saved_tensors
+        return _pinv_backward_tall(grad, out, a), None, None, None, None
+
+
+def fix_pinv_tall_backward(func, args, kwargs, run: Runner, safe: Callable, out_numels: Sequence[int]):
+    """``linalg.pinv`` of tall matrices whose gradient is wanted: the call recorded with a
+    backward that forms no m x m product (:func:`_pinv_backward_tall`). A call autograd
+    does not record, or of a matrix that is not tall (PyTorch's formula then forms no m x m
+    product), runs as it is."""
+    b = bind(func, args, kwargs)
+    a = b["self"]
+    if not (torch.is_grad_enabled() and a.requires_grad) or a.shape[-2] <= a.shape[-1]:
+        return run("linalg_pinv.atol_rtol_tensor", *args, **kwargs)
+    return _TallPinv.apply(a, b.get("atol"), b.get("rtol"), bool(b.get("hermitian", False)), run)
+
+
 OWN_FIX = {"multinomial": fix_multinomial, "unique_consecutive": fix_unique_consecutive,
            "_softmax_backward_data": fix_softmax_backward_last_dim,
            "_log_softmax_backward_data": fix_softmax_backward_last_dim,
            "linalg_matrix_exp": fix_batched_matrices, "_linalg_svd": fix_tall_svd,
-           "native_layer_norm": fix_layer_norm_rows, "native_layer_norm_backward": fix_layer_norm_backward_rows}
+           "native_layer_norm": fix_layer_norm_rows, "native_layer_norm_backward": fix_layer_norm_backward_rows,
+           "linalg_pinv": fix_pinv_tall_backward}
