@@ -571,11 +571,15 @@ def test_multilabel_margin_loss_backward_past_2_31_under_the_guard_equals_small_
         torch.testing.assert_close(dx[i0:i0 + 4096], xs.grad, rtol=0, atol=0)
 
 
-def test_reflect_pad_backward_past_65535_rows_raises_bare_and_runs_in_row_pieces_under_the_guard():
-    # known_faults/full_grid_reflect_pad_rows.json: the grid's dim axis, 65,575 rows raised
-    # `invalid argument` (its kernel's grid holds 65,535 planes), 65,532 ran
-    x = torch.rand(65575, 3, device="cuda") * 2 - 1
-    go = torch.rand(65575, 6, device="cuda")
+@pytest.mark.parametrize("shape, file", [((65575, 3), "full_grid_reflect_pad_rows.json"),
+                                         ((2, 65575, 3), "reflect_pad_planes.json")])
+def test_reflect_pad_backward_past_65535_planes_raises_bare_and_runs_in_plane_pieces_under_the_guard(shape, file):
+    # reflection_pad1d_backward's grid holds 65,535 planes: a 2-d input's rows (the grid's
+    # dim axis: 65,575 raised `invalid argument`, 65,532 ran; full_grid_reflect_pad_rows.json)
+    # and a 3-d input's dim 1 (reflect_pad_planes.json, written from PyTorch's launch)
+    dim = len(shape) - 2
+    x = torch.rand(*shape, device="cuda") * 2 - 1
+    go = torch.rand(*shape[:-1], shape[-1] + 3, device="cuda")
 
     def grad():
         xs = x.clone().requires_grad_()
@@ -585,38 +589,14 @@ def test_reflect_pad_backward_past_65535_rows_raises_bare_and_runs_in_row_pieces
     with pytest.raises(RuntimeError, match="invalid argument"):
         grad()
         torch.cuda.synchronize()
-    rules = [dataclasses.replace(r, versions={}) for r in load_rules(_known("full_grid_reflect_pad_rows.json"))]
+    rules = [dataclasses.replace(r, versions={}) for r in load_rules(_known(file))]
     got, st, err = _guarded_or_why(rules, grad)
     assert err is None, f"{type(err).__name__}: {str(err)[:300]} ({st.summary()})"
     assert st.fixed == 1 and st.refused == 0, st.summary()
     for i0 in (0, 32768, 65575 - 4096):
-        xs = x[i0:i0 + 4096].clone().requires_grad_()
-        F.pad(xs, (1, 2), "reflect").backward(go[i0:i0 + 4096])
-        torch.testing.assert_close(got[i0:i0 + 4096], xs.grad, rtol=0, atol=0)
-
-
-def test_reflect_pad_backward_past_65535_planes_of_a_3d_input_runs_in_plane_pieces_under_the_guard():
-    # known_faults/reflect_pad_planes.json: a 3-d input's planes (dim 1) are the kernel's
-    # grid y, as a 2-d input's rows are (written from PyTorch's launch, not yet seen failing)
-    x = torch.rand(2, 65575, 3, device="cuda") * 2 - 1
-    go = torch.rand(2, 65575, 6, device="cuda")
-
-    def grad():
-        xs = x.clone().requires_grad_()
-        F.pad(xs, (1, 2), "reflect").backward(go)
-        return xs.grad
-
-    with pytest.raises(RuntimeError, match="invalid argument"):
-        grad()
-        torch.cuda.synchronize()
-    rules = [dataclasses.replace(r, versions={}) for r in load_rules(_known("reflect_pad_planes.json"))]
-    got, st, err = _guarded_or_why(rules, grad)
-    assert err is None, f"{type(err).__name__}: {str(err)[:300]} ({st.summary()})"
-    assert st.fixed == 1 and st.refused == 0, st.summary()
-    for i0 in (0, 32768, 65575 - 4096):
-        xs = x[:, i0:i0 + 4096].clone().requires_grad_()
-        F.pad(xs, (1, 2), "reflect").backward(go[:, i0:i0 + 4096])
-        torch.testing.assert_close(got[:, i0:i0 + 4096], xs.grad, rtol=0, atol=0)
+        xs = x.narrow(dim, i0, 4096).clone().requires_grad_()
+        F.pad(xs, (1, 2), "reflect").backward(go.narrow(dim, i0, 4096))
+        torch.testing.assert_close(got.narrow(dim, i0, 4096), xs.grad, rtol=0, atol=0)
 
 
 def test_pinv_backward_of_a_tall_matrix_runs_under_the_guard_without_its_m_by_m_products():
