@@ -139,7 +139,9 @@ def plain_check(case: Case, device: str = "cuda", shapes=None, chunk_elements: i
     else:
         lines += ["    part = [p.requires_grad_() if gr else p for p, gr in zip(part, grads)]",
                   "    small = picked(call(*part))",
-                  "    sl = [u.narrow(d, b0 * (u.shape[d] // B), (b1 - b0) * (u.shape[d] // B))",
+                  "    # compact: a narrow view keeps the whole gradient's row length, a leading",
+                  "    # dimension past what a BLAS takes (cuBLAS: INT_MAX) once that passes 2^31",
+                  "    sl = [u.narrow(d, b0 * (u.shape[d] // B), (b1 - b0) * (u.shape[d] // B)).contiguous()",
                   "          for (i, d), u in zip(outs_at, ups)]",
                   "    torch.autograd.backward(small, sl)",
                   "    for x, p, r, gr in zip(xs, part, rows, grads):",
