@@ -66,6 +66,7 @@ def test_a_plan_cuts_the_reduction_dim_only_when_a_one_by_one_piece_is_unsafe():
     plan = make_plan(policy, Call("mm", (a, b), (2, 3), torch.float32, "cpu"))
     assert plan is not None and plan.depth is not None and plan.depth <= INT_MAX
     assert sum(s.stop - s.start for s in plan.depths()) == k and len(plan.depths()) == 3
+    assert plan.describe() == f"2 of 2 rows x 3 of 3 columns x {INT_MAX} of {k} along k (fix: 3 products summed in pieces)"
     wide = TensorMeta((2, 4), (4, 1), 0), TensorMeta((4, k), (k, 1), 0)
     plan = make_plan(policy, Call("mm", wide, (2, k), torch.float32, "cpu"))
     assert plan is not None and plan.depth is None and plan.cols <= INT_MAX

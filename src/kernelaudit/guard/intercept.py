@@ -389,11 +389,11 @@ def _make_screen(engine: Engine, name: str, device_type: str, kernels: dict, fau
     ``kernels``: entry point -> its original kernel on that key (the call's own, and its
     pieces')."""
     func = _aten_overload(name)
-    backend = getattr(torch._C.DispatchKey, DISPATCH_KEYS[device_type])
-    keyset = torch._C.DispatchKeySet(backend)
-    if screen_key(name, device_type) != DISPATCH_KEYS[device_type]:
+    key = screen_key(name, device_type)
+    keyset = torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, DISPATCH_KEYS[device_type]))
+    if key != DISPATCH_KEYS[device_type]:
         # an autograd kernel redispatches to the keys below autograd in the set it is given
-        keyset = keyset | torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, screen_key(name, device_type)))
+        keyset = keyset | torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, key))
     cell_of = engine.counters.cell
 
     def run(n, *args, **kwargs):

@@ -526,12 +526,16 @@ def _scores_check(when: dict, th: Thresholds):
     return check, n
 
 
+def _longest_along(shapes, d: int, rank: int | None) -> int:
+    """The largest size along dim ``d`` of ``shapes`` (of ``rank`` dims only, when given)."""
+    return max((s[d] for s in shapes if len(s) > d and rank in (None, len(s))), default=0)
+
+
 def _dim_check(when: dict, th: Thresholds):
     n, d, rank = resolve_threshold(when["at_least"], th), when["dim"], when.get("ndim")
 
     def check(call):
-        big = max((m.shape[d] for m in call.operands if len(m.shape) > d and rank in (None, len(m.shape))),
-                  default=0)
+        big = _longest_along((m.shape for m in call.operands), d, rank)
         return f"a tensor has {big} >= {n} along dim {d}" if big >= n else None
     return check, n  # a tensor that long along one dim has at least n elements
 
@@ -656,7 +660,7 @@ def screen_reason(fault: KnownFault, tensors: Sequence, out_numels: Sequence[int
         return f"attention scores have {scores} >= {n} elements" if scores >= n else None
     if when["kind"] == "dim":
         d, rank = when["dim"], when.get("ndim")
-        big = max((t.shape[d] for t in tensors if t.dim() > d and (rank is None or t.dim() == rank)), default=0)
+        big = _longest_along((t.shape for t in tensors), d, rank)
         return (f"a {'' if rank is None else f'{rank}-d '}tensor argument has {big} >= {n} along dim {d}"
                 if big >= n else None)
     if when["kind"] == "bytes":

@@ -71,15 +71,13 @@ class Plan:
         return (self.batch or 1) * self.rows * self.cols
 
     def describe(self) -> str:
+        B, M, N = self.extent
+        lead = "1 batch x " if B is not None else ""
         if self.depth is not None:
-            B, M, N = self.extent
-            lead = "1 batch x " if B is not None else ""
             return (f"{lead}{self.rows} of {M} rows x {self.cols} of {N} columns x {self.largest} of "
                     f"{self.reduction} along k (fix: {self.count} products summed in pieces)")
-        B, M, N = self.extent
         if B is not None and self.rows == M and self.cols == N:
             return f"{self.largest} of {B} batches (fix: {self.count} pieces of <= {self.batch})"
-        lead = "1 batch x " if B is not None else ""
         if self.cols == N:
             return f"{lead}{self.largest} of {M} rows (fix: {self.count} pieces of <= {self.rows})"
         return (f"{lead}{self.rows} of {M} rows x {self.largest} of {N} columns "
