@@ -878,12 +878,11 @@ def fix_tall_svd(func, args, kwargs, run: Runner, safe: Callable, out_numels: Se
     return got
 
 
-#: Screened ops with a fix of their own, called as ``fix(func, args, kwargs, run, safe,
-#: out_numels)`` instead of the generic split where no rule that flags the call names a
-#: ``split_dim``.
+#: The entry point every ``linalg.pinv`` call reaches (its float overload is a composite of it).
+PINV_ENTRY = "linalg_pinv.atol_rtol_tensor"
 #: Entry points screened at their backend's autograd key (``AutogradCUDA``, ...) rather
 #: than its backend key: their fault is in the backward formula autograd runs.
-AUTOGRAD_ENTRIES = frozenset({"linalg_pinv.atol_rtol_tensor"})
+AUTOGRAD_ENTRIES = frozenset({PINV_ENTRY})
 
 
 def _pinv_backward_tall(grad: torch.Tensor, pinv_a: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
@@ -905,7 +904,7 @@ class _TallPinv(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, a, atol, rtol, hermitian, run):
-        out = run("linalg_pinv.atol_rtol_tensor", a, atol=atol, rtol=rtol, hermitian=hermitian)
+        out = run(PINV_ENTRY, a, atol=atol, rtol=rtol, hermitian=hermitian)
         ctx.save_for_backward(a, out)
         return out
 
@@ -923,10 +922,13 @@ def fix_pinv_tall_backward(func, args, kwargs, run: Runner, safe: Callable, out_
     b = bind(func, args, kwargs)
     a = b["self"]
     if not (torch.is_grad_enabled() and a.requires_grad) or a.shape[-2] <= a.shape[-1]:
-        return run("linalg_pinv.atol_rtol_tensor", *args, **kwargs)
+        return run(PINV_ENTRY, *args, **kwargs)
     return _TallPinv.apply(a, b.get("atol"), b.get("rtol"), bool(b.get("hermitian", False)), run)
 
 
+#: Screened ops with a fix of their own, called as ``fix(func, args, kwargs, run, safe,
+#: out_numels)`` instead of the generic split where no rule that flags the call names a
+#: ``split_dim``.
 OWN_FIX = {"multinomial": fix_multinomial, "unique_consecutive": fix_unique_consecutive,
            "_softmax_backward_data": fix_softmax_backward_last_dim,
            "_log_softmax_backward_data": fix_softmax_backward_last_dim,
