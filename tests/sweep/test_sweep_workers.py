@@ -121,9 +121,9 @@ def test_a_segment_says_where_its_cases_wall_time_went_besides_the_cases(one_wor
     over = seg["case_overhead_s"]
     assert set(over) == {"round_trip", "worker_start", "worker_kill", "in_worker", "transport", "recording"}
     assert all(v >= 0 for k, v in over.items() if k != "transport")
-    # the parts add up to the round trip (each rounded to the millisecond per case)
+    # the parts add up to the round trip (each rounded to the microsecond per case)
     parts = over["worker_start"] + over["worker_kill"] + over["in_worker"] + over["transport"]
-    assert abs(parts - over["round_trip"]) <= 0.001 * 2 * seg["cases_run"] + 1e-9
+    assert abs(parts - over["round_trip"]) <= 1e-6 * 5 * seg["cases_run"] + 1e-9
     assert over["in_worker"] > 0  # the memory plan, at least, runs outside the judged case
 
 

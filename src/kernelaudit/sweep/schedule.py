@@ -260,7 +260,9 @@ def _add_overhead(segment: dict, res: dict, wall_s: float, recording_s: float) -
              "transport": wall_s - elapsed - start - kill - in_worker, "recording": recording_s}
     acc = segment.setdefault("case_overhead_s", {})
     for k, v in parts.items():
-        acc[k] = round(acc.get(k, 0.0) + v, 3)
+        # to the microsecond: a fast worker's part of a case (the memory plan) is well under
+        # a millisecond, and a sum rounded to the millisecond at every case would drop it
+        acc[k] = round(acc.get(k, 0.0) + v, 6)
 
 
 def _controls_needed(store: RunStore, controls: list[Case]) -> list[Case]:
