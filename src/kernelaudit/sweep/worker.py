@@ -21,6 +21,7 @@ import traceback
 from dataclasses import dataclass, replace
 from typing import Any
 
+from . import phase
 from .cases import Case
 from ..executors import describe_exit, kill_worker, spawn_worker, stop_worker
 from ..verdict import Verdict
@@ -107,26 +108,8 @@ def _worker_main(conn, cfg: WorkerConfig) -> None:
                 conn.send({"memory": None, "error": f"{type(e).__name__}: {e}"})
             continue
         t0 = time.perf_counter()
-        try:
-            case = Case.from_json(job["case"])
-            ok, need, avail = plan.fits(case, device, cfg.fault_model, ref_chunk, cfg.memory_limit, cfg.memory_plan)
-            if not ok:
-                tried = {"memory_plan": {"plan": "try"}} if cfg.memory_plan == "try" else {}
-                v = Verdict.skipped(f"needs {'at least' if tried else 'about'} {need / 2**30:.1f} GiB, "
-                                    f"{avail / 2**30:.1f} GiB available", needed_bytes=need, available_bytes=avail,
-                                    **tried)
-                wall = time.perf_counter() - t0
-                conn.send({"verdict": v.to_json(), "worst": {}, "elapsed_s": wall, "worker_s": wall})
-                continue
-            out = execute(case, device, fault_model=cfg.fault_model, tolerances=job.get("tolerances"),
-                          ref_device=cfg.ref_device, mode=cfg.mode, ref_chunk=ref_chunk)
-            if need > avail:   # run under the plan ``try``, past the estimate
-                out.verdict.details["memory_plan"] = {"plan": "try", "estimate_bytes": need, "available_bytes": avail}
-            res = {"verdict": out.verdict.to_json(), "worst": out.worst, "elapsed_s": out.elapsed_s}
-        except Exception as e:
-            v = Verdict.error(f"kernelaudit failed on this case: {type(e).__name__}: {e}",
-                              checker_bug=True, traceback=traceback.format_exc(limit=5))
-            res = {"verdict": v.to_json(), "worst": {}, "elapsed_s": time.perf_counter() - t0}
+        with phase.listening(lambda mark: conn.send({"progress": mark})):
+            res = _run_job(job, cfg, device, ref_chunk, plan, execute)
         if probes_device(res) and device.type != "cpu":
             res["healthy"] = device_healthy(device)
         # No empty_cache() between cases: the caching allocator reuses the last case's
@@ -136,6 +119,31 @@ def _worker_main(conn, cfg: WorkerConfig) -> None:
         # tensor) runs again after execute() returns the cache (judge.execution.OOM_RETRIES).
         res["worker_s"] = time.perf_counter() - t0  # the job in this process, freeing its tensors included
         conn.send(res)
+
+
+def _run_job(job: dict, cfg: WorkerConfig, device, ref_chunk: int, plan, execute) -> dict:
+    """One case in the worker: the memory plan, then the case run and judged; its result
+    for the pool (``worker_s`` and the device probe aside)."""
+    t0 = time.perf_counter()
+    phase.enter("plan")
+    try:
+        case = Case.from_json(job["case"])
+        ok, need, avail = plan.fits(case, device, cfg.fault_model, ref_chunk, cfg.memory_limit, cfg.memory_plan)
+        if not ok:
+            tried = {"memory_plan": {"plan": "try"}} if cfg.memory_plan == "try" else {}
+            v = Verdict.skipped(f"needs {'at least' if tried else 'about'} {need / 2**30:.1f} GiB, "
+                                f"{avail / 2**30:.1f} GiB available", needed_bytes=need, available_bytes=avail,
+                                **tried)
+            return {"verdict": v.to_json(), "worst": {}, "elapsed_s": time.perf_counter() - t0}
+        out = execute(case, device, fault_model=cfg.fault_model, tolerances=job.get("tolerances"),
+                      ref_device=cfg.ref_device, mode=cfg.mode, ref_chunk=ref_chunk)
+        if need > avail:   # run under the plan ``try``, past the estimate
+            out.verdict.details["memory_plan"] = {"plan": "try", "estimate_bytes": need, "available_bytes": avail}
+        return {"verdict": out.verdict.to_json(), "worst": out.worst, "elapsed_s": out.elapsed_s}
+    except Exception as e:
+        v = Verdict.error(f"kernelaudit failed on this case: {type(e).__name__}: {e}",
+                          checker_bug=True, traceback=traceback.format_exc(limit=5))
+        return {"verdict": v.to_json(), "worst": {}, "elapsed_s": time.perf_counter() - t0}
 
 
 #: Spare workers a pool keeps from its first replacement on, per device type. Two on a
@@ -257,22 +265,28 @@ class WorkerPool:
         """:meth:`run` on the started worker (a dead or hung one killed: ``kill_s``). A
         job's own ``timeout_s`` (the sweep's slow pass) replaces the pool's."""
         timeout_s = float(job.get("timeout_s") or self.case_timeout_s)
+        track = phase.Tracker()   # where the case is, from the worker's marks
         try:
             self._conn.send(job)
             deadline = t0 + timeout_s
             while True:
-                if self._conn.poll(0.5):
-                    res = self._conn.recv()
-                    break
-                if not self._proc.is_alive():
-                    raise EOFError
+                # the deadline first: marks arriving every half second keep poll() true
                 if time.perf_counter() > deadline:
                     elapsed = time.perf_counter() - t0
                     self._kill()
-                    v = Verdict.error(f"timed out after {timeout_s:.0f} s (worker killed)", timed_out=True,
-                                      timeout_s=timeout_s)
+                    where, details = track.where(elapsed)
+                    v = Verdict.error(f"timed out after {timeout_s:.0f} s (worker killed){where}", timed_out=True,
+                                      timeout_s=timeout_s, **details)
                     return {"verdict": v.to_json(), "worst": {}, "elapsed_s": elapsed,
                             "worker_replaced": True, "kill_s": time.perf_counter() - t0 - elapsed}
+                if self._conn.poll(min(0.5, max(0.0, deadline - time.perf_counter()))):
+                    res = self._conn.recv()
+                    if "progress" in res:
+                        track.note(res["progress"])
+                        continue
+                    break
+                if not self._proc.is_alive():
+                    raise EOFError
         except (EOFError, OSError, BrokenPipeError):
             elapsed = time.perf_counter() - t0
             code = None
@@ -280,7 +294,10 @@ class WorkerPool:
                 self._proc.join(10)  # reap it, so its exit status is known
                 code = self._proc.exitcode
             self._kill()
-            v = Verdict.error(f"the process running the case died: {describe_exit(code)}", exitcode=code)
+            # where, not how long: a crash's verdict is the same on every device and run
+            where, details = track.where(elapsed, times=False)
+            v = Verdict.error(f"the process running the case died: {describe_exit(code)}{where}", exitcode=code,
+                              **{k: details[k] for k in ("phase",) if k in details})
             return {"verdict": v.to_json(), "worst": {}, "elapsed_s": elapsed,
                     "worker_replaced": True, "kill_s": time.perf_counter() - t0 - elapsed}
         return res

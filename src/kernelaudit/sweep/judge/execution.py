@@ -29,7 +29,7 @@ import torch
 
 from ...faults import make_fault_model
 from ...verdict import Status, Verdict
-from .. import gen
+from .. import gen, phase
 from ..cases import Case
 from ..ops.spec import DTYPES
 from ..tolerance import MissingTolerance, tf32_floor, tolerance_for, with_floor
@@ -50,6 +50,7 @@ def run_op(case: Case, device, fault_model: str, timing: dict | None = None, aux
     placed = placed_operands(case)
     bwd = case.direction == "bwd"
     t0 = time.perf_counter()
+    phase.enter("inputs")
     if aux is not None and aux.get("project"):
         bases, views, aux["projections"] = inputs_with_projections(case, placed, device)
     else:
@@ -57,6 +58,7 @@ def run_op(case: Case, device, fault_model: str, timing: dict | None = None, aux
     if timing is not None:
         _sync(device)
         timing["inputs_s"] = time.perf_counter() - t0
+    phase.enter("op")
     fm = make_fault_model(fault_model, case.thresholds)
     if spec.call is None:  # a factory op: no inputs, a length
         n = case.batch * spec.out_rows(case.series, case.thresholds)[0]
@@ -213,6 +215,7 @@ def _execute_once(case: Case, device: torch.device, fault_model: str, tolerances
                                            out_of_memory=True, device_error=True), {}, time.perf_counter() - t0)
         msg = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
         return Outcome(Verdict.error(msg, traceback=traceback.format_exc(limit=3)), {}, time.perf_counter() - t0)
+    phase.enter("judge")
     try:
         if "metamorphic" in case.spec.extra:
             from .metamorphic import judge_case
@@ -238,6 +241,7 @@ def _execute_once(case: Case, device: torch.device, fault_model: str, tolerances
                 tail = _precision_tail(x, case.batch)
                 why = {"precision_tail": tail} if tail else None
                 if why is None:
+                    phase.enter("recheck")
                     alone = _same_alone(case, placed, outs, out_rows, x, ref_device)
                     why = {"same_alone": alone} if alone else None
             judged.append(x if why is None else
@@ -487,6 +491,7 @@ def _judge(case, placed, outs, out_rows, ref_device, tolerances, mode, ref_chunk
         same = {"ctx": RefContext(case, placed, ref_device, ref_chunk, exact=True), "chunks": 0, "equal": 0}
     for b0 in range(0, B, step):
         b1 = min(B, b0 + step)
+        phase.advance(b0, B)
         if same is not None:
             if _bit_equal_chunk(case, same, b0, b1, outs, out_rows, batched, js_rows, ref_device):
                 continue

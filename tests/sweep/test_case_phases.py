@@ -1,0 +1,95 @@
+"""A case killed at its timeout (or dying) says where it was: the memory plan, its
+inputs, the op or the judgement, how far the judgement got and how long the case would
+take at that rate."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from kernelaudit.sweep import phase
+from kernelaudit.sweep.cases import GridSpec, grid
+
+
+def _marks(*marks):
+    t = phase.Tracker()
+    for m in marks:
+        t.note(m)
+    return t
+
+
+def test_a_tracker_without_marks_says_nothing():
+    assert phase.Tracker().where(5.0) == ("", {})
+
+
+def test_a_tracker_names_the_phase_its_time_the_phases_before_and_the_judgements_projection():
+    t = _marks({"phase": "plan", "at_s": 0.0}, {"phase": "inputs", "at_s": 1.0}, {"phase": "op", "at_s": 3.0},
+               {"phase": "judge", "at_s": 4.0}, {"phase": "judge", "at_s": 5.0, "done": 100, "total": 1000})
+    text, d = t.where(6.0)
+    assert d == {"phase": "judge", "phase_s": 2.0, "phases_s": {"plan": 1.0, "inputs": 2.0, "op": 1.0},
+                 "batches_done": 100, "batches": 1000, "projected_s": 14.0}   # 4 s + 1000 batches at 10 ms
+    assert text == (" in the judgement (100 of 1,000 batches judged: about 14 s for the case at that rate), "
+                    "2.0 s into it; before it plan 1.0 s, inputs 2.0 s, op 1.0 s")
+    assert t.where(6.0, times=False) == (" in the judgement", d)
+
+
+def test_a_tracker_in_the_op_projects_nothing_and_a_new_phase_forgets_the_last_ones_count():
+    t = _marks({"phase": "judge", "at_s": 1.0}, {"phase": "judge", "at_s": 2.0, "done": 5, "total": 10},
+               {"phase": "recheck", "at_s": 3.0})
+    text, d = t.where(4.0)
+    assert d == {"phase": "recheck", "phase_s": 1.0, "phases_s": {"judge": 2.0}}
+    assert text.startswith(" in rechecking a wrong output alone, 1.0 s into it")
+    assert _marks({"phase": "op", "at_s": 0.5}).where(10.0)[1] == {"phase": "op", "phase_s": 9.5, "phases_s": {}}
+
+
+def test_marks_reach_the_listener_only_while_it_listens_and_counts_are_thinned():
+    got = []
+    phase.enter("op")                 # nobody listens: nothing told, nothing raised
+    with phase.listening(got.append):
+        phase.enter("judge")
+        phase.advance(0, 10)          # within ADVANCE_INTERVAL_S of the start: dropped
+        phase._last_advance = -phase.ADVANCE_INTERVAL_S   # as if the interval had passed
+        phase.advance(3, 10)
+        phase.advance(4, 10)          # straight after: dropped
+    phase.enter("op")
+    assert [(m["phase"], m.get("done")) for m in got] == [("judge", None), ("judge", 3)]
+    assert all(m["at_s"] >= 0 for m in got) and got[1]["total"] == 10
+
+
+def test_a_listener_that_fails_stops_listening_and_the_case_goes_on():
+    calls = []
+
+    def broken(mark):
+        calls.append(mark)
+        raise BrokenPipeError("the pool went away")
+
+    with phase.listening(broken):
+        phase.enter("inputs")
+        phase.enter("op")
+    assert len(calls) == 1
+
+
+def test_an_unknown_phase_is_refused_with_the_names_allowed():
+    with pytest.raises(ValueError, match=r"plan, inputs, op, judge, recheck; got 'compile'"):
+        phase.enter("compile")
+
+
+def test_a_case_killed_in_its_judgement_says_how_far_it_got_and_how_long_it_needs():
+    # linalg.solve at scale 25 on the CPU: inputs about 2 s, the op 0.3 s, and a judgement
+    # in chunks of 64 batches of about 13 s (25,812 batches): the 6 s timeout falls in it
+    from kernelaudit.sweep.worker import WorkerConfig, WorkerPool
+
+    (case,) = grid(GridSpec(ops=("linalg.solve",), dtypes=("float32",), layouts=("contig",), directions=("fwd",),
+                            thresholds=("2^32",), positions=("above",), scale=25))
+    with WorkerPool(WorkerConfig(device="cpu", ref_chunk=64), case_timeout_s=6.0) as pool:
+        res = pool.run({"case": case.to_json(), "tolerances": None})
+    v = res["verdict"]
+    d = v["details"]
+    assert v["status"] == "error" and d["timed_out"] and res["worker_replaced"]
+    assert d["phase"] == "judge", v["message"]
+    assert set(d["phases_s"]) == {"plan", "inputs", "op"} and d["phase_s"] > 0
+    assert 0 < d["batches_done"] < d["batches"] == case.batch
+    assert d["projected_s"] > 6.0    # the case needs more than it had
+    assert re.match(r"timed out after 6 s \(worker killed\) in the judgement \([\d,]+ of 25,812 batches judged: "
+                    r"about \d+ s for the case at that rate\), [\d.]+ s into it; before it plan", v["message"])
