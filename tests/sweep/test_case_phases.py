@@ -1,15 +1,18 @@
 """A case killed at its timeout (or dying) says where it was: the memory plan, its
 inputs, the op or the judgement, how far the judgement got and how long the case would
-take at that rate."""
+take at that rate; the slow pass leaves a case it could not finish either."""
 
 from __future__ import annotations
 
 import re
 
 import pytest
+import torch
 
 from kernelaudit.sweep import phase
 from kernelaudit.sweep.cases import GridSpec, grid
+from kernelaudit.sweep.store import RunStore
+from kernelaudit.verdict import Verdict
 
 
 def _marks(*marks):
@@ -93,3 +96,28 @@ def test_a_case_killed_in_its_judgement_says_how_far_it_got_and_how_long_it_need
     assert d["projected_s"] > 6.0    # the case needs more than it had
     assert re.match(r"timed out after 6 s \(worker killed\) in the judgement \([\d,]+ of 25,812 batches judged: "
                     r"about \d+ s for the case at that rate\), [\d.]+ s into it; before it plan", v["message"])
+
+
+def _store(tmp_path) -> RunStore:
+    manifest = {"device": {"type": "cpu", "name": "test cpu"}, "fault_model": "none",
+                "torch": torch.__version__, "started": "2026-12-06T00:00:00+00:00"}
+    return RunStore.create(tmp_path / "store", manifest, resume=False)
+
+
+def test_the_slow_pass_leaves_a_case_its_judgement_projected_past_the_slow_timeout(tmp_path):
+    from kernelaudit.sweep.schedule import TimedOut, _slow_cases
+
+    spec = GridSpec(ops=("add",), dtypes=("float32",), layouts=("contig",), directions=("fwd",),
+                    thresholds=("2^31", "2^32"), positions=("below", "above"), scale=16)
+    add = grid(spec)                                   # 2^31-, 2^31+, 2^32-, 2^32+
+    store = _store(tmp_path)
+    timed = dict(timed_out=True, timeout_s=20.0, phase="judge", phase_s=19.0, batches_done=10, batches=100)
+    store.append(add[3], Verdict.error("timed out after 20 s (worker killed) in the judgement", projected_s=190.0,
+                                       **timed), 20.0)
+    for c in add[:3]:
+        store.append(c, TimedOut(store).verdict(c), 0.0)
+    assert _slow_cases(store.latest(), add, 120.0) == add[:3]      # 190 s projected: not in a 120 s pass
+    assert _slow_cases(store.latest(), add, 600.0) == add          # a pass long enough runs it
+    store.append(add[3], Verdict.error("timed out after 20 s (worker killed) in the judgement", projected_s=90.0,
+                                       **timed), 20.0)
+    assert _slow_cases(store.latest(), add, 120.0) == add

@@ -371,15 +371,20 @@ def _slow_cases(latest: dict, planned: list[Case], slow_timeout_s: float) -> lis
     """The planned cases a slow pass with ``slow_timeout_s`` a case runs: those whose
     last verdict in ``latest`` (a store's :meth:`~.RunStore.latest`) timed out, or was
     held back by a case of its op that did (``after_timeout``), where the op's longest
-    timeout so far is shorter. In the plan's order of ops, each op's cases from the
-    smallest crossing tensor up, so that a slow op's cheap cases are judged before its
-    largest can time out again and hold back the rest."""
+    timeout so far is shorter; less a case whose judgement, when it timed out, projected
+    more than ``slow_timeout_s`` for it (``projected_s``, :class:`.phase.Tracker`): it
+    would time out again, and ``--case-timeout`` longer than its projection runs it. In
+    the plan's order of ops, each op's cases from the smallest crossing tensor up, so
+    that a slow op's cheap cases are judged before its largest can time out again and
+    hold back the rest."""
     slowest = _longest_timeouts(latest)
     rank: dict[str, int] = {}
     out = []
     for c in planned:
         r = latest.get(c.key)
         d = (r["verdict"].get("details") or {}) if r is not None else {}
+        if float(d.get("projected_s") or 0.0) > slow_timeout_s:
+            continue
         if (d.get("timed_out") or d.get("after_timeout")) and slowest.get(c.op, math.inf) < slow_timeout_s:
             rank.setdefault(c.op, len(rank))
             out.append(c)
