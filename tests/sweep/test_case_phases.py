@@ -1,6 +1,7 @@
 """A case killed at its timeout (or dying) says where it was: the memory plan, its
 inputs, the op or the judgement, how far the judgement got and how long the case would
-take at that rate; the slow pass leaves a case it could not finish either."""
+take at that rate; the slow pass leaves a case it could not finish either, and the
+summary counts a timed-out case's time in the phases it reached."""
 
 from __future__ import annotations
 
@@ -121,3 +122,17 @@ def test_the_slow_pass_leaves_a_case_its_judgement_projected_past_the_slow_timeo
     store.append(add[3], Verdict.error("timed out after 20 s (worker killed) in the judgement", projected_s=90.0,
                                        **timed), 20.0)
     assert _slow_cases(store.latest(), add, 120.0) == add
+
+
+def test_the_summary_counts_a_timed_out_cases_time_in_the_phases_it_reached(tmp_path):
+    from kernelaudit.sweep.report import load_run
+    from kernelaudit.sweep.report.counts import time_per_op
+
+    (case,) = grid(GridSpec(ops=("add",), dtypes=("float32",), layouts=("contig",), directions=("fwd",),
+                            thresholds=("2^32",), positions=("above",), scale=16))
+    store = _store(tmp_path)
+    store.append(case, Verdict.error("timed out after 20 s (worker killed) in the judgement", timed_out=True,
+                                     phase="judge", phase_s=15.5, phases_s={"plan": 0.5, "inputs": 1.0, "op": 3.0}),
+                 20.0)
+    (t,) = time_per_op(load_run(store.path))
+    assert t.total_s == 20.0 and t.phases_s == {"inputs_s": 1.0, "op_s": 3.0, "judge_s": 15.5}

@@ -142,15 +142,27 @@ class OpTime:
     slowest_s: float
 
 
+def _phase_times(details: dict) -> dict:
+    """A record's seconds per phase of :data:`PHASES`: its ``timing``, or for a case
+    killed at its timeout, what its phase marks said (``phase``, ``phase_s`` and
+    ``phases_s``, :class:`~kernelaudit.sweep.phase.Tracker`)."""
+    if details.get("timing"):
+        return details["timing"]
+    if "phase" not in details:
+        return {}
+    spent = {**(details.get("phases_s") or {}), details["phase"]: details.get("phase_s") or 0.0}
+    return {f"{k}_s": float(v) for k, v in spent.items()}
+
+
 def time_per_op(run: Run) -> list[OpTime]:
     """Where the run's time went, per op, most expensive first (cases with no recorded
-    time count 0)."""
+    time count 0; a timed-out case's phases as far as it got)."""
     out = []
     for op, records in by_op(run.records).items():
         times = [(r.elapsed_s or 0.0, r) for r in records]
         phases = dict.fromkeys(PHASES, 0.0)
         for r in records:
-            timing = (r.verdict.details or {}).get("timing") or {}
+            timing = _phase_times(r.verdict.details or {})
             for k in PHASES:
                 phases[k] += float(timing.get(k, 0.0))
         slow_s, slow = max(times, key=lambda t: t[0])
