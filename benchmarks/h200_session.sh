@@ -199,7 +199,18 @@ for t in (Tiles(128, 128, 16, 4, 1, group_m=8, split_lanes=True, gluon=True),   
           Tiles(256, 128, 16, 8, 3, group_m=8, split_lanes=True, gluon=True, loader_warps=4)):   # warp-specialized
     gemm.linear(x, w, tiles=t)
 torch.cuda.synchronize()" > "$O/gluon_ncu.txt" 2>&1
-    grep -E '^  [a-z_]+|Duration|SM Frequency|Shared|Compute \(SM\) Throughput|Registers Per Thread|Achieved Occupancy|Theoretical Occupancy|Block Limit|Stall|bank_conflicts|pipe_fma|Issue Slots Busy|Executed Ipc' "$O/gluon_ncu.txt" | tail -80 ;;
+    grep -E '^  [a-z_]+|Duration|SM Frequency|Shared|Compute \(SM\) Throughput|Registers Per Thread|Achieved Occupancy|Theoretical Occupancy|Block Limit|Stall|bank_conflicts|pipe_fma|Issue Slots Busy|Executed Ipc' "$O/gluon_ncu.txt" | tail -80
+    # where the issue slots go: the warp-specialized tile's stall reasons, cycles a warp spends
+    # in each per instruction it issues (a run of its own: a metric name this ncu lacks fails only it)
+    timeout ${NCU_TIMEOUT_S:-240} ncu --clock-control none \
+      --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' -k regex:^lane_sums python3 -c "
+import torch
+from kernelaudit.repro import gemm
+from kernelaudit.repro.tiles import Tiles
+x = torch.randn(4096, 8192, device='cuda', dtype=torch.bfloat16); w = torch.randn(8192, 8192, device='cuda', dtype=torch.bfloat16)
+gemm.linear(x, w, tiles=Tiles(256, 128, 16, 8, 3, group_m=8, split_lanes=True, gluon=True, loader_warps=4))
+torch.cuda.synchronize()" > "$O/gluon_ncu_stalls.txt" 2>&1
+    grep -E 'stalled' "$O/gluon_ncu_stalls.txt" | sort -k3 -n -r | head -24 ;;
   decodencu) log decode_ncu  # issue 19: what holds decode at M = 4 (shared wavefronts: act16 against the fp32 stages)
     timeout ${NCU_TIMEOUT_S:-240} ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats \
       --section InstructionStats --section MemoryWorkloadAnalysis_Tables --section SchedulerStats \
