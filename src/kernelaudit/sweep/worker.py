@@ -74,8 +74,8 @@ def _worker_main(conn, cfg: WorkerConfig) -> None:
         import torch
 
         from . import memory as plan
+        from .judge import execution  # noqa: F401 - imported before the hello: no case pays for it
         from .judge.reference import default_ref_chunk
-        from .judge.execution import execute
 
         device = torch.device(cfg.device)
         if device.type == "cuda":
@@ -109,7 +109,7 @@ def _worker_main(conn, cfg: WorkerConfig) -> None:
             continue
         t0 = time.perf_counter()
         with phase.listening(lambda mark: conn.send({"progress": mark})):
-            res = _run_job(job, cfg, device, ref_chunk, plan, execute)
+            res = _run_job(job, cfg, device, ref_chunk)
         if probes_device(res) and device.type != "cpu":
             res["healthy"] = device_healthy(device)
         # No empty_cache() between cases: the caching allocator reuses the last case's
@@ -121,9 +121,12 @@ def _worker_main(conn, cfg: WorkerConfig) -> None:
         conn.send(res)
 
 
-def _run_job(job: dict, cfg: WorkerConfig, device, ref_chunk: int, plan, execute) -> dict:
+def _run_job(job: dict, cfg: WorkerConfig, device, ref_chunk: int) -> dict:
     """One case in the worker: the memory plan, then the case run and judged; its result
     for the pool (``worker_s`` and the device probe aside)."""
+    from . import memory as plan   # both imported by the worker's start already
+    from .judge.execution import execute
+
     t0 = time.perf_counter()
     phase.enter("plan")
     try:
