@@ -1,0 +1,113 @@
+"""``ieee`` prefill first-pass variants side by side on one GPU (issue 19): the table's
+tiles against the same tiles with ``paired_lanes`` (and any others named), interleaved
+rounds, beside CastFloat32 and cuBLAS fp32; every variant's output must have the bits of
+the first (they compute one order), else the run fails.
+
+    PYTHONPATH=src python benchmarks/prefill_lanes_ab.py --out $OUT/prefill_lanes_ab.json
+    PYTHONPATH=src python benchmarks/prefill_lanes_ab.py --m 4096 --rounds 7 --variants ws,ws_paired
+
+Each figure: the median over ``--rounds`` rounds of one call's time (CUDA events around
+``--calls`` calls, the weights rotated over two copies); TFLOP/s and the fraction of the
+FMA ceiling measured in the same run (``repro_gemm.py``'s ``_fma_peak`` kernel).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import repro_gemm  # noqa: E402  (the FMA ceiling and weights of the repro benchmark)
+
+from kernelaudit.repro import gemm  # noqa: E402
+from kernelaudit.repro.tiles import Tiles  # noqa: E402
+
+#: name -> the first pass's tiles (the table's warp-specialized row and the 4-warp row).
+VARIANTS = {
+    "ws": Tiles(256, 128, 16, 8, 3, split_lanes=True, gluon=True, group_m=8, loader_warps=4),
+    "ws_paired": Tiles(256, 128, 16, 8, 3, split_lanes=True, gluon=True, group_m=8, loader_warps=4,
+                       paired_lanes=True),
+    "w4": Tiles(128, 128, 16, 4, 1, split_lanes=True, gluon=True, group_m=8),
+    "w4_paired": Tiles(128, 128, 16, 4, 1, split_lanes=True, gluon=True, group_m=8, paired_lanes=True),
+}
+
+
+def _ms(fn, ws, calls: int) -> float:
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    e0.record()
+    for i in range(calls):
+        fn(ws[i % len(ws)])
+    e1.record()
+    torch.cuda.synchronize()
+    return e0.elapsed_time(e1) / calls
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--m", type=int, default=4096)
+    p.add_argument("--kn", type=int, default=8192)
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--calls", type=int, default=4)
+    p.add_argument("--variants", default=",".join(VARIANTS),
+                   help=f"comma-separated, from {', '.join(VARIANTS)} (the first is the bits' reference)")
+    a = p.parse_args(argv)
+    names = [v for v in a.variants.split(",") if v]
+    bad = [v for v in names if v not in VARIANTS]
+    if bad:
+        p.error(f"--variants: unknown {bad}; allowed values are {', '.join(VARIANTS)}")
+    if not torch.cuda.is_available():
+        print("prefill_lanes_ab: needs a CUDA device", file=sys.stderr)
+        return 3
+    torch.backends.cuda.matmul.allow_tf32 = False
+    g = torch.Generator(device="cuda").manual_seed(a.m)
+    x = torch.randn(a.m, a.kn, device="cuda", generator=g).to(torch.bfloat16)
+    ws = repro_gemm.weights(a.kn, a.kn, 2)
+    x32 = x.float()
+    fns = {v: (lambda t: (lambda w: gemm.linear(x, w, order="ieee", tiles=t)))(VARIANTS[v]) for v in names}
+    fns["cast_fp32"] = lambda w: F.linear(x32, w.float())
+    first = None
+    bits = {}
+    for v in names:
+        y = fns[v](ws[0])
+        torch.cuda.synchronize()
+        if first is None:
+            first = y
+        bits[v] = bool(torch.equal(y, first))
+        del y
+    times = {v: [] for v in fns}
+    for _ in range(a.rounds):
+        for v, fn in fns.items():
+            fn(ws[0])  # warm (and compiled) before the events
+            times[v].append(_ms(fn, ws, a.calls))
+    flops = 2 * a.m * a.kn * a.kn
+    ceiling = repro_gemm.fma_ceiling_tflops()
+    cast = statistics.median(times["cast_fp32"])
+    rows = {}
+    for v, ts in times.items():
+        ms = statistics.median(ts)
+        tflops = flops / ms / 1e9
+        rows[v] = {"ms": round(ms, 4), "range_ms": [round(min(ts), 4), round(max(ts), 4)],
+                   "tflops": round(tflops, 1), "of_fma_ceiling": round(tflops / ceiling, 3),
+                   "vs_cast_fp32": round(cast / ms, 3), **({"same_bits": bits[v]} if v in bits else {}),
+                   **({"tiles": str(VARIANTS[v])} if v in VARIANTS else {})}
+        print(f"{v:12s} {ms:8.3f} ms {tflops:6.1f} TFLOP/s {tflops / ceiling:6.3f} of FMA  "
+              f"{cast / ms:5.3f}x Cast  bits {bits.get(v, '-')}", flush=True)
+    out = {"m": a.m, "kn": a.kn, "rounds": a.rounds, "calls": a.calls, "fma_ceiling_tflops": ceiling,
+           "ceilings": repro_gemm.RES.get("ceilings"), "rows": rows,
+           "env": {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                   "triton": repro_gemm.triton.__version__, "python": platform.python_version()}}
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(out, indent=1))
+    return 0 if all(bits.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
