@@ -7,7 +7,6 @@ GPU: tests/gpu/test_repro_ieee_tiled_gpu.py."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import subprocess
 import sys
@@ -35,7 +34,7 @@ def test_gluon_compile_checks_pass_in_a_process_without_the_interpreter():
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "sm90", __file__],
                           env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
-    assert "5 passed" in proc.stdout, proc.stdout[-2000:]
+    assert "4 passed" in proc.stdout, proc.stdout[-2000:]
 
 
 def _sm90_sass(bm, bn, bk, warps, lanes: Lanes) -> Sass:
@@ -165,25 +164,3 @@ def test_gluon_decode_tiles_off_the_gpu_run_the_triton_kernel_with_the_same_bits
     assert not ieee_gluon_decode.usable(x[None, None], w.t()[None, None], tiles, lanes)
     got = gemm.linear(x, w, tiles=tiles, lanes=lanes)
     assert emulate.bit_mismatches(got, emulate.linear_ieee(x, w, lanes=lanes)) == 0
-
-
-@pytest.mark.skipif(INTERPRETED, reason="runs in a child process without the Triton interpreter")
-def test_paired_lanes_compile_for_sm90_to_the_same_k_loop_as_the_4_x_8_lanes():
-    """``paired_lanes`` changes which lanes share a shared-memory address, not the work: the
-    warp-specialized table tile (256 x 128 x 16, 8 FMA warps) compiles for sm_90 to the
-    same 2,048 FFMA and 96 LDS.128 a K step, at the same registers."""
-    pytest.importorskip("triton.backends.nvidia")
-    base = Tiles(256, 128, 16, 8, 3, group_m=8, split_lanes=True, gluon=True, loader_warps=4)
-    runs = [read_cubin(ieee_gluon.compile_for(t, Lanes(8, 8)).asm["cubin"])
-            for t in (base, dataclasses.replace(base, paired_lanes=True))]
-    for sass in runs:
-        ops = sass.loop_opcodes()
-        assert ops.count("FFMA") == 2048 and ops.count("LDS.128") == 96, sass.main_loop()
-    assert runs[0].registers == runs[1].registers, (runs[0].registers, runs[1].registers)
-
-
-def test_paired_lanes_need_the_gluon_prefill_pass():
-    from kernelaudit.errors import InvalidArgument
-
-    with pytest.raises(InvalidArgument, match="paired_lanes=True without gluon=True and split_lanes=True"):
-        Tiles(128, 128, 16, 8, 3, split_lanes=True, paired_lanes=True)

@@ -86,11 +86,9 @@ def _kernel(tiles, capability: int):
     """The kernel of a launch, its constexprs beyond the common ones, and its options."""
     if warp_specialized(tiles, capability):
         return (lane_sums_ws_kernel, dict(STAGES=tiles.num_stages, LOADERS=tiles.loader_warps,
-                                          LOADER_REGS=_LOADER_REGISTERS, PAIRED=tiles.paired_lanes),
-                launch_options(tiles))
+                                          LOADER_REGS=_LOADER_REGISTERS), launch_options(tiles))
     # without the producer warps, a budget meant for num_warps + loader_warps would spill
-    return (lane_sums_kernel, dict(PAIRED=tiles.paired_lanes),
-            launch_options(tiles) if not tiles.loader_warps else {"num_warps": tiles.num_warps})
+    return lane_sums_kernel, {}, launch_options(tiles) if not tiles.loader_warps else {"num_warps": tiles.num_warps}
 
 
 def launch(grid, args, tiles, lanes, device: torch.device) -> None:
@@ -128,14 +126,6 @@ def launch_options(tiles) -> dict:
 
 
 if gl is not None:
-    @gluon.constexpr_function
-    def _acc_layout(num_warps, paired):
-        """The accumulator's layout: 4 x 4 sub-tiles a thread, the threads of a warp 4 x 8
-        along the columns, or with ``paired`` 2 x 16 down the rows (:attr:`.Tiles.paired_lanes`)."""
-        if paired:
-            return gl.BlockedLayout([4, 4], [2, 16], [num_warps, 1], [0, 1])
-        return gl.BlockedLayout([4, 4], [4, 8], [num_warps // 2, 2], [1, 0])
-
     @gluon.jit
     def _k_steps(a_ptr, b_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_a0, s_b0, pid_m, pid_n, lane, pid_b,
                  b0, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, LANES: gl.constexpr, LB: gl.constexpr,
@@ -176,12 +166,12 @@ if gl is not None:
     @gluon.jit
     def lane_sums_kernel(a_ptr, b_ptr, p_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_a0, s_b0,
                          s_pl, s_p0, s_pb, s_pm, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
-                         LANES: gl.constexpr, LB: gl.constexpr, GROUP_M: gl.constexpr, PAIRED: gl.constexpr):
+                         LANES: gl.constexpr, LB: gl.constexpr, GROUP_M: gl.constexpr):
         """``p[lane, b0, b, m, n]`` = lane ``pid % LANES``'s fp32 chain of tile ``pid // LANES``
         (grouped order); a [B0, B, M, K] and b [B0, B, K, N] by strides; grid
         (tiles * LANES, B, B0)."""
         NW: gl.constexpr = gl.num_warps()
-        acc_l: gl.constexpr = _acc_layout(NW, PAIRED)
+        acc_l: gl.constexpr = gl.BlockedLayout([4, 4], [4, 8], [NW // 2, 2], [1, 0])
         sm_l: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
         STEP: gl.constexpr = BK * LANES   # k advanced a step: BK // LB blocks of every lane
 
@@ -252,12 +242,12 @@ if gl is not None:
     def lane_sums_ws_kernel(a_ptr, b_ptr, p_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_a0, s_b0,
                             s_pl, s_p0, s_pb, s_pm, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
                             LANES: gl.constexpr, LB: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr,
-                            LOADERS: gl.constexpr, LOADER_REGS: gl.constexpr, PAIRED: gl.constexpr):
+                            LOADERS: gl.constexpr, LOADER_REGS: gl.constexpr):
         """:func:`lane_sums_kernel`'s sums (the same arguments and grid), warp-specialized:
         ``LOADERS`` producer warps fill a ring of ``STAGES`` fp32 K steps, the kernel's
         ``num_warps`` warps run the FMAs, as in :func:`lane_sums_kernel`."""
         NW: gl.constexpr = gl.num_warps()
-        acc_l: gl.constexpr = _acc_layout(NW, PAIRED)
+        acc_l: gl.constexpr = gl.BlockedLayout([4, 4], [4, 8], [NW // 2, 2], [1, 0])
         sm_l: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
         pid = gl.program_id(0)
         lane = pid % LANES

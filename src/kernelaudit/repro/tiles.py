@@ -130,12 +130,6 @@ class Tiles:
     #: budget of all ``num_warps + loader_warps`` warps, of which the producer keeps 32.
     #: Older GPUs run the pass without it. The same bits.
     loader_warps: int = 0
-    #: ``split_lanes`` with ``gluon`` (prefill): the accumulator's threads arranged 2 x 16
-    #: with neighbouring lanes down the rows (lane ``n`` and ``n ^ 1`` share a column, ``n``
-    #: and ``n ^ 2`` a row) instead of 4 x 8 along the columns, so that every ``LDS.128``
-    #: of either operand is read by lane pairs at one address, which Volta on serves in
-    #: half the shared-memory wavefronts. The same 4 x 4 sub-tiles, registers and bits.
-    paired_lanes: bool = False
     #: ``tiled`` with ``tma`` in a K-lanes order (decode): 16-bit activations stay 16-bit in
     #: memory and in the kernel's shared-memory stages, and are upcast in registers (exact)
     #: once they arrive; without it the launch upcasts them to fp32 in memory first. Half the
@@ -184,9 +178,6 @@ class Tiles:
             raise InvalidArgument(f"Cannot have loader_warps={self.loader_warps} without gluon=True, "
                                   f"split_lanes=True and num_stages >= 2 (got num_stages={self.num_stages}): "
                                   "allowed values are loader_warps=0")
-        if self.paired_lanes and not (self.gluon and self.split_lanes):
-            raise InvalidArgument("Cannot have paired_lanes=True without gluon=True and split_lanes=True: "
-                                  "allowed values are paired_lanes=False")
         if self.act16 and not (self.tiled and self.tma):
             raise InvalidArgument("Cannot have act16=True without tiled=True and tma=True: allowed values are "
                                   "act16=False, or act16=True on a K-lanes TMA tile")
