@@ -25,7 +25,7 @@
 #   plain (issue 16: benchmarks/repro_store_findings.py, each finding of runs/h200 as plain torch against
 #   the call in small chunks; PLAIN_OPS, PLAIN_TIMEOUT_S (150 a snippet), PLAIN_UNTIL_S (420: no snippet starts later),
 #   PLAIN_GUARDED=1: each again under `kernelaudit run`, the shipped rules; PLAIN_PER_DTYPE=1: a case per dtype too; PLAIN_DONE: earlier runs' results.json(.gz), space-separated, their settled findings not run again)
-#   gluonncu (issue 19: ncu of the Gluon prefill pass, 4 warps, and the warp-specialized table tile, with and without paired_lanes; M = 4096, K = N = 8192)
+#   gluonncu (issue 19: ncu of the Gluon prefill pass, 4 warps, and the warp-specialized table tile, with shared wavefronts and stall reasons; M = 4096, K = N = 8192)
 #   prefillab (issue 19: benchmarks/prefill_lanes_ab.py, the first pass's variants side by side; PREFILLAB_ARGS)
 #   decodencu (issue 19: ncu of decode at M = 4, K = N = 8192: the table tile, a register-prefetch and an 8-warp TMA tile)
 #   guardgrid (issue 16: the full grid's guard GPU tests: linspace/logspace, softmin, random draws,
@@ -197,8 +197,7 @@ from kernelaudit.repro import gemm
 from kernelaudit.repro.tiles import Tiles
 x = torch.randn(4096, 8192, device='cuda', dtype=torch.bfloat16); w = torch.randn(8192, 8192, device='cuda', dtype=torch.bfloat16)
 for t in (Tiles(128, 128, 16, 4, 1, group_m=8, split_lanes=True, gluon=True),       # the plain pass
-          Tiles(256, 128, 16, 8, 3, group_m=8, split_lanes=True, gluon=True, loader_warps=4),   # warp-specialized
-          Tiles(256, 128, 16, 8, 3, group_m=8, split_lanes=True, gluon=True, loader_warps=4, paired_lanes=True)):
+          Tiles(256, 128, 16, 8, 3, group_m=8, split_lanes=True, gluon=True, loader_warps=4)):   # warp-specialized
     gemm.linear(x, w, tiles=t)
 torch.cuda.synchronize()" > "$O/gluon_ncu.txt" 2>&1
     grep -E '^  [a-z_]+|Duration|SM Frequency|Shared|Compute \(SM\) Throughput|Registers Per Thread|Achieved Occupancy|Theoretical Occupancy|Block Limit|Stall|bank_conflicts|wavefronts|pipe_fma|Issue Slots Busy|Executed Ipc' "$O/gluon_ncu.txt" | tail -80
@@ -210,12 +209,10 @@ import torch
 from kernelaudit.repro import gemm
 from kernelaudit.repro.tiles import Tiles
 x = torch.randn(4096, 8192, device='cuda', dtype=torch.bfloat16); w = torch.randn(8192, 8192, device='cuda', dtype=torch.bfloat16)
-for paired in (False, True):
-    gemm.linear(x, w, tiles=Tiles(256, 128, 16, 8, 3, group_m=8, split_lanes=True, gluon=True, loader_warps=4,
-                                  paired_lanes=paired))
+gemm.linear(x, w, tiles=Tiles(256, 128, 16, 8, 3, group_m=8, split_lanes=True, gluon=True, loader_warps=4))
 torch.cuda.synchronize()" > "$O/gluon_ncu_stalls.txt" 2>&1
     grep -E '^  [a-z_]+|stalled' "$O/gluon_ncu_stalls.txt" | awk '/^  [a-z_]/{print; next} $3+0 > 0.05' | head -60 ;;
-  prefillab) log prefill_lanes_ab  # issue 19: the prefill first pass's variants side by side (paired_lanes)
+  prefillab) log prefill_lanes_ab  # issue 19: the prefill first pass's variants side by side
     timeout ${PREFILLAB_TIMEOUT_S:-240} python3 benchmarks/prefill_lanes_ab.py --out "$O/prefill_lanes_ab.json" \
       ${PREFILLAB_ARGS:-} 2>&1 | tail -12 ;;
   decodencu) log decode_ncu  # issue 19: what holds decode at M = 4 (shared wavefronts: act16 against the fp32 stages)

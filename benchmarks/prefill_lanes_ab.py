@@ -1,10 +1,10 @@
 """``ieee`` prefill first-pass variants side by side on one GPU (issue 19): the table's
-tiles against the same tiles with ``paired_lanes`` (and any others named), interleaved
-rounds, beside CastFloat32 and cuBLAS fp32; every variant's output must have the bits of
-the first (they compute one order), else the run fails.
+warp-specialized tile and the 4-warp tile (add a variant to :data:`VARIANTS` to try one),
+interleaved rounds, beside CastFloat32 and cuBLAS fp32; every variant's output must have
+the bits of the first (they compute one order), else the run fails.
 
     PYTHONPATH=src python benchmarks/prefill_lanes_ab.py --out $OUT/prefill_lanes_ab.json
-    PYTHONPATH=src python benchmarks/prefill_lanes_ab.py --m 4096 --rounds 7 --variants ws,ws_paired
+    PYTHONPATH=src python benchmarks/prefill_lanes_ab.py --m 4096 --rounds 7 --variants ws,w4
 
 Each figure: the median over ``--rounds`` rounds of one call's time (CUDA events around
 ``--calls`` calls, the weights rotated over two copies); TFLOP/s and the fraction of the
@@ -30,12 +30,12 @@ from kernelaudit.repro import gemm  # noqa: E402
 from kernelaudit.repro.tiles import Tiles  # noqa: E402
 
 #: name -> the first pass's tiles (the table's warp-specialized row and the 4-warp row).
+#: (Lanes paired on an operand's shared address, the threads 2 x 16 down the rows, were
+#: tried on an H100 on 2026-12-06: 25% fewer shared-load wavefronts, no fewer stalls,
+#: 39.6 TFLOP/s against 42.9: benchmarks/results/2026-12-06-h100-prefill-stalls-slow-pass/.)
 VARIANTS = {
     "ws": Tiles(256, 128, 16, 8, 3, split_lanes=True, gluon=True, group_m=8, loader_warps=4),
-    "ws_paired": Tiles(256, 128, 16, 8, 3, split_lanes=True, gluon=True, group_m=8, loader_warps=4,
-                       paired_lanes=True),
     "w4": Tiles(128, 128, 16, 4, 1, split_lanes=True, gluon=True, group_m=8),
-    "w4_paired": Tiles(128, 128, 16, 4, 1, split_lanes=True, gluon=True, group_m=8, paired_lanes=True),
 }
 
 
