@@ -1,6 +1,7 @@
 """``ieee`` prefill first-pass variants side by side on one GPU (issue 19): the table's
 warp-specialized tile and the 4-warp tile (add a variant to :data:`VARIANTS` to try one),
-interleaved rounds, beside CastFloat32 and cuBLAS fp32; every variant's output must have
+interleaved rounds, beside CastFloat32 (and the ceilings of the same run: the FMA rate,
+cuBLAS fp32 and bf16); every variant's output must have
 the bits of the first (they compute one order), else the run fails.
 
     PYTHONPATH=src python benchmarks/prefill_lanes_ab.py --out $OUT/prefill_lanes_ab.json
@@ -39,11 +40,11 @@ VARIANTS = {
 }
 
 
-def _ms(fn, ws, calls: int) -> float:
+def _ms(fn, weights, calls: int) -> float:
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     e0.record()
     for i in range(calls):
-        fn(ws[i % len(ws)])
+        fn(weights[i % len(weights)])
     e1.record()
     torch.cuda.synchronize()
     return e0.elapsed_time(e1) / calls
@@ -69,14 +70,14 @@ def main(argv=None) -> int:
     torch.backends.cuda.matmul.allow_tf32 = False
     g = torch.Generator(device="cuda").manual_seed(a.m)
     x = torch.randn(a.m, a.kn, device="cuda", generator=g).to(torch.bfloat16)
-    ws = repro_gemm.weights(a.kn, a.kn, 2)
+    weights = repro_gemm.weights(a.kn, a.kn, 2)
     x32 = x.float()
     fns = {v: (lambda t: (lambda w: gemm.linear(x, w, order="ieee", tiles=t)))(VARIANTS[v]) for v in names}
     fns["cast_fp32"] = lambda w: F.linear(x32, w.float())
     first = None
     bits = {}
     for v in names:
-        y = fns[v](ws[0])
+        y = fns[v](weights[0])
         torch.cuda.synchronize()
         if first is None:
             first = y
@@ -85,8 +86,8 @@ def main(argv=None) -> int:
     times = {v: [] for v in fns}
     for _ in range(a.rounds):
         for v, fn in fns.items():
-            fn(ws[0])  # warm (and compiled) before the events
-            times[v].append(_ms(fn, ws, a.calls))
+            fn(weights[0])  # warm (and compiled) before the events
+            times[v].append(_ms(fn, weights, a.calls))
     flops = 2 * a.m * a.kn * a.kn
     ceiling = repro_gemm.fma_ceiling_tflops()
     cast = statistics.median(times["cast_fp32"])
