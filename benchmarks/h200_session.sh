@@ -188,10 +188,8 @@ PY
       tests/gpu/test_repro_ieee_tiled_gpu.py tests/gpu/test_repro_gpu.py > "$O/repro_gpu_tests.log" 2>&1
       tail -5 "$O/repro_gpu_tests.log"; fi ;;
   gluonncu) log gluon_ncu  # issue 19: why the Gluon prefill pass stops at 63% of the FMA ceiling (stalls, bank conflicts)
-    timeout ${NCU_TIMEOUT_S:-240} ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats \
-      --section InstructionStats --section MemoryWorkloadAnalysis_Tables \
-      --metrics l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active \
-      -k regex:^lane_sums python3 -c "
+    # the two prefill first passes at M = 4096: the plain 4-warp pass, then the warp-specialized tile
+    passes="
 import torch
 from kernelaudit.repro import gemm
 from kernelaudit.repro.tiles import Tiles
@@ -199,18 +197,17 @@ x = torch.randn(4096, 8192, device='cuda', dtype=torch.bfloat16); w = torch.rand
 for t in (Tiles(128, 128, 16, 4, 1, group_m=8, split_lanes=True, gluon=True),       # the plain pass
           Tiles(256, 128, 16, 8, 3, group_m=8, split_lanes=True, gluon=True, loader_warps=4)):   # warp-specialized
     gemm.linear(x, w, tiles=t)
-torch.cuda.synchronize()" > "$O/gluon_ncu.txt" 2>&1
+torch.cuda.synchronize()"
+    timeout ${NCU_TIMEOUT_S:-240} ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats \
+      --section InstructionStats --section MemoryWorkloadAnalysis_Tables \
+      --metrics l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active \
+      -k regex:^lane_sums python3 -c "$passes" > "$O/gluon_ncu.txt" 2>&1
     grep -E '^  [a-z_]+|Duration|SM Frequency|Shared|Compute \(SM\) Throughput|Registers Per Thread|Achieved Occupancy|Theoretical Occupancy|Block Limit|Stall|bank_conflicts|wavefronts|pipe_fma|Issue Slots Busy|Executed Ipc' "$O/gluon_ncu.txt" | tail -80
     # where the issue slots go: the warp-specialized tile's stall reasons, cycles a warp spends
     # in each per instruction it issues (a run of its own: a metric name this ncu lacks fails only it)
     timeout ${NCU_TIMEOUT_S:-240} ncu --clock-control none \
-      --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' -k regex:^lane_sums python3 -c "
-import torch
-from kernelaudit.repro import gemm
-from kernelaudit.repro.tiles import Tiles
-x = torch.randn(4096, 8192, device='cuda', dtype=torch.bfloat16); w = torch.randn(8192, 8192, device='cuda', dtype=torch.bfloat16)
-gemm.linear(x, w, tiles=Tiles(256, 128, 16, 8, 3, group_m=8, split_lanes=True, gluon=True, loader_warps=4))
-torch.cuda.synchronize()" > "$O/gluon_ncu_stalls.txt" 2>&1
+      --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' -k regex:^lane_sums_ws \
+      python3 -c "$passes" > "$O/gluon_ncu_stalls.txt" 2>&1
     grep -E '^  [a-z_]+|stalled' "$O/gluon_ncu_stalls.txt" | awk '/^  [a-z_]/{print; next} $3+0 > 0.05' | head -60 ;;
   prefillab) log prefill_lanes_ab  # issue 19: the prefill first pass's variants side by side
     timeout ${PREFILLAB_TIMEOUT_S:-240} python3 benchmarks/prefill_lanes_ab.py --out "$O/prefill_lanes_ab.json" \
