@@ -90,3 +90,41 @@ def test_pinv_of_a_program_is_fixed_under_the_guard_with_the_shipped_rule():
         assert (st.fixed, st.refused) == (2, 0), st.summary()
         torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9 * float(want.abs().max()))
         torch.testing.assert_close(s, torch.linalg.svdvals(a))
+
+
+def test_a_batch_of_small_matrices_runs_in_pieces_of_whole_matrices_with_the_same_bits():
+    """A batch whose matrices are each safe (the batched SVD's fault past 2^31 elements)
+    runs in pieces of whole matrices, never matrix by matrix through row pieces: each
+    matrix's SVD is the one the whole call computes, bit for bit on the CPU."""
+    a = _matrix((3, 170, 5, 5), torch.float32, seed=11)
+    want = torch.ops.aten._linalg_svd(a, False, True)
+    (u, s, vh), calls = _fix(a, limit=2000)
+    assert len(calls) >= 8 and all(c[0] == "_linalg_svd" and len(c[1]) == 3 and c[1][1:] == (5, 5)
+                                   and c[1][0] * 25 < 2000 for c in calls), calls
+    assert sum(c[1][0] for c in calls) == 3 * 170
+    for g, w in zip((u, s, vh), want):
+        assert g.shape == w.shape and torch.equal(g, w)
+    (u, s, vh), _ = _fix(a, limit=2000, compute_uv=False)
+    assert u.numel() == 0 and vh.numel() == 0 and torch.equal(s, torch.ops.aten._linalg_svd(a, False, False)[1])
+
+
+def test_pinverse_of_a_batch_is_fixed_under_the_guard_with_the_shipped_batched_rule():
+    """``known_faults/batched_svd.json`` moved to the CPU at a small size:
+    ``torch.pinverse`` of a batch of 5 x 5 matrices is fixed at its SVD (pieces of whole
+    matrices) and equals the bare call; a batch below the rule's size runs as it is."""
+    from kernelaudit.guard.intercept import guarding
+    from kernelaudit.guard.rules import load_rules
+
+    (rule,) = load_rules(RULES.with_name("batched_svd.json"))
+    assert (rule.op, rule.action, rule.split_dim, rule.aten) == ("pinverse", "fix", None,
+                                                                 ("_linalg_svd", "_linalg_svd.U"))
+    small = dataclasses.replace(rule, device="cpu", versions={}, when={**rule.when, "at_least": 5000})
+    a = _matrix((400, 5, 5), torch.float32, seed=5)
+    want = torch.pinverse(a)
+    with guarding("fix", rules=[small]) as engine:
+        got = torch.pinverse(a)
+        below = torch.pinverse(a[:100])
+    st = engine.stats()
+    assert (st.fixed, st.refused) == (1, 0), st.summary()
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5 * float(want.abs().max()))
+    assert torch.equal(below, torch.pinverse(a[:100]))
