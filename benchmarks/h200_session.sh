@@ -146,7 +146,7 @@ PY
   findings) log findings; mkdir -p "$O/findings"  # the full grid's new findings, one process each
     for f in ${FINDINGS:-softmin_bwd geometric linspace logspace op:adaptive_avg_pool2d op:adaptive_avg_pool3d_bwd op:adaptive_max_pool1d op:adaptive_max_pool2d_bwd op:adaptive_max_pool3d_bwd op:avg_pool1d_bwd}; do
       timeout ${FINDING_TIMEOUT_S:-90} python3 benchmarks/repro_cuda_findings.py --only "$f" --out "$O/findings/${f//:/_}.json" > "$O/findings/${f//:/_}.log" 2>&1
-      echo "$f rc=$? $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print({k:v for k,v in d.items() if k in ('spaced','ops','softmin_bwd','geometric','draws','norm_rows')})" "$O/findings/${f//:/_}.json" 2>/dev/null | cut -c1-400)"
+      echo "$f rc=$? $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print({k:v for k,v in d.items() if k in ('spaced','ops','softmin_bwd','geometric','draws','norm_rows','batched_svd')})" "$O/findings/${f//:/_}.json" 2>/dev/null | cut -c1-400)"
     done ;;
   plain) log plain_findings  # every finding of runs/h200 run again as plain torch, one process each
     python3 benchmarks/repro_store_findings.py runs/h200 --out "$O/plain" ${PLAIN_OPS:+--ops $PLAIN_OPS} \

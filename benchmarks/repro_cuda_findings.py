@@ -249,6 +249,42 @@ def draws(kind: str, n: int) -> dict:
     return res
 
 
+def batched_svd(call: str, n: int = 85_899_348) -> dict:
+    """The slow pass's ``torch.pinverse`` finding (H100, 2026-12-06): an illegal memory
+    access for a batch of ``n`` 5 x 5 float32 matrices past 2^31 elements (85,899,348:
+    2,147,483,700; 85,899,336 ran right). Runs one ``call`` of those pinverse makes
+    (``svd``: the batched SVD, ``svdvals``, ``bmm``, ``pinverse``) on such a batch and, if
+    it returns, against the same call on pieces of 2^22 matrices (largest difference
+    relative to the piece's largest value)."""
+    res = {"probe": "batched_svd", "call": call, "matrices": n, "elements": n * 25}
+    fns = {"svd": lambda t: torch.linalg.svd(t, full_matrices=False)[1], "svdvals": torch.linalg.svdvals,
+           "bmm": lambda t: torch.bmm(t, t), "pinverse": torch.pinverse}
+    if call not in fns:
+        raise SystemExit(f"batched_svd:{call}: allowed calls are {', '.join(fns)}")
+    fn = fns[call]
+    # 4 I + [0, 0.5) entries: every condition number below 4.4, so pieces and whole agree
+    # to float32 rounding wherever both are right
+    x = torch.rand(n, 5, 5, device="cuda", generator=torch.Generator("cuda").manual_seed(0)) * 0.5
+    x += 4 * torch.eye(5, device="cuda")
+    try:
+        got = fn(x)
+        torch.cuda.synchronize()
+    except Exception as e:  # noqa: BLE001 - the probe records what the op raises
+        res["result"] = "raised: " + type(e).__name__ + ": " + str(e).strip().splitlines()[0][:140]
+        return res
+    worst, first_bad, step = 0.0, None, 2**22
+    for i in range(0, n, step):
+        want = fn(x[i:i + step])
+        rel = float((got[i:i + step] - want).abs().amax() / want.abs().amax().clamp_min(1e-30))
+        worst = max(worst, rel)
+        if rel > 1e-3 and first_bad is None:
+            first_bad = i
+    res.update(result="wrong" if first_bad is not None else "ok", worst_relative=worst, first_bad_piece_at=first_bad)
+    del x, got
+    torch.cuda.empty_cache()
+    return res
+
+
 def spaced(kind: str, n: int) -> dict:
     """``torch.linspace`` / ``logspace`` (float32) of ``n`` points past 2^32: the elements
     from index 2^32 on against the same values computed for the tail alone (the end
@@ -307,7 +343,8 @@ def main(argv=None) -> int:
     p.add_argument("--only", default="arange,sdpa_bwd,sdpa_batch",
                    help="comma-separated probes: arange, sdpa_bwd, sdpa_batch, cdist:BATCH, "
                         "pool:ROWS:OUT_SIZE:DTYPE:fwd|bwd, linspace, logspace, softmin_bwd, geometric, "
-                        "bernoulli, rrelu, multinomial, rms_norm, layer_norm, op:NAME (NAME of OP_FINDINGS; "
+                        "bernoulli, rrelu, multinomial, rms_norm, layer_norm, op:NAME (NAME of OP_FINDINGS), "
+                        "batched_svd:svd|svdvals|bmm|pinverse ("
                         "each in its own process: an illegal memory access poisons the context)")
     a = p.parse_args(argv)
     only = set(a.only.split(","))
@@ -342,6 +379,8 @@ def main(argv=None) -> int:
             res.setdefault("norm_rows", []).extend(norm_rows(kind, r) for r in (65536, 65537, 2**20))
         elif kind == "op":
             res.setdefault("ops", []).append(op_finding(rest))
+        elif kind == "batched_svd":
+            res.setdefault("batched_svd", []).append(batched_svd(rest))
         elif kind == "pool":
             rows, size, dt, step = rest.split(":")
             res.setdefault("adaptive_pool", []).append(
