@@ -219,16 +219,26 @@ def geometric_zeros(n: int, calls: int = 1, p: float = 0.3, dtype: str = "float3
     return res
 
 
+#: The share of each draw probe's main event under a right kernel: bernoulli's ones
+#: (p = 0.3), rrelu's slopes below 1/4 (uniform on [1/8, 3/8]), multinomial's category 0
+#: (of 4 equally likely).
+DRAW_SHARES = {"bernoulli": 0.3, "rrelu": 0.5, "multinomial": 0.25}
+
+
 def draws(kind: str, n: int) -> dict:
     """The full grid's random-generator findings (H100, 2026-12-05): ``bernoulli`` of a
     probability tensor and ``rrelu`` in training gave values outside their support at
     2^32 - 16384 elements (unwritten output?); ``multinomial`` with n draws raised an
     illegal memory access. Counts the values outside the support, where the first is,
-    and the share of the law's main event (0.3 ones; slopes below 1/4 for rrelu)."""
+    and the share of the law's main event against :data:`DRAW_SHARES` (wrong past six
+    standard deviations: elements left unwritten show there even where the memory they
+    keep is in the support). bernoulli writes into an output filled with NaN first
+    (``out=``), so an unwritten element shows as one outside the support."""
     res = {"probe": kind, "n": n}
     try:
         if kind == "bernoulli":
-            x = torch.bernoulli(torch.full((n,), 0.3, device="cuda"))
+            x = torch.full((n,), float("nan"), device="cuda")
+            torch.bernoulli(torch.full((n,), 0.3, device="cuda"), out=x)
             outside, share = (x != 0) & (x != 1), x.eq(1)
         elif kind == "rrelu":
             x = F.rrelu(torch.full((n,), -1.0, device="cuda"), 0.125, 0.375, True)
@@ -241,9 +251,12 @@ def draws(kind: str, n: int) -> dict:
         res["result"] = "raised: " + type(e).__name__ + ": " + str(e).strip().splitlines()[0][:140]
         return res
     nbad = int(outside.sum())
-    res.update(outside_support=nbad, share=float(share.double().mean()), result="wrong" if nbad else "ok")
+    got, want = float(share.double().mean()), DRAW_SHARES[kind]
+    z = (got - want) / (want * (1 - want) / n) ** 0.5
+    res.update(outside_support=nbad, share=got, share_z=z, result="wrong" if nbad or abs(z) > 6 else "ok")
     if nbad:
         res["first_outside"] = int(outside.nonzero()[0])
+        res["last_outside"] = int(outside.nonzero()[-1])
     del x, outside, share
     torch.cuda.empty_cache()
     return res
@@ -374,7 +387,9 @@ def main(argv=None) -> int:
         elif kind == "geometric":  # the same sample count in one call and in 16
             res["geometric"] = [geometric_zeros(2**32 + 16384), geometric_zeros(2**28, 16)]
         elif kind in ("bernoulli", "rrelu", "multinomial"):  # from below 2^31 to past 2^32
-            res.setdefault("draws", []).extend(draws(kind, n) for n in (2**31 - 16384, 2**31 + 16384, 2**32 - 16384))
+            sizes = (2**31 - 16384, 2**31 + 16, 2**31 + 16384, 2**32 - 16384) if kind == "bernoulli" else \
+                (2**31 - 16384, 2**31 + 16384, 2**32 - 16384)
+            res.setdefault("draws", []).extend(draws(kind, n) for n in sizes)
         elif kind in ("rms_norm", "layer_norm"):  # the rows where the gamma backward takes its two-pass path
             res.setdefault("norm_rows", []).extend(norm_rows(kind, r) for r in (65536, 65537, 2**20))
         elif kind == "op":
