@@ -1,5 +1,6 @@
 """Metamorphic judges: each relation passes a correct op and catches planted faults
-(wrap32, unwritten-tail) at a tiny scale; the fault models leave out= tails as they were."""
+(wrap32, unwritten-tail, unwritten-head) at a tiny scale; the fault models leave out=
+tails (heads) as they were."""
 
 from __future__ import annotations
 
@@ -26,9 +27,9 @@ CASES = [
     ("var_mean.unbiased", "float32", ("wrap32",)),
     ("max.reduction_no_dim", "bfloat16", ("wrap32",)),
     ("cumsum.flat", "float32", ("wrap32", "unwritten-tail")),
-    ("randn", "float32", ("wrap32", "unwritten-tail")),
+    ("randn", "float32", ("wrap32", "unwritten-tail", "unwritten-head")),
     ("uniform", "float16", ("wrap32", "unwritten-tail")),
-    ("bernoulli", "float32", ("wrap32", "unwritten-tail")),
+    ("bernoulli", "float32", ("wrap32", "unwritten-tail", "unwritten-head")),
     ("take", "float32", ("wrap32", "unwritten-tail")),
     ("nonzero", "float32", ("wrap32",)),
     ("searchsorted", "int64", ("wrap32", "unwritten-tail")),
@@ -72,6 +73,25 @@ def test_poisoned_out_shows_an_unwritten_tail_whose_right_value_is_zero():
     assert check("new_zeros", N, scale=SCALE, fault_model="unwritten-tail").ok
 
 
+def test_poisoned_out_shows_a_few_unwritten_draws_among_many():
+    """bernoulli's fault on an H100: its first n - 2^31 + 4 elements never written, 20 of
+    2^31 + 16. As zeros of a fresh allocation they lie in the law's support and move its
+    share of ones by 20 in 2^31; in the poisoned out= buffer every one is outside it."""
+    scale = 16
+    th = Thresholds(scale)
+    n = th.t31 + 16                                      # 20 unwritten of 32,784 draws
+    for name in ("bernoulli", "randint", "multinomial"):
+        torch.manual_seed(0)
+        v = check(name, n, scale=scale, fault_model="unwritten-head")
+        assert v.status.value == "wrong" and v.first_bad_index == 0, (name, v.message)
+        assert "support" in v.message
+        torch.manual_seed(0)
+        assert check(name, n, scale=scale).ok
+    with make_fault_model("unwritten-head", th):          # a fresh output: the 20 read 0
+        y = torch.bernoulli(torch.full((n,), 0.3))
+    assert int((y[:20] == 0).sum()) == 20 and bool(((y == 0) | (y == 1)).all())
+
+
 def test_fault_models_leave_out_buffer_tails_as_they_were():
     for name in ("wrap32", "unwritten-tail"):
         buf = torch.full((N,), math.nan)
@@ -82,6 +102,15 @@ def test_fault_models_leave_out_buffer_tails_as_they_were():
     with make_fault_model("unwritten-tail", TH):
         y = torch.ones(N) * 2
     assert (y[:TH.t32] == 2).all() and (y[TH.t32:] == 0).all()
+    head = N - TH.t31 + 4                                 # the kernel writes the last 2^31 - 4
+    buf = torch.full((N,), math.nan)
+    with make_fault_model("unwritten-head", TH):
+        torch.arange(N, out=buf)
+        y = torch.ones(N) * 2
+    assert torch.isnan(buf[:head]).all() and not torch.isnan(buf[head:]).any()
+    assert (y[:head] == 0).all() and (y[head:] == 2).all()
+    with make_fault_model("unwritten-head", TH):          # at most 2^31 elements: all written
+        assert (torch.ones(TH.t31) * 2 == 2).all()
 
 
 def test_spots_and_windows_reach_every_threshold_and_the_end():

@@ -93,8 +93,10 @@ def _fail_usage(e: Exception) -> None:
                    "bytes crossing 2^31/2^32 (1-byte dtypes added); attn_batch: attention batch x heads "
                    "crossing 65535/65536. Each scales with --scale.")
 @click.option("--fault-model", default="none", show_default=True,
-              help="none, mps, mps-abort, wrap32, grid16 (rows past 65535 along dim 0 unwritten) or "
-                   "bytes32 (byte offsets wrap at 2^32): a deliberately wrong backend wrapping the real kernels.")
+              help="none, mps, mps-abort, wrap32, unwritten-tail (outputs past 2^32 unwritten), unwritten-head "
+                   "(the first n - 2^31 + 4 elements of longer outputs unwritten), grid16 (rows past 65535 along "
+                   "dim 0 unwritten) or bytes32 (byte offsets wrap at 2^32): a deliberately wrong backend wrapping "
+                   "the real kernels.")
 @click.option("--scale", type=int, default=REAL_SCALE_BITS, show_default=True,
               help="Move every threshold down: 2^32 becomes 2^SCALE, 2^31 becomes 2^(SCALE-1).")
 @click.option("--seed", type=int, default=0, show_default=True)

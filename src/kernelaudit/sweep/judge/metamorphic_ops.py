@@ -246,6 +246,20 @@ def _gen_run(make, inplace=False):
     return run
 
 
+def _out_gen_run(make, out_dtype: str | None = None):
+    """A generator called with ``out=`` a poisoned buffer (``make(n, dtype, device, buf)``;
+    ``out_dtype``: the buffer's dtype where it is not the case's): an element its kernel
+    leaves unwritten reads NaN (or the least integer), outside every law's support, even
+    where an unwritten 0 of a fresh allocation would be inside it (bernoulli's first
+    n - 2^31 + 4 elements on an H100: 20 zeros among 2^31 + 16 draws pass any
+    statistical test)."""
+    def run(n, dtype, device):
+        buf = poison((n,), getattr(torch, out_dtype) if out_dtype else dtype, device)
+        make(n, dtype, device, buf)
+        return (), (buf,)
+    return run
+
+
 def _like(fn):
     return lambda n, dt, dev: fn(quiet(torch.zeros)(n, dtype=dt, device=dev))
 
@@ -263,23 +277,24 @@ def _random() -> list[MetaOp]:
     INT10 = {"support": (0, 9), "cdf": [(2, 0.3), (4, 0.5), (8, 0.9)], "pmax": 0.1}
     return [
         MetaOp("rand_like", "random", st, _gen_run(_like(torch.rand_like)), FLOATS, False, U01),
-        MetaOp("randn", "random", st, _gen_run(lambda n, dt, dev: torch.randn(n, dtype=dt, device=dev)), FLOATS,
-               False, N01),
+        MetaOp("randn", "random", st, _out_gen_run(lambda n, dt, dev, b: torch.randn(n, out=b)), FLOATS,
+               True, N01),
         MetaOp("randn_like", "random", st, _gen_run(_like(torch.randn_like)), FLOATS, False, N01),
-        MetaOp("randint", "random", st, _gen_run(lambda n, dt, dev: torch.randint(0, 10, (n,), dtype=dt, device=dev)),
-               ("float32", "int64"), False, INT10),
+        MetaOp("randint", "random", st, _out_gen_run(lambda n, dt, dev, b: torch.randint(0, 10, (n,), out=b)),
+               ("float32", "int64"), True, INT10),
         MetaOp("randint_like", "random", st, _gen_run(_like(lambda x: torch.randint_like(x, 10))), ("float32", "int64"),
                False, INT10),
-        MetaOp("normal", "random", st, _gen_run(lambda n, dt, dev: torch.normal(_full(0.0)(n, dt, dev), 1.0)),
-               FLOATS, False, N01),
+        MetaOp("normal", "random", st,
+               _out_gen_run(lambda n, dt, dev, b: torch.normal(_full(0.0)(n, dt, dev), 1.0, out=b)), FLOATS, True, N01),
         MetaOp("normal.number_mean", "random", st,
-               _gen_run(lambda n, dt, dev: torch.normal(0.0, _full(1.0)(n, dt, dev))), FLOATS, False, N01),
+               _out_gen_run(lambda n, dt, dev, b: torch.normal(0.0, _full(1.0)(n, dt, dev), out=b)), FLOATS, True, N01),
         MetaOp("normal.in_place", "random", st, _gen_run(lambda b: b.normal_(), True), FLOATS, True, N01),
         MetaOp("uniform", "random", st, _gen_run(lambda b: b.uniform_(-2, 3), True), FLOATS, True,
                {"support": (-2.0, 3.0), "cdf": [(-1.0, 0.2), (0.5, 0.5), (2.0, 0.8)],
                 "law": lambda x: min(max((x + 2) / 5, 0.0), 1.0)}),
-        MetaOp("bernoulli", "random", st, _gen_run(lambda n, dt, dev: torch.bernoulli(_full(0.3)(n, dt, dev))),
-               FLOATS, False, {"support": (0.0, 1.0), "cdf": [(0.0, 0.7)], "pmax": 0.7}),
+        MetaOp("bernoulli", "random", st,
+               _out_gen_run(lambda n, dt, dev, b: torch.bernoulli(_full(0.3)(n, dt, dev), out=b)),
+               FLOATS, True, {"support": (0.0, 1.0), "cdf": [(0.0, 0.7)], "pmax": 0.7}),
         MetaOp("exponential", "random", st, _gen_run(lambda b: b.exponential_(), True), FLOATS, True,
                {"support": (0.0, INF), "cdf": [(q, 1 - math.exp(-q)) for q in (0.5, 1.0, 2.0)],
                 "law": lambda x: 1 - math.exp(-x) if x > 0 else 0.0}),
@@ -292,8 +307,9 @@ def _random() -> list[MetaOp]:
                {"support": (0.0, INF), "cdf": [(math.exp(z), _phi(z)) for z in (-1.0, 0.0, 1.0)],
                 "law": lambda x: _phi(math.log(x)) if x > 0 else 0.0}),
         MetaOp("multinomial", "random", st,
-               _gen_run(lambda n, dt, dev: torch.multinomial(quiet(torch.ones)(4, device=dev), n, True)),
-               ("float32",), False, {"support": (0, 3), "cdf": [(0, 0.25), (1, 0.5), (2, 0.75)], "pmax": 0.25},
+               _out_gen_run(lambda n, dt, dev, b: torch.multinomial(quiet(torch.ones)(4, device=dev), n, True, out=b),
+                            "int64"),
+               ("float32",), True, {"support": (0, 3), "cdf": [(0, 0.25), (1, 0.5), (2, 0.75)], "pmax": 0.25},
                notes="n draws with replacement from 4 equally likely categories (int64 output)"),
         MetaOp("nn.functional.dropout", "random", st,
                _gen_run(lambda n, dt, dev: torch.nn.functional.dropout(_full(1.0)(n, dt, dev), 0.5, True)),
