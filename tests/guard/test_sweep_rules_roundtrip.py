@@ -396,3 +396,13 @@ def test_the_shipped_reflect_pad_row_rules_are_the_dim_axis_rules_the_store_of_r
     assert shipped == derived and len(shipped) == 2
     assert {(r.aten, r.split_dim, r.when["dim"], r.when["at_least"]) for r in shipped} == {
         (("reflection_pad1d_backward",), 0, 0, 65533)}
+
+
+def test_a_rule_explains_the_action_it_takes():
+    # an entry with its own fix but no split dim is fixed, not refused: the explanation the
+    # rule writer gives (and the shipped database keeps) must not say "raise" for it
+    from kernelaudit.guard.rules import known_faults
+
+    said = [(r.name, r.action) for r in known_faults() if "(raise: " in r.explain and r.action != "raise"]
+    assert said == []
+    assert any("own fix, no split dim" in r.explain for r in known_faults() if r.action == "fix")

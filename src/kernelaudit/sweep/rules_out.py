@@ -273,7 +273,7 @@ def rules_from_store(store: RunStore) -> tuple[list, list[str]]:
                      + (f"crossing elements (2^32 = {th.t32} here)" if axis == "elements" else
                         f"{_unit(bad)} ({axis} axis)")
                      + f"; e.g. {(first.get('message') or '')[:160]}"
-                     + ("" if traced is None else _traced_note(traced, aten, split_dim))),
+                     + ("" if traced is None else _traced_note(traced, aten, split_dim, action))),
             provenance={"source": f"kernelaudit sweep, run store {store.path.name}", "date": m.get("started"),
                         "git": m.get("git"), "device": (m.get("device") or {}).get("name"),
                         **({"devices": devices} if len(devices) > 1 else {}), "ran_on": ran_on,
@@ -282,12 +282,14 @@ def rules_from_store(store: RunStore) -> tuple[list, list[str]]:
     return rules, notes
 
 
-def _traced_note(traced, aten: tuple, split_dim: int | None) -> str:
-    """What a rule's explanation says of its traced entry point."""
+def _traced_note(traced, aten: tuple, split_dim: int | None, action: str) -> str:
+    """What a rule's explanation says of its traced entry point: why no split dim, and
+    whether the call is refused (``raise``) or fixed by the entry's own fix."""
     where = ", ".join(aten) if aten else f"the engine's {traced.aten[0]}"
     note = f"; entry point {where} found by tracing the op at a tiny size"
     if aten and split_dim is None and traced.reason:
-        note += f" (raise: {traced.reason[:200]})"
+        how = "raise" if action == "raise" else "fixed by the entry's own fix, no split dim"
+        note += f" ({how}: {traced.reason[:200]})"
     return note
 
 
