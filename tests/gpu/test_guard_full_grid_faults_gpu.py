@@ -654,3 +654,27 @@ def test_pinverse_of_a_batch_past_2_31_elements_under_the_guard_meets_the_penros
         torch.testing.assert_close(p, want, rtol=1e-4, atol=1e-5)
         same += int(torch.equal(p, want))
     print(f"pieces of 2^22 matrices bitwise equal to pinverse of the piece: {same} of {-(-n // step)}")
+
+
+def test_pinverse_backward_of_a_batch_past_2_31_elements_under_the_guard_equals_the_pieces():
+    # known_faults/batched_svd.json: the sweep's backward case failed in its forward's SVD;
+    # under the guard the forward runs in pieces and autograd's pinv_backward (batched
+    # GEMMs) runs whole: the gradient against the same backward on pieces of 2^22 matrices
+    _need(60)
+    n = 85_899_348                                                  # 2,147,483,700 elements
+    x = torch.rand(n, 5, 5, device="cuda", generator=torch.Generator("cuda").manual_seed(1)) * 0.5
+    x += 4 * torch.eye(5, device="cuda")
+    x.requires_grad_()
+
+    def grad():
+        torch.pinverse(x).sum().backward()
+        return x.grad
+
+    got, st = _guarded(_rules("pinverse", "batched_svd.json"), grad)
+    assert st.fixed == 1 and st.refused == 0, st.summary()
+    assert bool(got.isfinite().all())
+    step = 2**22
+    for i in range(0, n, step):
+        xp = x.detach()[i:i + step].clone().requires_grad_()
+        torch.pinverse(xp).sum().backward()
+        torch.testing.assert_close(got[i:i + step], xp.grad, rtol=1e-4, atol=1e-5)

@@ -128,3 +128,11 @@ def test_pinverse_of_a_batch_is_fixed_under_the_guard_with_the_shipped_batched_r
     assert (st.fixed, st.refused) == (1, 0), st.summary()
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5 * float(want.abs().max()))
     assert torch.equal(below, torch.pinverse(a[:100]))
+    # the backward: the forward's SVD in pieces, autograd's pinv_backward whole
+    x = a.clone().requires_grad_()
+    torch.pinverse(x).sum().backward()
+    want_grad, x.grad = x.grad, None
+    with guarding("fix", rules=[small]) as engine:
+        torch.pinverse(x).sum().backward()
+    assert engine.stats().fixed == 1
+    torch.testing.assert_close(x.grad, want_grad, rtol=1e-5, atol=1e-6)
