@@ -73,7 +73,9 @@ from ..thresholds import REAL, Thresholds
 SCHEMA = 1
 #: Backends a rule may name (``any``: every device, what-if runs under a fault model).
 DEVICES = ("mps", "cuda", "cpu", "xpu", "any")
-EFFECTS = ("wrong", "error", "crash")
+#: What the fault does to a call: a wrong answer, a raise, the process's end, or a call
+#: that does not return (``hang``: a timeout far past the time of the size just below).
+EFFECTS = ("wrong", "error", "crash", "hang")
 RULE_ACTIONS = ("fix", "raise")
 LAYOUTS = ("contig", "aT", "bT", "abT", "slice", "expand")
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int32", "int64")
@@ -397,7 +399,7 @@ DATABASE_FILES = ("mps_study.json", "sweeps_of_record.json", "quick_sweep_opinfo
                   "full_grid_batched_lu_chunk_cat.json", "batched_lu_solve.json", "full_grid_float32.json",
                   "batched_eigh_layer_norm_rows.json", "multilabel_margin_loss_backward.json",
                   "chunk_cat_grid_z.json", "full_grid_reflect_pad_rows.json", "cublas_int_dims.json",
-                  "reflect_pad_planes.json", "pinv_backward_tall.json", "batched_svd.json")
+                  "reflect_pad_planes.json", "pinv_backward_tall.json", "batched_svd.json", "mode_2_31.json")
 
 
 @functools.lru_cache(maxsize=1)
