@@ -37,6 +37,10 @@ def test_the_shipped_rules_start_where_the_source_and_the_grid_say_and_say_how_t
     big, small = (torch.empty(n, device="meta") for n in (2**31 - 16384, 2**31 - 16385))
     assert screen_reason(rrelu, [big, big], [big.numel()]) is not None
     assert screen_reason(rrelu, [small, small], [small.numel()]) is None
+    bern = rules["random-bernoulli-tensor"]   # the slow pass: 20 of 2^31 + 16 never written (H100)
+    big, small = (torch.empty(n, device="meta") for n in (2**31 + 16, 2**31 + 15))
+    assert screen_reason(bern, [big], [big.numel()]) is not None
+    assert screen_reason(bern, [small], [small.numel()]) is None
     draws = rules["random-multinomial"].when["at_least"]
     assert draws == 2**31 - 16384                                                # an illegal access from there
     assert rules["random-multinomial"].when["tensor"] == "output"              # draws, not categories
