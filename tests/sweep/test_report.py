@@ -616,3 +616,45 @@ def test_a_saved_map_holds_palette_colours_only_and_each_status_colour_exactly(r
     # the run holds ok, wrong and error cases: their cells keep their colours, bit for bit
     for status in (Status.OK, Status.WRONG, Status.ERROR):
         assert tuple(round(255 * x) for x in to_rgb(STATUS_COLOURS[status])) in used, status
+
+
+def _timed(c: dict, op_s: float | None = None, timeout_s: float | None = None) -> str:
+    """A record of case ``c`` that spent ``op_s`` in its op, or was killed there at ``timeout_s``."""
+    if timeout_s is None:
+        v = Verdict(Status.OK, "rel_max_err", 1e-4, 4e-3, None, None, "", {"timing": {"op_s": op_s, "judge_s": 0.1}})
+    else:
+        v = Verdict.error(f"timed out after {timeout_s:g} s (worker killed)",
+                          timed_out=True, timeout_s=timeout_s, phase="op", phase_s=timeout_s)
+    return line(c, v)
+
+
+def test_cliffs_find_an_op_that_slows_or_hangs_past_a_limit_and_nothing_else(tmp_path):
+    from kernelaudit.sweep.report.cliffs import cliffs
+
+    lines = [
+        _timed(case(op="steady", size="2^31-"), 6.0), _timed(case(op="steady", size="2^31+"), 6.1),
+        _timed(case(op="slow", size="2^31-"), 2.0), _timed(case(op="slow", size="2^31+"), 30.0),
+        _timed(case(op="hang", size="2^32-"), 0.02), _timed(case(op="hang", size="2^32+"), timeout_s=120.0),
+        # a one-time cost (a jiterator compile past 2^31): 100x, but under a second
+        _timed(case(op="compile", size="2^31-"), 0.006), _timed(case(op="compile", size="2^31+"), 0.9),
+        # below timed out: no time to compare against
+        _timed(case(op="both", size="2^32-"), timeout_s=20.0), _timed(case(op="both", size="2^32+"), timeout_s=20.0),
+        line(case(op="skipped", size="2^31-"), SKIP), _timed(case(op="skipped", size="2^31+"), 50.0),
+    ]
+    run = load_run(store(tmp_path, lines))
+    found = cliffs(run)
+    assert [(c.above.op, c.timed_out) for c in found] == [("hang", True), ("slow", False)]
+    hang, slow = found
+
+    def sizes(c):   # a pair's sizes differ by a batch: per element, the ratio scales by them
+        return c.below.crossing_numel / c.above.crossing_numel
+
+    assert slow.ratio == pytest.approx(15 * sizes(slow)) and hang.ratio == pytest.approx(6000 * sizes(hang))
+    assert f"2^31- 2 s, 2^31+ 30 s ({15 * sizes(slow):.0f}x per element)" in slow.text()
+    assert [c.above.op for c in cliffs(run, min_s=0.5)] == ["hang", "compile", "slow"]
+    console = Console(width=160, record=True)
+    print_summary(run, console)
+    out = console.export_text()
+    assert "Performance cliffs" in out and f">= {6000 * sizes(hang):.0f}" in out
+    html = report.render_html(run)
+    assert "Performance cliffs" in html and "&gt;= 120" in html

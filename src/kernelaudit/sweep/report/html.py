@@ -15,6 +15,7 @@ from html import escape
 from pathlib import Path
 
 from ...verdict import Status
+from .cliffs import MIN_S, cliffs
 from .counts import STATUS_ORDER, by_op, count, counts_per_op, plain_repro, progress_text, reasons, wall_text
 from .grid import STATUS_COLOURS
 from .run import Run
@@ -54,6 +55,15 @@ def render_html(run: Run, images: dict[str, Path] | None = None) -> str:
             data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
             parts.append(f'<p><img alt="{escape(name)}" src="data:image/png;base64,{data}"></p>')
     parts += ["<h2>Wrong and error cases</h2>", _bad_cases(run)]
+    steep = cliffs(run)
+    if steep:
+        parts += ["<h2>Performance cliffs</h2>",
+                  f"<p>Op time per element just above a limit against just below, where the case above spent "
+                  f"{MIN_S:g} s or more in its op (one timed call each; &gt;= where it was killed at its timeout).</p>",
+                  _table(["op", "dtype", "direction", "axis", "below", "s", "above", "s", "x per element"],
+                         [[escape(c.above.op), c.above.dtype, c.above.direction, c.above.axis, escape(c.below.size),
+                           f"{c.below_s:.3g}", escape(c.above.size), ("&gt;= " if c.timed_out else "") + f"{c.above_s:.3g}",
+                           ("&gt;= " if c.timed_out else "") + f"{c.ratio:.0f}"] for c in steep], numeric={5, 7, 8})]
     parts += ["<h2>Tolerances</h2>", _tolerances(run)]
     parts += ["<h2>All cases</h2>", _all_cases(run), "</body></html>"]
     return "\n".join(parts)

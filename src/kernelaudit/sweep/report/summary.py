@@ -1,7 +1,8 @@
 """The terminal summary of a run, with rich.
 
 In order: what ran (device, versions, fault model, scale, progress), the counts per
-status overall and per op, skip reasons and error messages grouped, then every ``wrong`` and
+status overall and per op, where the time went and the performance cliffs (:mod:`.cliffs`),
+skip reasons and error messages grouped, then every ``wrong`` and
 ``error`` case with its evidence, one table per op so a thousand cases stay readable.
 """
 
@@ -16,6 +17,7 @@ from rich.text import Text
 from ...verdict import Status
 from .counts import (PHASES, STATUS_ORDER, by_op, count, counts_per_op, plain_repro, progress_text, reasons,
                      time_per_op, wall_text)
+from .cliffs import MIN_S, Cliff, cliffs
 from .run import CaseRecord, Run
 
 #: The narrowest terminal the summary prints plain-torch code in: its lines are not
@@ -39,6 +41,9 @@ def print_summary(run: Run, console: Console | None = None) -> None:
     console.print(_counts_table(run))
     if any(r.elapsed_s for r in run.records):
         console.print(_time_table(run))
+    steep = cliffs(run)
+    if steep:
+        console.print(_cliffs_table(steep))
     for status in (Status.SKIPPED, Status.ERROR):
         grouped = reasons(run, status)
         if grouped:
@@ -140,6 +145,19 @@ def _time_table(run: Run) -> Table:
     table.add_section()
     table.add_row(Text("all", style="bold"), str(sum(t.cases for t in rows)), f"{sum(t.total_s for t in rows):.1f}",
                   *(f"{sum(t.phases_s[p] for t in rows):.1f}" for p in PHASES), "")
+    return table
+
+
+def _cliffs_table(steep: list[Cliff]) -> Table:
+    """The performance cliffs (:mod:`.cliffs`), steepest first."""
+    table = Table(title=f"Performance cliffs (op time per element above a limit against below; the case "
+                        f"above {MIN_S:g} s or more; >= where it timed out)", title_justify="left")
+    for name in ("op", "dtype", "direction", "axis", "below", "s", "above", "s", "x per element"):
+        table.add_column(name, justify="right" if name in ("s", "x per element") else "left")
+    for c in steep:
+        more = ">= " if c.timed_out else ""
+        table.add_row(c.above.op, c.above.dtype, c.above.direction, c.above.axis, c.below.size, f"{c.below_s:.3g}",
+                      c.above.size, f"{more}{c.above_s:.3g}", f"{more}{c.ratio:.0f}")
     return table
 
 
