@@ -5,12 +5,13 @@ stops at element 2^32 (scaled by the thresholds): everything past it is left as 
 ``unwritten-head``: a kernel that writes only the last 2^31 - 4 elements of a longer
 output, so its first n - 2^31 + 4 are left as they were: ``torch.bernoulli`` on an H100
 (torch 2.11, 2026-12-06: 20 of 2^31 + 16 elements, 16,388 of 2^31 + 16384), a fault no
-statistical judge sees in a fresh allocation of zeros, only a poisoned ``out=`` buffer. In a buffer the
-caller passed (``out=``, the ``self`` of an in-place op) that is the buffer's previous
-content; in a fresh allocation it is whatever the allocator handed out, modelled as
-zeros (what a freshly mapped page holds, and the hardest value to tell from a right
-0). Every op that computes values is covered; views, metadata and the allocators
-themselves (``empty``: unwritten by definition) are not.
+statistical judge sees in a fresh allocation of zeros, only a poisoned ``out=`` buffer.
+
+In a buffer the caller passed (``out=``, the ``self`` of an in-place op) an unwritten
+element keeps the buffer's previous content; in a fresh allocation it is whatever the
+allocator handed out, modelled as zeros (what a freshly mapped page holds, and the
+hardest value to tell from a right 0). Every op that computes values is covered; views,
+metadata and the allocators themselves (``empty``: unwritten by definition) are not.
 """
 
 from __future__ import annotations

@@ -843,8 +843,8 @@ def fix_tall_svd(func, args, kwargs, run: Runner, safe: Callable, out_numels: Se
     ``pinv`` (``Vh^H S^-1 U^H``) does not. A batch of matrices runs in the largest safe
     pieces of whole matrices (the batched SVD past 2^31 elements, ``torch.pinverse`` of
     85,899,348 5 x 5 float32 matrices on the H100: an illegal memory access), and matrix by
-    matrix through row pieces only where one matrix alone is unsafe. ``full_matrices=True`` of a non-square matrix is refused (its
-    m x m U is the size the rule flags)."""
+    matrix through row pieces only where one matrix alone is unsafe. ``full_matrices=True``
+    of a non-square matrix is refused (its m x m U is the size the rule flags)."""
     b = bind(func, args, kwargs)
     a = b["A"]
     full, compute_uv, driver = bool(b.get("full_matrices", False)), bool(b.get("compute_uv", True)), b.get("driver")

@@ -44,11 +44,17 @@ class Cliff:
         where the case above timed out)."""
         return (self.above_s / _numel(self.above)) / (self.below_s / _numel(self.below))
 
-    def text(self) -> str:
+    def row(self) -> list[str]:
+        """The cliff as the cells of :data:`COLUMNS` (``>=`` before a lower bound)."""
         more = ">= " if self.timed_out else ""
-        return (f"{self.above.op} {self.above.dtype} {self.above.direction} ({self.above.axis}): "
-                f"{self.below.size} {self.below_s:.3g} s, {self.above.size} {more}{self.above_s:.3g} s "
-                f"({more}{self.ratio:.0f}x per element)")
+        return [self.above.op, self.above.dtype, self.above.direction, self.above.axis, self.below.size,
+                f"{self.below_s:.3g}", self.above.size, f"{more}{self.above_s:.3g}", f"{more}{self.ratio:.0f}"]
+
+
+#: The columns of a table of cliffs (summary and HTML report), and its caption.
+COLUMNS = ("op", "dtype", "direction", "axis", "below", "s", "above", "s", "x per element")
+CAPTION = (f"op time per element just above a limit against just below, where the case above spent {MIN_S:g} s "
+           "or more in its op (one timed call each; >= where it was killed there at its timeout)")
 
 
 def _numel(r: CaseRecord) -> int:

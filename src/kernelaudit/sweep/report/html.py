@@ -15,7 +15,7 @@ from html import escape
 from pathlib import Path
 
 from ...verdict import Status
-from .cliffs import MIN_S, cliffs
+from .cliffs import CAPTION, COLUMNS, cliffs
 from .counts import STATUS_ORDER, by_op, count, counts_per_op, plain_repro, progress_text, reasons, wall_text
 from .grid import STATUS_COLOURS
 from .run import Run
@@ -57,13 +57,8 @@ def render_html(run: Run, images: dict[str, Path] | None = None) -> str:
     parts += ["<h2>Wrong and error cases</h2>", _bad_cases(run)]
     steep = cliffs(run)
     if steep:
-        parts += ["<h2>Performance cliffs</h2>",
-                  f"<p>Op time per element just above a limit against just below, where the case above spent "
-                  f"{MIN_S:g} s or more in its op (one timed call each; &gt;= where it was killed at its timeout).</p>",
-                  _table(["op", "dtype", "direction", "axis", "below", "s", "above", "s", "x per element"],
-                         [[escape(c.above.op), c.above.dtype, c.above.direction, c.above.axis, escape(c.below.size),
-                           f"{c.below_s:.3g}", escape(c.above.size), ("&gt;= " if c.timed_out else "") + f"{c.above_s:.3g}",
-                           ("&gt;= " if c.timed_out else "") + f"{c.ratio:.0f}"] for c in steep], numeric={5, 7, 8})]
+        parts += ["<h2>Performance cliffs</h2>", f"<p>{escape(CAPTION[0].upper() + CAPTION[1:])}.</p>",
+                  _table(list(COLUMNS), [[escape(x) for x in c.row()] for c in steep], numeric={5, 7, 8})]
     parts += ["<h2>Tolerances</h2>", _tolerances(run)]
     parts += ["<h2>All cases</h2>", _all_cases(run), "</body></html>"]
     return "\n".join(parts)

@@ -15,9 +15,9 @@ from rich.table import Table
 from rich.text import Text
 
 from ...verdict import Status
+from .cliffs import CAPTION, COLUMNS, Cliff, cliffs
 from .counts import (PHASES, STATUS_ORDER, by_op, count, counts_per_op, plain_repro, progress_text, reasons,
                      time_per_op, wall_text)
-from .cliffs import MIN_S, Cliff, cliffs
 from .run import CaseRecord, Run
 
 #: The narrowest terminal the summary prints plain-torch code in: its lines are not
@@ -150,14 +150,11 @@ def _time_table(run: Run) -> Table:
 
 def _cliffs_table(steep: list[Cliff]) -> Table:
     """The performance cliffs (:mod:`.cliffs`), steepest first."""
-    table = Table(title=f"Performance cliffs (op time per element above a limit against below; the case "
-                        f"above {MIN_S:g} s or more; >= where it timed out)", title_justify="left")
-    for name in ("op", "dtype", "direction", "axis", "below", "s", "above", "s", "x per element"):
+    table = Table(title=f"Performance cliffs ({CAPTION})", title_justify="left")
+    for name in COLUMNS:
         table.add_column(name, justify="right" if name in ("s", "x per element") else "left")
     for c in steep:
-        more = ">= " if c.timed_out else ""
-        table.add_row(c.above.op, c.above.dtype, c.above.direction, c.above.axis, c.below.size, f"{c.below_s:.3g}",
-                      c.above.size, f"{more}{c.above_s:.3g}", f"{more}{c.ratio:.0f}")
+        table.add_row(*c.row())
     return table
 
 
