@@ -37,6 +37,11 @@ import torch
 import torch.nn.functional as F
 
 
+def _raised(e: BaseException) -> str:
+    """What a probe records of an exception the op raised: its type and first line."""
+    return "raised: " + type(e).__name__ + ": " + str(e).strip().splitlines()[0][:140]
+
+
 def arange(n: int) -> dict:
     x = torch.arange(n, dtype=torch.int64, device="cuda")
     t32 = 2**32
@@ -83,7 +88,7 @@ def sdpa_batch(backend: str, batch: int, heads: int, dtype: torch.dtype, seq: in
                 res["fwd_max_err"] = float((out.float() - want).abs().max())
             res[step] = "ok"
         except Exception as e:  # noqa: BLE001 - the probe records what each backend raises
-            res[step] = "raised: " + type(e).__name__ + ": " + str(e).strip().splitlines()[0][:140]
+            res[step] = _raised(e)
             break
     del q, k, v
     torch.cuda.empty_cache()
@@ -103,7 +108,7 @@ def _compare(name: str, fn, xs, **meta) -> dict:
         got = fn(*xs)
         torch.cuda.synchronize()
     except Exception as e:  # noqa: BLE001 - the probe records what the op raises
-        res["result"] = "raised: " + type(e).__name__ + ": " + str(e).strip().splitlines()[0][:140]
+        res["result"] = _raised(e)
         return res
     want = _chunked(fn, xs)
     bad = (got.float() - want.float()).abs() > 1e-3 * (1 + want.float().abs())
@@ -187,7 +192,7 @@ def softmin_bwd(n: int = 858993465, dtype: str = "float16", cols: int = 4096) ->
         F.softmin(x, 0).backward(g)
         torch.cuda.synchronize()
     except Exception as e:  # noqa: BLE001 - the probe records what the op raises
-        res["result"] = "raised: " + type(e).__name__ + ": " + str(e).strip().splitlines()[0][:140]
+        res["result"] = _raised(e)
         return res
     worst = {}
     for name, sl in (("first", slice(0, cols)), ("last", slice(n - cols, n))):
@@ -248,7 +253,7 @@ def draws(kind: str, n: int) -> dict:
             outside, share = (x < 0) | (x > 3), x.eq(0)
         torch.cuda.synchronize()
     except Exception as e:  # noqa: BLE001 - the probe records what the op raises
-        res["result"] = "raised: " + type(e).__name__ + ": " + str(e).strip().splitlines()[0][:140]
+        res["result"] = _raised(e)
         return res
     nbad = int(outside.sum())
     got, want = float(share.double().mean()), DRAW_SHARES[kind]
@@ -283,7 +288,7 @@ def batched_svd(call: str, n: int = 85_899_348) -> dict:
         got = fn(x)
         torch.cuda.synchronize()
     except Exception as e:  # noqa: BLE001 - the probe records what the op raises
-        res["result"] = "raised: " + type(e).__name__ + ": " + str(e).strip().splitlines()[0][:140]
+        res["result"] = _raised(e)
         return res
     worst, first_bad, step = 0.0, None, 2**22
     for i in range(0, n, step):
