@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .counts import phase_times
 from .run import CaseRecord, Run
 
 #: Defaults: a cliff is a time per element ``RATIO`` times the case below's, where the
@@ -63,14 +64,14 @@ def _numel(r: CaseRecord) -> int:
 
 def op_seconds(r: CaseRecord) -> tuple[float, bool] | None:
     """(seconds the case spent in its op, whether it was killed there at its timeout),
-    or None where the record says neither (skipped, an error before the op, no timing)."""
+    or None where the record says neither (skipped, an error before the op, no timing,
+    killed in another phase); the seconds as :func:`.counts.phase_times` reads them."""
     d = r.verdict.details or {}
-    timing = d.get("timing") or {}
-    if "op_s" in timing:
-        return float(timing["op_s"]), False
-    if d.get("timed_out") and d.get("phase") == "op":
-        return float(d.get("phase_s") or d.get("timeout_s") or 0.0), True
-    return None
+    killed_in_op = bool(d.get("timed_out")) and d.get("phase") == "op"
+    if not d.get("timing") and not killed_in_op:
+        return None
+    seconds = phase_times(d).get("op_s")
+    return None if seconds is None else (float(seconds), killed_in_op)
 
 
 def cliffs(run: Run, ratio: float = RATIO, min_s: float = MIN_S) -> list[Cliff]:

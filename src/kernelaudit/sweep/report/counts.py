@@ -142,7 +142,7 @@ class OpTime:
     slowest_s: float
 
 
-def _phase_times(details: dict) -> dict:
+def phase_times(details: dict) -> dict:
     """A record's seconds per phase of :data:`PHASES`: its ``timing``, or for a case
     killed at its timeout, what its phase marks said (``phase``, ``phase_s`` and
     ``phases_s``, :class:`~kernelaudit.sweep.phase.Tracker`)."""
@@ -162,7 +162,7 @@ def time_per_op(run: Run) -> list[OpTime]:
         times = [(r.elapsed_s or 0.0, r) for r in records]
         phases = dict.fromkeys(PHASES, 0.0)
         for r in records:
-            timing = _phase_times(r.verdict.details or {})
+            timing = phase_times(r.verdict.details or {})
             for k in PHASES:
                 phases[k] += float(timing.get(k, 0.0))
         slow_s, slow = max(times, key=lambda t: t[0])
