@@ -110,6 +110,18 @@ def test_max_registers_needs_the_gluon_prefill_pass_and_a_register_count():
     assert ieee_gluon.launch_options(Tiles(128, 128, 16, 4, 1, split_lanes=True, gluon=True)) == {"num_warps": 4}
 
 
+def test_register_usage_level_reaches_ptxas_only_on_the_gluon_prefill_pass():
+    from kernelaudit.errors import InvalidArgument
+
+    t = Tiles(256, 128, 16, 8, 3, split_lanes=True, gluon=True, loader_warps=4, register_usage_level=10)
+    assert ieee_gluon.launch_options(t) == {"num_warps": 8, "ptx_options": "--register-usage-level 10"}
+    with pytest.raises(InvalidArgument, match="register_usage_level=10 without gluon=True and split_lanes=True"):
+        Tiles(4, 16, 256, 4, 1, tiled=True, register_usage_level=10)
+    for bad in (-1, 11):
+        with pytest.raises(InvalidArgument, match=f"register_usage_level={bad}: allowed values are None or 0 to 10"):
+            Tiles(128, 128, 16, 4, 1, split_lanes=True, gluon=True, register_usage_level=bad)
+
+
 @pytest.mark.parametrize("lanes", [Lanes(8, 8), Lanes(1, 1)])
 def test_gluon_tiles_off_the_gpu_run_the_triton_pass_with_the_same_bits(lanes):
     """Under the interpreter the Gluon kernel cannot run: ``usable`` says so and the

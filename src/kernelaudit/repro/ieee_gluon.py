@@ -88,7 +88,7 @@ def _kernel(tiles, capability: int):
         return (lane_sums_ws_kernel, dict(STAGES=tiles.num_stages, LOADERS=tiles.loader_warps,
                                           LOADER_REGS=_LOADER_REGISTERS), launch_options(tiles))
     # without the producer warps, a budget meant for num_warps + loader_warps would spill
-    return lane_sums_kernel, {}, launch_options(tiles) if not tiles.loader_warps else {"num_warps": tiles.num_warps}
+    return lane_sums_kernel, {}, launch_options(tiles, registers=not tiles.loader_warps)
 
 
 def launch(grid, args, tiles, lanes, device: torch.device) -> None:
@@ -120,9 +120,15 @@ def compile_for(tiles, lanes, capability: int = 90):
                           target=GPUTarget("cuda", capability, 32), options=options)
 
 
-def launch_options(tiles) -> dict:
-    """The compile options of a launch of ``tiles``: its warps, and its register cap where set."""
-    return dict(num_warps=tiles.num_warps, **({"maxnreg": tiles.max_registers} if tiles.max_registers else {}))
+def launch_options(tiles, registers: bool = True) -> dict:
+    """The compile options of a launch of ``tiles``: its warps, its register cap where set
+    (and ``registers``), and ptxas's register usage level where set."""
+    out = dict(num_warps=tiles.num_warps)
+    if registers and tiles.max_registers:
+        out["maxnreg"] = tiles.max_registers
+    if tiles.register_usage_level is not None:
+        out["ptx_options"] = f"--register-usage-level {tiles.register_usage_level}"
+    return out
 
 
 if gl is not None:

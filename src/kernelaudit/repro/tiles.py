@@ -130,6 +130,13 @@ class Tiles:
     #: budget of all ``num_warps + loader_warps`` warps, of which the producer keeps 32.
     #: Older GPUs run the pass without it. The same bits.
     loader_warps: int = 0
+    #: ``split_lanes`` with ``gluon`` (prefill): ptxas's ``--register-usage-level`` (0 to 10;
+    #: None, the default: ptxas's own, 5). From 7 on ptxas allocates the registers of the
+    #: first pass's K loop otherwise: compiled for sm_90 (Triton 3.6's ptxas 12.8), the
+    #: warp-specialized tile's FFMA that read two or three sources from one register bank
+    #: (a two-bank model, after the reuse cache) fall from 1,141 to 1,023 of 2,048, and
+    #: those reading three from 115 to 66, at the same 168 registers. The same bits.
+    register_usage_level: int | None = None
     #: ``tiled`` with ``tma`` in a K-lanes order (decode): 16-bit activations stay 16-bit in
     #: memory and in the kernel's shared-memory stages, and are upcast in registers (exact)
     #: once they arrive; without it the launch upcasts them to fp32 in memory first. Half the
@@ -172,6 +179,12 @@ class Tiles:
         if self.max_registers and not 24 <= self.max_registers <= 255:
             raise InvalidArgument(f"Cannot have max_registers={self.max_registers}: allowed values are 0 or "
                                   "24 to 255")
+        if self.register_usage_level is not None and not (self.gluon and self.split_lanes):
+            raise InvalidArgument(f"Cannot have register_usage_level={self.register_usage_level} without "
+                                  "gluon=True and split_lanes=True: allowed values are register_usage_level=None")
+        if self.register_usage_level is not None and not 0 <= self.register_usage_level <= 10:
+            raise InvalidArgument(f"Cannot have register_usage_level={self.register_usage_level}: allowed values "
+                                  "are None or 0 to 10")
         if self.loader_warps not in (0, 4):
             raise InvalidArgument(f"Cannot have loader_warps={self.loader_warps}: allowed values are 0 or 4")
         if self.loader_warps and not (self.gluon and self.split_lanes and self.num_stages >= 2):
