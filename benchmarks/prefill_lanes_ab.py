@@ -38,7 +38,8 @@ VARIANTS = {
     "ws": Tiles(256, 128, 16, 8, 3, split_lanes=True, gluon=True, group_m=8, loader_warps=4),
     "w4": Tiles(128, 128, 16, 4, 1, split_lanes=True, gluon=True, group_m=8),
     # ptxas's register usage level 10: fewer FFMA with their sources in one register bank
-    # (a two-bank model of the sm_90 SASS: 1,023 of 2,048 against 1,141; Tiles' docstring)
+    # (a two-bank model of the sm_90 SASS: 1,058 of 2,048 against 1,156;
+    # benchmarks/prefill_register_banks.py)
     "ws_rul10": Tiles(256, 128, 16, 8, 3, split_lanes=True, gluon=True, group_m=8, loader_warps=4,
                       register_usage_level=10),
 }

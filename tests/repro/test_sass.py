@@ -43,3 +43,28 @@ def test_main_loop_is_not_a_try_wait_retry_stub_that_branches_back_into_it():
                            "        /*00a0*/                   BRA 0x20;")
     loop = parse(USAGE, stub).main_loop()
     assert loop["instructions"] == 5 and dict(loop["top"])["FFMA"] == 2
+
+
+BANKS = """
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+        /*0010*/                   LDS.128 R8, [R0] ;
+        /*0020*/                   FFMA R12, R8.reuse, R4, R12 ;
+        /*0030*/                   FFMA R13, R8, R5, R13 ;
+        /*0040*/                   FFMA R14, R9, R6, R15 ;
+        /*0050*/                   FFMA R16, R9.reuse, -R7, R16 ;
+        /*0060*/                   LDS.128 R8, [R0+0x10] ;
+        /*0070*/                   FFMA R17, R9, R3, RZ ;
+        /*0080*/              @!P1 BRA 0x10 ;
+        /*0090*/                   EXIT ;
+"""
+
+
+def test_ffma_bank_reads_count_sources_in_one_bank_after_the_reuse_cache():
+    # 0x20: R8, R4, R12 all even: three in one bank. 0x30: R8 from the reuse cache,
+    # R5 and R13 odd: two. 0x40: R9, R15 odd: two. 0x50: R7 odd (negated), R9 odd: two.
+    # 0x70: after an LDS the cache is gone; R9 and R3 odd, RZ no read: two.
+    reads = parse(USAGE, BANKS).ffma_bank_reads()
+    assert reads == {"ffma": 5, "two_in_one_bank": 5, "three_in_one_bank": 1, "banks": 2}
+    # four banks: 0x20 (8, 4, 12: bank 0) three, 0x30 (5, 13: bank 1) two, the rest apart
+    four = parse(USAGE, BANKS).ffma_bank_reads(banks=4)
+    assert (four["two_in_one_bank"], four["three_in_one_bank"]) == (2, 1)

@@ -16,6 +16,8 @@ from pathlib import Path
 
 #: One SASS instruction: ``/*0a40*/  @!P0 FFMA R1, R2, R3, R1 ;`` gives (0x0a40, "FFMA", line).
 _INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
+#: An FFMA's destination and three sources, each with its reuse flag: ``FFMA R1, R2.reuse, -R3, R1``.
+_FFMA = re.compile(r"FFMA\S*\s+R\w+,\s*-?\|?(R\w+)\|?(\.reuse)?,\s*-?\|?(R\w+)\|?(\.reuse)?,\s*-?\|?(R\w+)\|?(\.reuse)?")
 #: A branch to an absolute address: ``BRA 0x1a30``.
 _BRANCH = re.compile(r"BRA\s+0x([0-9a-f]+)")
 
@@ -48,13 +50,43 @@ class Sass:
         try-wait in the loop whose retry is an out-of-line stub after the kernel's end,
         branching back into the loop: its span (loop head to stub) would hold the K loop,
         the epilogue and the tail, and is no loop of its own."""
+        return [op for _, op, _ in self._loop()]
+
+    def _loop(self) -> list[tuple[int, str, str]]:
+        """The instructions of :meth:`loop_opcodes`' loop."""
         back = [(int(m.group(1), 16), a) for a, _, line in self.instructions
                 if (m := _BRANCH.search(line)) and int(m.group(1), 16) < a]
         inner = [(t, a) for t, a in back if not any(t <= a2 < a for _, a2 in back)]
         if not inner:
             return []
-        best = max(inner, key=lambda ta: ta[1] - ta[0])
-        return [op for a, op, _ in self.instructions if best[0] <= a <= best[1]]
+        lo, hi = max(inner, key=lambda ta: ta[1] - ta[0])
+        return [i for i in self.instructions if lo <= i[0] <= hi]
+
+    def ffma_bank_reads(self, banks: int = 2) -> dict:
+        """A static model of register-bank read conflicts in the K loop's FFMA: the source
+        registers each FFMA reads from the register file (a source the instruction before
+        marked ``.reuse`` in the same operand slot, with the same register, comes from the
+        reuse cache instead), and how many FFMA read two, or three, of them from one bank
+        (register number modulo ``banks``). A model of ptxas's allocation, not a
+        measurement: NVIDIA documents neither the banks nor their conflicts."""
+        ffma = two = three = 0
+        cached: dict[int, str | None] = {}
+        for _, op, line in self._loop():
+            m = _FFMA.search(line) if op.startswith("FFMA") else None
+            if not m:
+                cached = {}
+                continue
+            ffma += 1
+            read = []
+            for slot in range(3):
+                reg, reuse = m.group(2 * slot + 1), m.group(2 * slot + 2)
+                if cached.get(slot) != reg and reg != "RZ":
+                    read.append(int(reg[1:]) % banks)
+                cached[slot] = reg if reuse else None
+            most = max((read.count(b) for b in range(banks)), default=0)
+            two += most >= 2
+            three += most >= 3
+        return {"ffma": ffma, "two_in_one_bank": two, "three_in_one_bank": three, "banks": banks}
 
     def main_loop(self) -> dict:
         """The longest backward-branch loop (a GEMM's K loop): its instruction count, its

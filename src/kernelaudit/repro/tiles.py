@@ -134,8 +134,9 @@ class Tiles:
     #: None, the default: ptxas's own, 5). From 7 on ptxas allocates the registers of the
     #: first pass's K loop otherwise: compiled for sm_90 (Triton 3.6's ptxas 12.8), the
     #: warp-specialized tile's FFMA that read two or three sources from one register bank
-    #: (a two-bank model, after the reuse cache) fall from 1,141 to 1,023 of 2,048, and
-    #: those reading three from 115 to 66, at the same 168 registers. The same bits.
+    #: (a two-bank model after the reuse cache, ``benchmarks/prefill_register_banks.py``)
+    #: fall from 1,156 to 1,058 of 2,048, and those reading three from 124 to 74, at the
+    #: same 168 registers. The same bits.
     register_usage_level: int | None = None
     #: ``tiled`` with ``tma`` in a K-lanes order (decode): 16-bit activations stay 16-bit in
     #: memory and in the kernel's shared-memory stages, and are upcast in registers (exact)
