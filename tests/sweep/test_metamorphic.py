@@ -174,6 +174,25 @@ def test_a_float16_norm_past_the_dtype_range_is_right_as_inf_and_a_wrong_inf_is_
     assert v.status is Status.WRONG, v.message
 
 
+def test_index_ops_are_not_rejected_for_generated_values_that_are_exactly_zero(monkeypatch):
+    """At 2^31 bytes the uniform float32 values hold exact zeros (16 among the masked
+    2^28 on an H100): nonzero and argwhere must not then read as missing elements."""
+    from kernelaudit.sweep.judge import metamorphic_ops as mo
+
+    real = mo.gen_input
+
+    def with_zeros(n, key, dtype, device, *args):
+        x = real(n, key, dtype, device, *args)
+        x[::7] = 0.0
+        return x
+
+    monkeypatch.setattr(mo, "gen_input", with_zeros)
+    for name in ("nonzero", "argwhere"):
+        v = check(name, N, dtype="float32", scale=SCALE)
+        assert v.ok, v.message
+        assert check(name, N, dtype="float32", scale=SCALE, fault_model="wrap32").status is Status.WRONG
+
+
 def test_true_positions_counted_in_chunks_equal_the_whole_masks_and_the_index_ops_stay_right(monkeypatch):
     from kernelaudit.sweep.judge import metamorphic_ops as mo
 
