@@ -138,3 +138,23 @@ def test_pinverse_of_a_batch_is_fixed_under_the_guard_with_the_shipped_batched_r
         torch.pinverse(x).sum().backward()
     assert engine.stats().fixed == 1
     torch.testing.assert_close(x.grad, want_grad, rtol=1e-5, atol=1e-6)
+
+
+def test_nuclear_norm_and_cond_of_a_batch_are_fixed_by_the_batched_svd_rule():
+    """The full grid's ``norm.nuc`` and ``linalg.cond`` float32 cases past 2^31 elements
+    (85,899,580 and 85,899,520 5 x 5 matrices) raised the illegal memory access of
+    ``pinverse``'s batched SVD on an H100: both reach ``_linalg_svd`` (``svdvals``), so the
+    same rule, moved to the CPU at a small size, fixes them, with the bare call's answer."""
+    from kernelaudit.guard.intercept import guarding
+    from kernelaudit.guard.rules import load_rules
+
+    (rule,) = load_rules(RULES.with_name("batched_svd.json"))
+    small = dataclasses.replace(rule, device="cpu", versions={}, when={**rule.when, "at_least": 5000})
+    a = _matrix((400, 5, 5), torch.float32, seed=6) + 4 * torch.eye(5)
+    calls = {"norm.nuc": lambda x: torch.linalg.matrix_norm(x, "nuc"), "linalg.cond": torch.linalg.cond}
+    for name, f in calls.items():
+        want = f(a)
+        with guarding("fix", rules=[small]) as engine:
+            got = f(a)
+        assert (engine.stats().fixed, engine.stats().refused) == (1, 0), (name, engine.stats().summary())
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=0)
