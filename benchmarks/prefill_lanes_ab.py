@@ -39,7 +39,8 @@ VARIANTS = {
     "w4": Tiles(128, 128, 16, 4, 1, split_lanes=True, gluon=True, group_m=8),
     # ptxas's register usage level 10: fewer FFMA with their sources in one register bank
     # (a two-bank model of the sm_90 SASS: 1,058 of 2,048 against 1,156;
-    # benchmarks/prefill_register_banks.py)
+    # benchmarks/prefill_register_banks.py): 34.1 TFLOP/s against 43.1 on an H100
+    # (2026-12-06, benchmarks/results/2026-12-06-h100-poisoned-draws-slow-pass-svd-family/)
     "ws_rul10": Tiles(256, 128, 16, 8, 3, split_lanes=True, gluon=True, group_m=8, loader_warps=4,
                       register_usage_level=10),
 }

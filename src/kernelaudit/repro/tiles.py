@@ -136,7 +136,9 @@ class Tiles:
     #: warp-specialized tile's FFMA that read two or three sources from one register bank
     #: (a two-bank model after the reuse cache, ``benchmarks/prefill_register_banks.py``)
     #: fall from 1,156 to 1,058 of 2,048, and those reading three from 124 to 74, at the
-    #: same 168 registers. The same bits.
+    #: same 168 registers. The same bits, and slower: level 10 ran the table's prefill
+    #: tile at 34.1 TFLOP/s against 43.1 (H100, M = 4096, K = N = 8192, 2026-12-06,
+    #: ``benchmarks/prefill_lanes_ab.py``), so the table leaves it unset.
     register_usage_level: int | None = None
     #: ``tiled`` with ``tma`` in a K-lanes order (decode): 16-bit activations stay 16-bit in
     #: memory and in the kernel's shared-memory stages, and are upcast in registers (exact)
