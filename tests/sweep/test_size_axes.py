@@ -277,3 +277,33 @@ def test_a_twin_is_judged_again_with_the_case_it_copied(tmp_path):
     done = _done_on(store, capacity=2**31)
     assert case.key not in done and twin.key not in done
     assert _done_on(store, capacity=1024) == {case.key, twin.key}
+
+
+def test_a_twin_in_a_run_copies_this_runs_verdict_never_an_earlier_one(tmp_path):
+    """``--rerun`` of a wrong case whose first was held back (not run): the follower, its
+    tensors' twin, must copy that held-back record of this run, not its own wrong verdict
+    of an earlier run (an H100 run of 2026-12-06 recorded a bernoulli case as a twin of
+    itself so)."""
+    import json
+
+    from kernelaudit.sweep.schedule import _record_twins, _tensor_key
+    from kernelaudit.sweep.store import RunStore
+    from kernelaudit.verdict import Verdict
+
+    both = grid(GridSpec(ops=("clone",), dtypes=("float16",), layouts=("contig",), directions=("fwd",),
+                         scale=SCALE, axes=("elements", "bytes")))
+    elements = {_tensor_key(c): c for c in both if c.axis == "elements"}
+    twin = next(c for c in both if c.axis == "bytes" and _tensor_key(c) in elements)
+    first = elements[_tensor_key(twin)]
+    wrong = Verdict.skipped("placeholder").to_json() | {"status": "wrong"}
+    held = Verdict.skipped(f"not run: {first.id} held back", after_timeout=True).to_json()
+    store = RunStore.create(tmp_path / "s", {"device": {"type": "cpu", "name": "x"}}, resume=False)
+    lines = [{"case": twin.to_json(), "verdict": wrong, "elapsed_s": 1.0, "recorded": "2026-12-06T17:50:00+00:00"},
+             {"case": first.to_json(), "verdict": held, "elapsed_s": 0.0, "recorded": "2026-12-06T20:19:02+00:00"}]
+    (tmp_path / "s" / "verdicts.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert _record_twins(store, [twin], set(), since="2026-12-06T20:18:00+00:00") == {twin.key}
+    rec = list(store.records())[-1]
+    assert rec["twin_of"] == first.id and rec["verdict"]["status"] == "skipped"
+    # without ``since`` the earlier wrong verdict of the twin itself is taken: the defect
+    assert _record_twins(store, [twin], set()) == {twin.key}
+    assert list(store.records())[-1]["twin_of"] == twin.id

@@ -478,18 +478,21 @@ def _done_on(store: RunStore, capacity: int, rerun: frozenset = frozenset(),
     return {key for key in done if latest[key].get("twin_of") not in again}
 
 
-def _record_twins(store: RunStore, cases: list[Case], done: set[str], stale: frozenset = frozenset()) -> set[str]:
+def _record_twins(store: RunStore, cases: list[Case], done: set[str], stale: frozenset = frozenset(),
+                  since: str | None = None) -> set[str]:
     """Record, for each case not yet run whose tensors a recorded case already judged (a
     ``bytes`` case at the very batch of an ``elements`` case, or one limit's case above at
     the batch of the next limit's case below), that verdict with ``twin_of`` naming the
     case it came from; the keys recorded. Running it again would judge the same op on
-    the same tensors. Records of the keys in ``stale`` (to be run again) judge nothing."""
+    the same tensors. Records of the keys in ``stale`` (to be run again), and records made
+    before ``since`` (a timestamp: within a run, only its own verdicts), judge nothing:
+    a case run again must not be recorded from its own, or its twin's, earlier verdict."""
     wanted = {k for c in cases if c.key not in done and (k := _tensor_key(c)) is not None}
     if not wanted:
         return set()
     judged: dict[tuple, dict] = {}
     for r in store.records():
-        if "twin_of" in r:
+        if "twin_of" in r or (since is not None and r.get("recorded", "") < since):
             continue
         c = Case.from_json(r["case"])
         if c.key not in stale and (k := _tensor_key(c)) in wanted and (k not in judged or supersedes(r, judged[k])):
@@ -740,7 +743,7 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
 
         def untwinned(cases: list[Case]) -> list[Case]:
             """``cases`` less those recorded from a judged twin (:func:`_record_twins`)."""
-            twins = _record_twins(store, cases, set())
+            twins = _record_twins(store, cases, set(), since=segment.get("started"))
             segment["twins"] = segment.get("twins", 0) + len(twins)
             for c in cases:
                 if c.key in twins:
