@@ -17,10 +17,14 @@ COVERED_BY = {
     "sdpa.flash": "sdpa",                                        # batch past 65535 at the flash entry
     "logdet": "linalg.slogdet",                                  # its _linalg_slogdet call
     "linalg.pinv.hermitian": "linalg.eigvalsh",                  # its _linalg_eigh call
+    "norm.nuc": "pinverse",                                      # the batched SVD (_linalg_svd, svdvals)
+    "linalg.cond": "pinverse",
 }
 #: Finding op -> why no rule is shipped for it.
 NOT_FIXED = {
     "geometric": "not a size fault: draws 0, outside its support, about once in 2^25 draws at every size",
+    "argwhere": "not a fault of the op: the judge's (exact zeros among the generated values read as missing "
+                "positions), fixed; the store's verdicts wait to be judged again on a GPU",
 }
 
 
