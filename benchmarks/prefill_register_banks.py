@@ -6,8 +6,6 @@ read two or three of their sources from one register bank after the reuse cache
 model of ptxas's allocation beside the A/B's timings, not a measurement of the banks.
 
     PYTHONPATH=src python benchmarks/prefill_register_banks.py [--variants ws,ws_rul10] [--out banks.json]
-
-Compiles take about a minute each on a 2-core CPU.
 """
 
 from __future__ import annotations
