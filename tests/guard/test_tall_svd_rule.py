@@ -108,17 +108,23 @@ def test_a_batch_of_small_matrices_runs_in_pieces_of_whole_matrices_with_the_sam
     assert u.numel() == 0 and vh.numel() == 0 and torch.equal(s, torch.ops.aten._linalg_svd(a, False, False)[1])
 
 
+def _batched_rule_on_the_cpu():
+    """``known_faults/batched_svd.json`` as shipped, and moved to the CPU from 5,000 elements."""
+    from kernelaudit.guard.rules import load_rules
+
+    (rule,) = load_rules(RULES.with_name("batched_svd.json"))
+    return rule, dataclasses.replace(rule, device="cpu", versions={}, when={**rule.when, "at_least": 5000})
+
+
 def test_pinverse_of_a_batch_is_fixed_under_the_guard_with_the_shipped_batched_rule():
     """``known_faults/batched_svd.json`` moved to the CPU at a small size:
     ``torch.pinverse`` of a batch of 5 x 5 matrices is fixed at its SVD (pieces of whole
     matrices) and equals the bare call; a batch below the rule's size runs as it is."""
     from kernelaudit.guard.intercept import guarding
-    from kernelaudit.guard.rules import load_rules
 
-    (rule,) = load_rules(RULES.with_name("batched_svd.json"))
+    rule, small = _batched_rule_on_the_cpu()
     assert (rule.op, rule.action, rule.split_dim, rule.aten) == ("pinverse", "fix", None,
                                                                  ("_linalg_svd", "_linalg_svd.U"))
-    small = dataclasses.replace(rule, device="cpu", versions={}, when={**rule.when, "at_least": 5000})
     a = _matrix((400, 5, 5), torch.float32, seed=5)
     want = torch.pinverse(a)
     with guarding("fix", rules=[small]) as engine:
@@ -146,10 +152,8 @@ def test_nuclear_norm_and_cond_of_a_batch_are_fixed_by_the_batched_svd_rule():
     ``pinverse``'s batched SVD on an H100: both reach ``_linalg_svd`` (``svdvals``), so the
     same rule, moved to the CPU at a small size, fixes them, with the bare call's answer."""
     from kernelaudit.guard.intercept import guarding
-    from kernelaudit.guard.rules import load_rules
 
-    (rule,) = load_rules(RULES.with_name("batched_svd.json"))
-    small = dataclasses.replace(rule, device="cpu", versions={}, when={**rule.when, "at_least": 5000})
+    _, small = _batched_rule_on_the_cpu()
     a = _matrix((400, 5, 5), torch.float32, seed=6) + 4 * torch.eye(5)
     calls = {"norm.nuc": lambda x: torch.linalg.matrix_norm(x, "nuc"), "linalg.cond": torch.linalg.cond}
     for name, f in calls.items():
