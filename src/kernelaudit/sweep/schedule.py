@@ -373,22 +373,23 @@ def _slow_cases(latest: dict, planned: list[Case], slow_timeout_s: float) -> lis
     held back by a case of its op that did (``after_timeout``), where the op's longest
     timeout so far is shorter; less a case whose judgement, when it timed out, projected
     more than ``slow_timeout_s`` for it (``projected_s``, :class:`.phase.Tracker`): it
-    would time out again, and ``--case-timeout`` longer than its projection runs it. In
-    the plan's order of ops, each op's cases from the smallest crossing tensor up, so
-    that a slow op's cheap cases are judged before its largest can time out again and
-    hold back the rest."""
+    would time out again, and ``--case-timeout`` longer than its projection runs it.
+    Each op's cases from the smallest crossing tensor up, so that a slow op's cheap cases
+    are judged before its largest can time out again and hold back the rest; the ops
+    taken in turns (every op's smallest case, in the plan's order of ops, then every op's
+    second, ...), so that a pass cut short by its device call's time has probed every op
+    instead of spending it on one op's dozens of cases (the full grid's held 56 of one)."""
     slowest = _longest_timeouts(latest)
-    rank: dict[str, int] = {}
-    out = []
+    by_op: dict[str, list[Case]] = {}
     for c in planned:
         r = latest.get(c.key)
         d = (r["verdict"].get("details") or {}) if r is not None else {}
         if float(d.get("projected_s") or 0.0) > slow_timeout_s:
             continue
         if (d.get("timed_out") or d.get("after_timeout")) and slowest.get(c.op, math.inf) < slow_timeout_s:
-            rank.setdefault(c.op, len(rank))
-            out.append(c)
-    return sorted(out, key=lambda c: (rank[c.op], c.crossing_numel))
+            by_op.setdefault(c.op, []).append(c)
+    turns = [sorted(cs, key=lambda c: c.crossing_numel) for cs in by_op.values()]
+    return [cs[i] for i in range(max(map(len, turns), default=0)) for cs in turns if i < len(cs)]
 
 
 def _tensor_key(c: Case) -> tuple | None:
