@@ -126,8 +126,8 @@ def _fail_usage(e: Exception) -> None:
                    "--case-timeout runs them and the case again).")
 @click.option("--slow-timeout", type=float, default=None,
               help="Seconds per case of a slow pass after the others: the cases that timed out and those "
-                   "their timeouts held back, op by op from the smallest (default: the preset's on CUDA: full "
-                   "120; else 0, no slow pass).")
+                   "their timeouts held back, each op's from the smallest, the ops in turns (default: the "
+                   "preset's on CUDA: full 120; else 0, no slow pass).")
 @click.option("--memory-limit-gib", type=float, default=None, help="Cap on device memory a case may plan for.")
 @click.option("--memory-plan", default="strict", show_default=True,
               help="strict (skip a case whose pessimistic estimate exceeds the memory available) or try (run it "

@@ -96,10 +96,11 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
 
     ``slow_timeout_s`` (longer than ``case_timeout_s``; None or 0: none): after the
     other cases, a slow pass runs the planned cases that timed out under a shorter
-    timeout, and those their timeouts held back (:class:`TimedOut`), op by op from the
-    smallest, with this many seconds each (:func:`_slow_cases`). The main pass keeps its
-    short timeout, so a slow op costs it one timeout, and the grid still ends with every
-    op judged, or timed out at the longer bound (a performance cliff, not a slow op).
+    timeout, and those their timeouts held back (:class:`TimedOut`), each op's from
+    the smallest, the ops in turns, with this many seconds each (:func:`_slow_cases`).
+    The main pass keeps its short timeout, so a slow op costs it one timeout, and the
+    grid still ends with every op judged, or timed out at the longer bound (a
+    performance cliff, not a slow op).
 
     ``rerun`` (with ``resume``): statuses of :data:`RERUN_STATUSES` whose recorded cases
     are judged again (after the judge changed, say); the new verdict is the case's last.
