@@ -111,6 +111,14 @@ WORKER_START = _knob(
     "Linux, spawn elsewhere). Either way a worker gets this process's environment of the moment.",
     ("auto", "forkserver", "spawn"))
 
+CUDA_ALLOC = _knob(
+    "KERNELAUDIT_CUDA_ALLOC", "expandable_segments:True",
+    "The CUDA caching allocator's settings a sweep worker sets before its first allocation "
+    "(PYTORCH_CUDA_ALLOC_CONF's syntax; empty: torch's own). A PYTORCH_CUDA_ALLOC_CONF or "
+    "PYTORCH_ALLOC_CONF in the environment wins. Expandable segments let one large tensor take "
+    "memory freed in pieces: 103 of the full grid's 176 cases out of memory despite the plan asked "
+    "for less than the free memory and the memory reserved but unallocated together.")
+
 CACHE_DIR = _knob(
     "KERNELAUDIT_CACHE_DIR", "",
     "Directory of the sweep's OpInfo-derived op catalogue, one JSON file per torch version "

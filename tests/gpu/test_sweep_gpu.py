@@ -44,3 +44,26 @@ def test_real_mm_backward_with_transposed_gradients_past_2p32_is_judged_ok_on_cu
     res = run_sweep(spec, tmp_path, device="cuda")
     assert res.counts.get("ok", 0) == res.store.manifest()["plan"]["cases"], res.counts
     assert res.store.manifest()["segments"][-1]["workers_replaced"] == 0
+
+
+def test_sweep_workers_allocate_in_expandable_segments_and_the_run_records_it(tmp_path, monkeypatch):
+    import os
+    import subprocess
+    import sys
+
+    from kernelaudit import GridSpec, run_sweep
+    from kernelaudit.sweep import memory
+
+    for var in memory.ALLOC_CONF_VARS:
+        monkeypatch.delenv(var, raising=False)
+    spec = GridSpec(ops=("add",), dtypes=("float32",), directions=("fwd",), thresholds=("2^31",),
+                    positions=("above",), scale=24)
+    res = run_sweep(spec, tmp_path, device="cuda")
+    assert res.store.manifest()["cuda_alloc"] == "expandable_segments:True"
+    # A process started as a worker starts (CUDA initialised, the settings set, then the
+    # first allocation): every segment of its caching allocator is expandable.
+    code = ("import torch; from kernelaudit.sweep.memory import set_allocator; d = torch.device('cuda'); "
+            "torch.cuda.init(); set_allocator(d); x = torch.empty(2**28, device=d); "
+            "segs = torch.cuda.memory_snapshot(); print(len(segs) > 0 and all(s.get('is_expandable') for s in segs))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ), timeout=120)
+    assert out.stdout.strip() == "True", out.stderr[-2000:]

@@ -16,9 +16,11 @@ the same (``judge.execution``), never a finding.
 from __future__ import annotations
 
 import math
+import os
 
 import torch
 
+from ..config import CUDA_ALLOC
 from .cases import Case
 from .ops.spec import DTYPES
 
@@ -33,6 +35,36 @@ ATTENTION_SCORE_COPIES = {"fwd": 3, "bwd": 5}
 #: ``strict``: skip a case whose estimate exceeds the memory available; ``try``: skip it
 #: only where its floor (:func:`floor_bytes`) does.
 MEMORY_PLANS = ("strict", "try")
+
+
+#: Environment variables through which a user sets torch's allocator themselves.
+ALLOC_CONF_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
+
+
+def allocator_settings() -> str:
+    """The CUDA caching allocator's settings a worker sets (:data:`~kernelaudit.config.CUDA_ALLOC`),
+    or ``""`` where the environment sets them (:data:`ALLOC_CONF_VARS`) or the knob is empty."""
+    if any(os.environ.get(v) for v in ALLOC_CONF_VARS):
+        return ""
+    return CUDA_ALLOC.raw().strip()
+
+
+def allocator_in_force() -> str:
+    """The allocator settings a worker runs with, as a run records them: the knob's, or
+    ``VAR=value`` of the environment's own, or ``""`` (torch's defaults)."""
+    return allocator_settings() or next(
+        (f"{v}={os.environ[v]}" for v in ALLOC_CONF_VARS if os.environ.get(v)), "")
+
+
+def set_allocator(device: torch.device) -> None:
+    """Set :func:`allocator_settings` on a CUDA device's caching allocator; called before
+    the process's first allocation (the environment's own settings torch reads itself)."""
+    if device.type == "cuda" and (settings := allocator_settings()):
+        try:
+            torch.cuda.memory._set_allocator_settings(settings)
+        except RuntimeError as e:
+            raise RuntimeError(f"CUDA allocator settings {settings!r} ({CUDA_ALLOC.name}) refused: {e}; "
+                               f"{CUDA_ALLOC.name}= (empty) runs with torch's own") from e
 
 
 def estimate_bytes(case: Case, fault_model: str = "none", ref_chunk: int = 2**24) -> int:
@@ -104,7 +136,6 @@ def available_bytes(device: torch.device) -> int:
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
-    import os
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 

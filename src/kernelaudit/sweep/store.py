@@ -62,7 +62,10 @@ def environment() -> dict[str, Any]:
         "source": source_digest(),   # the package's files by content: what ran, whatever git says
     }
     if torch.cuda.is_available():
+        from .memory import allocator_in_force
+
         env["cuda"] = torch.version.cuda
+        env["cuda_alloc"] = allocator_in_force()   # what the workers' caching allocators ran with
         try:
             out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
                                  capture_output=True, text=True, timeout=10)

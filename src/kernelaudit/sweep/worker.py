@@ -84,6 +84,7 @@ def _worker_main(conn, cfg: WorkerConfig) -> None:
                 # every "cuda" without an index launch here (--devices cuda:1,...).
                 torch.cuda.set_device(device)
             torch.cuda.init()
+            plan.set_allocator(device)  # before the first allocation: expandable segments
             if cfg.memory_fraction is not None:
                 index = device.index if device.index is not None else torch.cuda.current_device()
                 torch.cuda.set_per_process_memory_fraction(min(max(float(cfg.memory_fraction), 0.0), 1.0), index)
