@@ -59,7 +59,8 @@ def test_sweep_workers_allocate_in_expandable_segments_and_the_run_records_it(tm
     spec = GridSpec(ops=("add",), dtypes=("float32",), directions=("fwd",), thresholds=("2^31",),
                     positions=("above",), scale=24)
     res = run_sweep(spec, tmp_path, device="cuda")
-    assert res.store.manifest()["cuda_alloc"] == "expandable_segments:True"
+    m = res.store.manifest()
+    assert m["cuda_alloc"] == m["segments"][-1]["cuda_alloc"] == "expandable_segments:True"
     # A process started as a worker starts (CUDA initialised, the settings set, then the
     # first allocation): every segment of its caching allocator is expandable.
     code = ("import torch; from kernelaudit.sweep.memory import set_allocator; d = torch.device('cuda'); "

@@ -194,7 +194,8 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
     # A resumed run may go on on another machine: each segment names the device and the
     # versions it ran with (the manifest's are the first segment's).
     segment = {"started": now(), "device": manifest["device"], "memory_bytes": capacity,
-               **{k: manifest.get(k) for k in ("git", "source", "kernelaudit", "torch", "triton", "cuda", "driver")},
+               **{k: manifest.get(k) for k in ("git", "source", "kernelaudit", "torch", "triton", "cuda", "driver",
+                                               "cuda_alloc")},
                "calibrated": 0, "cases_run": 0, "workers_replaced": 0, "completed": False}
     t0 = time.perf_counter()
     n_cal = calibration_workers or CALIBRATION_WORKERS.get(device.split(":")[0], 1)
