@@ -209,3 +209,31 @@ def test_an_op_timed_out_under_two_timeouts_is_held_back_by_the_longer(tmp_path)
     assert TimedOut(store, 600.0).verdict(add[2]) is None
     assert _slow_cases(store.latest(), add, 60.0) == []
     assert _slow_cases(store.latest(), add, 600.0) == [held, small, big]
+
+
+def test_an_allocation_that_failed_under_other_allocator_settings_is_tried_again(tmp_path):
+    """A CUDA allocation that failed despite the plan (fragmented cache) is tried again by a
+    run whose workers' allocator runs with other settings (expandable segments), once: the
+    segment that tries it records those settings. A skip by the estimate, and anything on a
+    run that records no allocator (CPU), stay done."""
+    import json
+
+    from kernelaudit.sweep.schedule import _done_on
+
+    store = _store(tmp_path)
+    add = [c for c in _cases("add") if c.dtype == "float32"]
+    oom, estimated = add[3], add[2]
+    store.append(oom, Verdict.skipped("out of memory despite the memory plan: CUDA out of memory",
+                                      out_of_memory=True), 1.0)
+    store.append(estimated, Verdict.skipped("needs at least 96.0 GiB", needed_bytes=96 << 30), 0.0)
+    m = json.loads((store.path / "manifest.json").read_text())
+    m["segments"] = [{"started": "2000-01-01T00:00:00+00:00", "ended": "2100-01-01T00:00:00+00:00",
+                      "memory_bytes": 80 << 30}]                   # an older segment: no settings recorded
+    (store.path / "manifest.json").write_text(json.dumps(m))
+    both = {oom.key, estimated.key}
+    assert _done_on(store, capacity=80 << 30) == both
+    assert _done_on(store, capacity=80 << 30, allocator="expandable_segments:True") == {estimated.key}
+    m["segments"][0]["cuda_alloc"] = "expandable_segments:True"     # tried under these already
+    (store.path / "manifest.json").write_text(json.dumps(m))
+    assert _done_on(store, capacity=80 << 30, allocator="expandable_segments:True") == both
+    assert _done_on(store, capacity=80 << 30, allocator="") == {estimated.key}   # torch's defaults now

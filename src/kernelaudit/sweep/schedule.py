@@ -176,8 +176,8 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
     capacity = memory_limit or manifest["device"].get("memory_bytes") or 0
     retry_cal = _calibrations_to_retry(store.manifest(), manifest, capacity)
     latest = store.latest() if resume else {}   # read once: every record parsed into a Case
-    done = (_done_on(store, capacity, frozenset(rerun), case_timeout_s, retry_cal, latest, memory_plan)
-            if resume else set())
+    done = (_done_on(store, capacity, frozenset(rerun), case_timeout_s, retry_cal, latest, memory_plan,
+                     manifest.get("cuda_alloc")) if resume else set())
     if resume:
         done |= _record_twins(store, cases, done, frozenset(latest.keys() - done))
     tolerances: dict = dict(store.manifest().get("tolerances", {}))
@@ -438,7 +438,8 @@ def _calibrations_to_retry(m: dict, now: dict, capacity: int) -> set[str]:
 
 def _done_on(store: RunStore, capacity: int, rerun: frozenset = frozenset(),
              case_timeout_s: float = 0.0, retry_cal: set | frozenset = frozenset(),
-             latest: dict | None = None, memory_plan: str = "strict") -> set[str]:
+             latest: dict | None = None, memory_plan: str = "strict",
+             allocator: str | None = None) -> set[str]:
     """The keys a resumed run does not run again: every recorded case but those whose
     status is in ``rerun``, those left unjudged by a failed calibration of a key in
     ``retry_cal`` (:func:`_calibrations_to_retry`), those that timed
@@ -448,14 +449,17 @@ def _done_on(store: RunStore, capacity: int, rerun: frozenset = frozenset(),
     allocation that failed despite it) by a segment that had less memory than
     ``capacity`` (this one's: ``memory_limit``, else the device's): a run resumed on a
     larger GPU judges what a smaller one could not hold; under ``memory_plan`` ``try``, also
-    those the ``strict`` plan's estimate skipped on any device. A segment's memory is its
+    those the ``strict`` plan's estimate skipped on any device; with ``allocator`` (this
+    run's CUDA allocator settings, :func:`.memory.allocator_in_force`), also an allocation
+    that failed in a segment whose allocator ran with other settings (expandable segments
+    may hold what a fragmented cache could not). A segment's memory is its
     ``memory_bytes``, else its device's, else the manifest's. A twin (``twin_of``) goes
     with the case whose verdict it copied. ``latest``: the store's :meth:`~.RunStore.latest`,
     where the caller has read it already."""
     m = store.manifest()
     first = (m.get("device") or {}).get("memory_bytes") or 0
     spans = [(s.get("started", ""), s.get("ended", "~"),
-              s.get("memory_bytes") or (s.get("device") or {}).get("memory_bytes") or first)
+              s.get("memory_bytes") or (s.get("device") or {}).get("memory_bytes") or first, s.get("cuda_alloc"))
              for s in m.get("segments") or ()]
     latest = store.latest() if latest is None else latest
     slow = _longest_timeouts(latest)
@@ -470,9 +474,12 @@ def _done_on(store: RunStore, capacity: int, rerun: frozenset = frozenset(),
                 and Case.from_json(r["case"]).tolerance_key in retry_cal):
             continue  # its key is calibrated again: judged now, or told why not
         if r["verdict"]["status"] == Status.SKIPPED.value and ("needed_bytes" in d or d.get("out_of_memory")):
-            had = next((mem for a, b, mem in spans if a <= r.get("recorded", "") <= b), first)
+            had, alloc = next(((mem, al) for a, b, mem, al in spans if a <= r.get("recorded", "") <= b),
+                              (first, None))
             if capacity > had:
                 continue
+            if allocator is not None and d.get("out_of_memory") and alloc != allocator:
+                continue  # failed under other allocator settings: tried under these
             if memory_plan == "try" and "needed_bytes" in d and not d.get("memory_plan"):
                 continue  # the strict plan's estimate skipped it: tried now
         done.add(key)
