@@ -63,3 +63,30 @@ def test_settings_the_allocator_refuses_say_which_knob_to_empty(settings_set):
     monkeypatch.setenv(CUDA_ALLOC.name, "no_such_key:1")
     with pytest.raises(RuntimeError, match="'no_such_key:1' \\(KERNELAUDIT_CUDA_ALLOC\\) refused.*KERNELAUDIT_CUDA_ALLOC= \\(empty\\)"):
         memory.set_allocator(torch.device("cuda"))
+
+
+@pytest.mark.parametrize("name,fraction", [("cuda", None), ("cuda:1", 0.5)])
+def test_a_cuda_worker_sets_its_allocator_after_cuda_starts_and_before_its_memory_cap(settings_set, name,
+                                                                                      fraction):
+    from kernelaudit.sweep.worker import WorkerConfig, start_device
+
+    monkeypatch, _ = settings_set
+    steps: list[tuple] = []
+    monkeypatch.setattr(torch.cuda, "set_device", lambda d: steps.append(("pin", str(d))))
+    monkeypatch.setattr(torch.cuda, "init", lambda: steps.append(("init",)))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda.memory, "_set_allocator_settings", lambda s: steps.append(("alloc", s)))
+    monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction", lambda f, i: steps.append(("cap", f, i)))
+    device = start_device(WorkerConfig(device=name, memory_fraction=fraction))
+    assert str(device) == name
+    pinned = [("pin", name)] if ":" in name else []
+    capped = [("cap", fraction, 1)] if fraction is not None else []
+    assert steps == [*pinned, ("init",), ("alloc", "expandable_segments:True"), *capped]
+
+
+def test_a_cpu_worker_starts_without_touching_cuda(settings_set):
+    from kernelaudit.sweep.worker import WorkerConfig, start_device
+
+    monkeypatch, calls = settings_set
+    monkeypatch.setattr(torch.cuda, "init", lambda: calls.append("init"))
+    assert str(start_device(WorkerConfig(device="cpu"))) == "cpu" and calls == []

@@ -68,26 +68,36 @@ def device_healthy(device) -> bool:
         return False
 
 
+def start_device(cfg: WorkerConfig):
+    """A worker's device, started: on CUDA pinned (an index), initialised, its caching
+    allocator's settings set (:func:`.memory.set_allocator`) before any allocation, and
+    capped at ``cfg.memory_fraction``."""
+    import torch
+
+    from . import memory as plan
+
+    device = torch.device(cfg.device)
+    if device.type == "cuda":
+        if device.index is not None:
+            # Pinned before CUDA starts: one context, on this GPU only; Triton and
+            # every "cuda" without an index launch here (--devices cuda:1,...).
+            torch.cuda.set_device(device)
+        torch.cuda.init()
+        plan.set_allocator(device)
+        if cfg.memory_fraction is not None:
+            index = device.index if device.index is not None else torch.cuda.current_device()
+            torch.cuda.set_per_process_memory_fraction(min(max(float(cfg.memory_fraction), 0.0), 1.0), index)
+    return device
+
+
 def _worker_main(conn, cfg: WorkerConfig) -> None:
     """Worker loop: receive a job, run it, send its result, forever."""
     try:
-        import torch
-
         from . import memory as plan
         from .judge import execution  # noqa: F401 - imported before the hello: no case pays for it
         from .judge.reference import default_ref_chunk
 
-        device = torch.device(cfg.device)
-        if device.type == "cuda":
-            if device.index is not None:
-                # Pinned before CUDA starts: one context, on this GPU only; Triton and
-                # every "cuda" without an index launch here (--devices cuda:1,...).
-                torch.cuda.set_device(device)
-            torch.cuda.init()
-            plan.set_allocator(device)  # before the first allocation: expandable segments
-            if cfg.memory_fraction is not None:
-                index = device.index if device.index is not None else torch.cuda.current_device()
-                torch.cuda.set_per_process_memory_fraction(min(max(float(cfg.memory_fraction), 0.0), 1.0), index)
+        device = start_device(cfg)
         ref_chunk = cfg.ref_chunk or default_ref_chunk(device)
         conn.send({"ready": True, "pid": os.getpid()})
     except Exception as e:  # pragma: no cover - start-up failure is reported by the parent
