@@ -16,7 +16,7 @@ def settings_set(monkeypatch):
     for var in (*memory.ALLOC_CONF_VARS, CUDA_ALLOC.name):
         monkeypatch.delenv(var, raising=False)
     calls: list[str] = []
-    monkeypatch.setattr(torch.cuda.memory, "_set_allocator_settings", calls.append)
+    monkeypatch.setattr(memory, "_settings_setter", lambda: calls.append)
     return monkeypatch, calls
 
 
@@ -59,7 +59,7 @@ def test_settings_the_allocator_refuses_say_which_knob_to_empty(settings_set):
     def refuse(settings):
         raise RuntimeError(f"Unrecognized key {settings!r}")
 
-    monkeypatch.setattr(torch.cuda.memory, "_set_allocator_settings", refuse)
+    monkeypatch.setattr(memory, "_settings_setter", lambda: refuse)
     monkeypatch.setenv(CUDA_ALLOC.name, "no_such_key:1")
     with pytest.raises(RuntimeError, match="'no_such_key:1' \\(KERNELAUDIT_CUDA_ALLOC\\) refused.*KERNELAUDIT_CUDA_ALLOC= \\(empty\\)"):
         memory.set_allocator(torch.device("cuda"))
@@ -75,7 +75,7 @@ def test_a_cuda_worker_sets_its_allocator_after_cuda_starts_and_before_its_memor
     monkeypatch.setattr(torch.cuda, "set_device", lambda d: steps.append(("pin", str(d))))
     monkeypatch.setattr(torch.cuda, "init", lambda: steps.append(("init",)))
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr(torch.cuda.memory, "_set_allocator_settings", lambda s: steps.append(("alloc", s)))
+    monkeypatch.setattr(memory, "_settings_setter", lambda: lambda s: steps.append(("alloc", s)))
     monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction", lambda f, i: steps.append(("cap", f, i)))
     device = start_device(WorkerConfig(device=name, memory_fraction=fraction))
     assert str(device) == name
@@ -90,3 +90,12 @@ def test_a_cpu_worker_starts_without_touching_cuda(settings_set):
     monkeypatch, calls = settings_set
     monkeypatch.setattr(torch.cuda, "init", lambda: calls.append("init"))
     assert str(start_device(WorkerConfig(device="cpu"))) == "cpu" and calls == []
+
+
+def test_the_settings_go_through_torchs_current_setter_not_its_deprecated_one():
+    setter = memory._settings_setter()
+    assert callable(setter)
+    if hasattr(torch._C, "_accelerator_setAllocatorSettings"):   # torch 2.9 on: torch.cuda's warns
+        assert setter is torch._C._accelerator_setAllocatorSettings
+    else:
+        assert setter is torch.cuda.memory._set_allocator_settings

@@ -56,12 +56,19 @@ def allocator_in_force() -> str:
         (f"{v}={os.environ[v]}" for v in ALLOC_CONF_VARS if os.environ.get(v)), "")
 
 
+def _settings_setter():
+    """torch's setter of the allocator's settings: the accelerator-wide one where torch has
+    it (``torch.cuda.memory._set_allocator_settings`` warns that it is deprecated there,
+    as in 2.13), else torch.cuda's."""
+    return getattr(torch._C, "_accelerator_setAllocatorSettings", None) or torch.cuda.memory._set_allocator_settings
+
+
 def set_allocator(device: torch.device) -> None:
     """Set :func:`allocator_settings` on a CUDA device's caching allocator; called before
     the process's first allocation (the environment's own settings torch reads itself)."""
     if device.type == "cuda" and (settings := allocator_settings()):
         try:
-            torch.cuda.memory._set_allocator_settings(settings)
+            _settings_setter()(settings)
         except RuntimeError as e:
             raise RuntimeError(f"CUDA allocator settings {settings!r} ({CUDA_ALLOC.name}) refused: {e}; "
                                f"{CUDA_ALLOC.name}= (empty) runs with torch's own") from e
