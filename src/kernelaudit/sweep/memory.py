@@ -41,19 +41,21 @@ MEMORY_PLANS = ("strict", "try")
 ALLOC_CONF_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
 
 
+def _users_own() -> str:
+    """``VAR=value`` of the first of :data:`ALLOC_CONF_VARS` the environment sets, else ``""``."""
+    return next((f"{v}={os.environ[v]}" for v in ALLOC_CONF_VARS if os.environ.get(v)), "")
+
+
 def allocator_settings() -> str:
     """The CUDA caching allocator's settings a worker sets (:data:`~kernelaudit.config.CUDA_ALLOC`),
     or ``""`` where the environment sets them (:data:`ALLOC_CONF_VARS`) or the knob is empty."""
-    if any(os.environ.get(v) for v in ALLOC_CONF_VARS):
-        return ""
-    return CUDA_ALLOC.raw().strip()
+    return "" if _users_own() else CUDA_ALLOC.raw().strip()
 
 
 def allocator_in_force() -> str:
     """The allocator settings a worker runs with, as a run records them: the knob's, or
     ``VAR=value`` of the environment's own, or ``""`` (torch's defaults)."""
-    return allocator_settings() or next(
-        (f"{v}={os.environ[v]}" for v in ALLOC_CONF_VARS if os.environ.get(v)), "")
+    return allocator_settings() or _users_own()
 
 
 def _settings_setter():
