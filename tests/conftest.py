@@ -111,7 +111,7 @@ def summary_cases():
 
 
 #: The full grid's run store of record (cumulative: every segment so far), compressed.
-FULL_GRID_STORE = ("benchmarks/results/2026-12-06-h100-poisoned-draws-slow-pass-svd-family/store/"
+FULL_GRID_STORE = ("benchmarks/results/2026-12-06-h100-expandable-segments-memory-retry/store/"
                    "verdicts.jsonl.gz")
 
 

@@ -23,8 +23,6 @@ COVERED_BY = {
 #: Finding op -> why no rule is shipped for it.
 NOT_FIXED = {
     "geometric": "not a size fault: draws 0, outside its support, about once in 2^25 draws at every size",
-    "argwhere": "not a fault of the op: the judge's (exact zeros among the generated values read as missing "
-                "positions), fixed; the store's verdicts wait to be judged again on a GPU",
 }
 
 
