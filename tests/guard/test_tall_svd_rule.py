@@ -150,7 +150,8 @@ def test_nuclear_norm_and_cond_of_a_batch_are_fixed_by_the_batched_svd_rule():
     """The full grid's ``norm.nuc`` and ``linalg.cond`` float32 cases past 2^31 elements
     (85,899,580 and 85,899,520 5 x 5 matrices) raised the illegal memory access of
     ``pinverse``'s batched SVD on an H100: both reach ``_linalg_svd`` (``svdvals``), so the
-    same rule, moved to the CPU at a small size, fixes them, with the bare call's answer."""
+    same rule, moved to the CPU at a small size, fixes them, forward and backward, with the
+    bare call's answer."""
     from kernelaudit.guard.intercept import guarding
 
     _, small = _batched_rule_on_the_cpu()
@@ -162,3 +163,12 @@ def test_nuclear_norm_and_cond_of_a_batch_are_fixed_by_the_batched_svd_rule():
             got = f(a)
         assert (engine.stats().fixed, engine.stats().refused) == (1, 0), (name, engine.stats().summary())
         torch.testing.assert_close(got, want, rtol=1e-5, atol=0)
+        # the backward (``cond``'s came back silently wrong past 2^31 elements on an H100):
+        # the SVD in pieces under autograd, the same gradient as the bare call's
+        x = a.clone().requires_grad_()
+        f(x).sum().backward()
+        want_grad, x.grad = x.grad, None
+        with guarding("fix", rules=[small]) as engine:
+            f(x).sum().backward()
+        assert engine.stats().fixed == 1, (name, engine.stats().summary())
+        torch.testing.assert_close(x.grad, want_grad, rtol=1e-5, atol=1e-6)
