@@ -38,6 +38,9 @@
 # SWEEP_BUDGET_S (default 540) bounds the sweep step; SWEEP_UNTIL_S instead ends it that many
 # seconds after the script started (after other steps; commands run before the script in the same
 # device call count against the device's limit, not this clock); it resumes a store in runs/h200.
+# Leave 60 s of the call's limit after SWEEP_UNTIL_S: the sweep may take 20 s more to stop (its
+# kill grace), then its phases, the store's copy and the tarball follow (an H100 call of 590 s
+# with SWEEP_UNTIL_S=540 was cut at its limit just after the tarball, 2026-12-06).
 # While it runs, $OUT/h200/sweep_checkpoint.jsonl.gz holds the verdicts of a minute ago.
 # SWEEP_ARGS: more sweep options (e.g. --rerun wrong). SWEEP_PRESET (default --full: every op, 27,954 cases; --deep: the hand ops of the 2026-12-04 run of record).
 # REPORT=0 skips building the report there (kernelaudit report rebuilds it anywhere).
