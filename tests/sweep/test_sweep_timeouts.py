@@ -211,6 +211,26 @@ def test_an_op_timed_out_under_two_timeouts_is_held_back_by_the_longer(tmp_path)
     assert _slow_cases(store.latest(), add, 600.0) == [held, small, big]
 
 
+def test_cases_held_back_by_a_timeout_run_once_the_case_that_timed_out_is_judged(tmp_path):
+    """The full grid's ``linalg.lstsq`` case that timed out at 20 s was judged ok by a slow
+    pass at 120 s; the nine cases it had held back must then run (in the main pass and the
+    slow pass alike), not stay "not run" for want of a timeout to outlast."""
+    from kernelaudit.sweep.schedule import _done_on, _slow_cases
+
+    store = _store(tmp_path)
+    add = [c for c in _cases("add") if c.dtype == "float32"]
+    slow, held, other = add[1], add[3], add[2]
+    store.append(slow, Verdict.error("timed out after 20 s (worker killed)", timed_out=True, timeout_s=20.0), 20.0)
+    store.append(held, TimedOut(store).verdict(held), 0.0)
+    store.append(other, TimedOut(store).verdict(other), 0.0)
+    assert _done_on(store, capacity=0, case_timeout_s=20.0) == {slow.key, held.key, other.key}
+    assert _slow_cases(store.latest(), add, 120.0) == [slow, other, held]
+    store.append(slow, Verdict(Status.OK, "rel", 0.0, 1e-5), 30.5)     # the slow pass judged it
+    assert _done_on(store, capacity=0, case_timeout_s=20.0) == {slow.key}
+    assert _slow_cases(store.latest(), add, 120.0) == [other, held]
+    assert TimedOut(store, 20.0).verdict(held) is None                 # nothing holds the op back now
+
+
 def test_an_allocation_that_failed_under_other_allocator_settings_is_tried_again(tmp_path):
     """A CUDA allocation that failed despite the plan (fragmented cache) is tried again by a
     run whose workers' allocator runs with other settings (expandable segments), once: the

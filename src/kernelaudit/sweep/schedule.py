@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import math
 import re
 import sys
 import time
@@ -373,7 +372,8 @@ def _slow_cases(latest: dict, planned: list[Case], slow_timeout_s: float) -> lis
     """The planned cases a slow pass with ``slow_timeout_s`` a case runs: those whose
     last verdict in ``latest`` (a store's :meth:`~.RunStore.latest`) timed out, or was
     held back by a case of its op that did (``after_timeout``), where the op's longest
-    timeout so far is shorter; less a case whose judgement, when it timed out, projected
+    timeout so far is shorter (or where none of its cases times out any more: judged
+    since, their hold is lifted); less a case whose judgement, when it timed out, projected
     more than ``slow_timeout_s`` for it (``projected_s``, :class:`.phase.Tracker`): it
     would time out again, and ``--case-timeout`` longer than its projection runs it.
     Each op's cases from the smallest crossing tensor up, so that a slow op's cheap cases
@@ -388,7 +388,7 @@ def _slow_cases(latest: dict, planned: list[Case], slow_timeout_s: float) -> lis
         d = (r["verdict"].get("details") or {}) if r is not None else {}
         if float(d.get("projected_s") or 0.0) > slow_timeout_s:
             continue
-        if (d.get("timed_out") or d.get("after_timeout")) and slowest.get(c.op, math.inf) < slow_timeout_s:
+        if (d.get("timed_out") or d.get("after_timeout")) and slowest.get(c.op, 0.0) < slow_timeout_s:
             by_op.setdefault(c.op, []).append(c)
     turns = [sorted(cs, key=lambda c: c.crossing_numel) for cs in by_op.values()]
     return [cs[i] for i in range(max(map(len, turns), default=0)) for cs in turns if i < len(cs)]
@@ -445,7 +445,7 @@ def _done_on(store: RunStore, capacity: int, rerun: frozenset = frozenset(),
     ``retry_cal`` (:func:`_calibrations_to_retry`), those that timed
     out (or were not run after a case of their op did) where the longest timeout a case
     of their op ran out of (:func:`_longest_timeouts`) is shorter than
-    ``case_timeout_s``, and those skipped for want of memory (the plan's skip or an
+    ``case_timeout_s`` (held back by cases all judged since: any timeout), and those skipped for want of memory (the plan's skip or an
     allocation that failed despite it) by a segment that had less memory than
     ``capacity`` (this one's: ``memory_limit``, else the device's): a run resumed on a
     larger GPU judges what a smaller one could not hold; under ``memory_plan`` ``try``, also
@@ -468,8 +468,10 @@ def _done_on(store: RunStore, capacity: int, rerun: frozenset = frozenset(),
         d = r["verdict"].get("details") or {}
         if r["verdict"]["status"] in rerun:
             continue
-        if (d.get("timed_out") or d.get("after_timeout")) and slow.get(r["case"]["op"], math.inf) < case_timeout_s:
-            continue  # timed out (or held back by a case that did) under a shorter timeout than this call's
+        if (d.get("timed_out") or d.get("after_timeout")) and slow.get(r["case"]["op"], 0.0) < case_timeout_s:
+            # timed out (or held back by a case that did) under a shorter timeout than this
+            # call's, or held back by cases judged since (their op times out no more)
+            continue
         if ((uncalibrated(r["verdict"]) or d.get("unsupported"))
                 and Case.from_json(r["case"]).tolerance_key in retry_cal):
             continue  # its key is calibrated again: judged now, or told why not
