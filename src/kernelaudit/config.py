@@ -116,8 +116,9 @@ CUDA_ALLOC = _knob(
     "The CUDA caching allocator's settings a sweep worker sets before its first allocation "
     "(PYTORCH_CUDA_ALLOC_CONF's syntax; empty: torch's own). A PYTORCH_CUDA_ALLOC_CONF or "
     "PYTORCH_ALLOC_CONF in the environment wins. Expandable segments let one large tensor take "
-    "memory freed in pieces: 103 of the full grid's 176 cases out of memory despite the plan asked "
-    "for less than the free memory and the memory reserved but unallocated together.")
+    "memory freed in pieces: on an H100 the memory reserved but unallocated at a failed allocation "
+    "fell from up to 40.6 GiB to at most 128 MiB, and 26 of the full grid's 252 cases out of "
+    "memory despite the plan ran.")
 
 CACHE_DIR = _knob(
     "KERNELAUDIT_CACHE_DIR", "",
