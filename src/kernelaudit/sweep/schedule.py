@@ -368,14 +368,21 @@ class TimedOut:
                                after_timeout=slow.id)
 
 
+def _unheld_under(details: dict, op: str, slowest: dict[str, float], timeout_s: float) -> bool:
+    """Whether a case whose verdict ``details`` say it timed out, or was held back after a
+    case of its op did (``after_timeout``), runs again under ``timeout_s``: its op's longest
+    timeout so far (``slowest``, :func:`_longest_timeouts`) is shorter, or none of the op's
+    cases times out any more (judged since: the hold is lifted)."""
+    return bool(details.get("timed_out") or details.get("after_timeout")) and slowest.get(op, 0.0) < timeout_s
+
+
 def _slow_cases(latest: dict, planned: list[Case], slow_timeout_s: float) -> list[Case]:
     """The planned cases a slow pass with ``slow_timeout_s`` a case runs: those whose
     last verdict in ``latest`` (a store's :meth:`~.RunStore.latest`) timed out, or was
     held back by a case of its op that did (``after_timeout``), where the op's longest
-    timeout so far is shorter (or where none of its cases times out any more: judged
-    since, their hold is lifted); less a case whose judgement, when it timed out, projected
-    more than ``slow_timeout_s`` for it (``projected_s``, :class:`.phase.Tracker`): it
-    would time out again, and ``--case-timeout`` longer than its projection runs it.
+    timeout so far is shorter (:func:`_unheld_under`); less a case whose judgement, when
+    it timed out, projected more than ``slow_timeout_s`` for it (``projected_s``,
+    :class:`.phase.Tracker`): it would time out again, and ``--case-timeout`` longer than its projection runs it.
     Each op's cases from the smallest crossing tensor up, so that a slow op's cheap cases
     are judged before its largest can time out again and hold back the rest; the ops
     taken in turns (every op's smallest case, in the plan's order of ops, then every op's
@@ -388,7 +395,7 @@ def _slow_cases(latest: dict, planned: list[Case], slow_timeout_s: float) -> lis
         d = (r["verdict"].get("details") or {}) if r is not None else {}
         if float(d.get("projected_s") or 0.0) > slow_timeout_s:
             continue
-        if (d.get("timed_out") or d.get("after_timeout")) and slowest.get(c.op, 0.0) < slow_timeout_s:
+        if _unheld_under(d, c.op, slowest, slow_timeout_s):
             by_op.setdefault(c.op, []).append(c)
     turns = [sorted(cs, key=lambda c: c.crossing_numel) for cs in by_op.values()]
     return [cs[i] for i in range(max(map(len, turns), default=0)) for cs in turns if i < len(cs)]
@@ -444,11 +451,10 @@ def _done_on(store: RunStore, capacity: int, rerun: frozenset = frozenset(),
     status is in ``rerun``, those left unjudged by a failed calibration of a key in
     ``retry_cal`` (:func:`_calibrations_to_retry`), those that timed
     out (or were not run after a case of their op did) where the longest timeout a case
-    of their op ran out of (:func:`_longest_timeouts`) is shorter than
-    ``case_timeout_s`` (held back by cases all judged since: any timeout), and those skipped for want of memory (the plan's skip or an
-    allocation that failed despite it) by a segment that had less memory than
-    ``capacity`` (this one's: ``memory_limit``, else the device's): a run resumed on a
-    larger GPU judges what a smaller one could not hold; under ``memory_plan`` ``try``, also
+    of their op ran out of is shorter than ``case_timeout_s`` (:func:`_unheld_under`),
+    and those skipped for want of memory (the plan's skip or an allocation that failed
+    despite it) by a segment that had less memory than ``capacity`` (this one's:
+    ``memory_limit``, else the device's): a run resumed on a larger GPU judges what a smaller one could not hold; under ``memory_plan`` ``try``, also
     those the ``strict`` plan's estimate skipped on any device; with ``allocator`` (this
     run's CUDA allocator settings, :func:`.memory.allocator_in_force`), also an allocation
     that failed in a segment whose allocator ran with other settings (expandable segments
@@ -468,10 +474,8 @@ def _done_on(store: RunStore, capacity: int, rerun: frozenset = frozenset(),
         d = r["verdict"].get("details") or {}
         if r["verdict"]["status"] in rerun:
             continue
-        if (d.get("timed_out") or d.get("after_timeout")) and slow.get(r["case"]["op"], 0.0) < case_timeout_s:
-            # timed out (or held back by a case that did) under a shorter timeout than this
-            # call's, or held back by cases judged since (their op times out no more)
-            continue
+        if _unheld_under(d, r["case"]["op"], slow, case_timeout_s):
+            continue  # timed out, or held back, under a shorter timeout than this call's
         if ((uncalibrated(r["verdict"]) or d.get("unsupported"))
                 and Case.from_json(r["case"]).tolerance_key in retry_cal):
             continue  # its key is calibrated again: judged now, or told why not
