@@ -257,3 +257,36 @@ def test_an_allocation_that_failed_under_other_allocator_settings_is_tried_again
     (store.path / "manifest.json").write_text(json.dumps(m))
     assert _done_on(store, capacity=80 << 30, allocator="expandable_segments:True") == both
     assert _done_on(store, capacity=80 << 30, allocator="") == {estimated.key}   # torch's defaults now
+
+
+def test_an_allocation_that_asked_for_more_than_a_device_holds_is_not_tried_there_again(tmp_path):
+    """``linalg.eigvalsh`` of 21,474,804 5 x 5 matrices asked for 5,556 GiB on an H100: a
+    larger GPU, or other allocator settings, would fail it again; a case that asked for
+    less than the larger device holds is tried there. A message without the sizes keeps
+    the rules as they were."""
+    import json
+
+    from kernelaudit.sweep.memory import asked_bytes
+    from kernelaudit.sweep.schedule import _done_on
+
+    def oom(asked: str, in_use: str) -> Verdict:
+        return Verdict.skipped(f"out of memory despite the memory plan: CUDA out of memory. Tried to allocate "
+                               f"{asked}. GPU 0 has a total capacity of 79.18 GiB of which 6.36 GiB is free. "
+                               f"Including non-PyTorch memory, this process has {in_use} memory in use.",
+                               out_of_memory=True)
+
+    store = _store(tmp_path)
+    add = [c for c in _cases("add") if c.dtype == "float32"]
+    huge, large, bare = add[3], add[2], add[1]
+    store.append(huge, oom("5555.99 GiB", "5.29 GiB"), 1.0)
+    store.append(large, oom("16.00 GiB", "72.81 GiB"), 1.0)
+    store.append(bare, Verdict.skipped("out of memory despite the memory plan: CUDA out of memory",
+                                       out_of_memory=True), 1.0)
+    assert asked_bytes(store.latest()[huge.key]["verdict"]["message"]) == int(5555.99 * 2**30) + int(5.29 * 2**30)
+    m = json.loads((store.path / "manifest.json").read_text())
+    m["segments"] = [{"started": "2000-01-01T00:00:00+00:00", "ended": "2100-01-01T00:00:00+00:00",
+                      "memory_bytes": 80 << 30}]
+    (store.path / "manifest.json").write_text(json.dumps(m))
+    h200 = 141 << 30
+    assert _done_on(store, capacity=h200) == {huge.key}                  # 88.8 GiB fits 141, 5.4 TiB none
+    assert _done_on(store, capacity=80 << 30, allocator="expandable_segments:True") == {huge.key, large.key}

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 
 import torch
 
@@ -129,6 +130,24 @@ def _output_bytes(case: Case, placed, itemsize: int) -> int:
     if outs is None:  # data-dependent shapes (nonzero): assume int64 per input element
         return sum(p.numel for p in placed) * 8
     return sum(o.numel() * o.element_size() for o in outs)
+
+
+#: torch's CUDA out-of-memory message: the allocation that failed, and what the process held.
+_OOM_ASKED = re.compile(r"Tried to allocate (\d+(?:\.\d+)?) (B|bytes|KiB|MiB|GiB|TiB)\b")
+_OOM_IN_USE = re.compile(r"this process has (\d+(?:\.\d+)?) (B|bytes|KiB|MiB|GiB|TiB) memory in use")
+_UNITS = {"B": 1, "bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+
+
+def asked_bytes(message: str) -> int | None:
+    """What a CUDA allocation that failed shows the case needs at least, from torch's
+    message: the bytes it tried to allocate plus the memory the process had in use
+    (``None`` where the message does not say both). ``linalg.eigvalsh`` of 21,474,804
+    5 x 5 matrices asked for 5,556 GiB with 5.3 GiB in use: no GPU holds that case,
+    however much larger than the one that failed."""
+    asked, in_use = _OOM_ASKED.search(message or ""), _OOM_IN_USE.search(message or "")
+    if asked is None or in_use is None:
+        return None
+    return sum(int(float(m.group(1)) * _UNITS[m.group(2)]) for m in (asked, in_use))
 
 
 def available_bytes(device: torch.device) -> int:

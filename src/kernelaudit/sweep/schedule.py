@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from .cases import Case, GridSpec, bracket_key, calibration_batch, grid, warm_batch
-from .memory import MEMORY_PLANS
+from .memory import MEMORY_PLANS, asked_bytes
 from ..faults import FAULT_MODELS
 from ..errors import InvalidArgument, check_choice, check_choices, resolve_device
 from ..config import OVERLAP_CALIBRATION, WARM_COMPILES, fused_enabled
@@ -454,11 +454,13 @@ def _done_on(store: RunStore, capacity: int, rerun: frozenset = frozenset(),
     of their op ran out of is shorter than ``case_timeout_s`` (:func:`_unheld_under`),
     and those skipped for want of memory (the plan's skip or an allocation that failed
     despite it) by a segment that had less memory than ``capacity`` (this one's:
-    ``memory_limit``, else the device's): a run resumed on a larger GPU judges what a smaller one could not hold; under ``memory_plan`` ``try``, also
-    those the ``strict`` plan's estimate skipped on any device; with ``allocator`` (this
+    ``memory_limit``, else the device's): a run resumed on a larger GPU judges what a
+    smaller one could not hold; under ``memory_plan`` ``try``, also those the ``strict``
+    plan's estimate skipped on any device; with ``allocator`` (this
     run's CUDA allocator settings, :func:`.memory.allocator_in_force`), also an allocation
     that failed in a segment whose allocator ran with other settings (expandable segments
-    may hold what a fragmented cache could not). A segment's memory is its
+    may hold what a fragmented cache could not); never an allocation that asked for more
+    than ``capacity`` (:func:`.memory.asked_bytes`). A segment's memory is its
     ``memory_bytes``, else its device's, else the manifest's. A twin (``twin_of``) goes
     with the case whose verdict it copied. ``latest``: the store's :meth:`~.RunStore.latest`,
     where the caller has read it already."""
@@ -482,11 +484,14 @@ def _done_on(store: RunStore, capacity: int, rerun: frozenset = frozenset(),
         if r["verdict"]["status"] == Status.SKIPPED.value and ("needed_bytes" in d or d.get("out_of_memory")):
             had, alloc = next(((mem, al) for a, b, mem, al in spans if a <= r.get("recorded", "") <= b),
                               (first, None))
-            if capacity > had:
+            asked = asked_bytes(r["verdict"].get("message") or "") if d.get("out_of_memory") else None
+            if asked is not None and capacity and asked > capacity:
+                pass  # it asked for more than this device has at all: it would fail again
+            elif capacity > had:
                 continue
-            if allocator is not None and d.get("out_of_memory") and alloc != allocator:
+            elif allocator is not None and d.get("out_of_memory") and alloc != allocator:
                 continue  # failed under other allocator settings: tried under these
-            if memory_plan == "try" and "needed_bytes" in d and not d.get("memory_plan"):
+            elif memory_plan == "try" and "needed_bytes" in d and not d.get("memory_plan"):
                 continue  # the strict plan's estimate skipped it: tried now
         done.add(key)
     # a twin holds a copy of its case's verdict: judged again with it
