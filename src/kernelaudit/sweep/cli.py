@@ -102,7 +102,10 @@ def _fail_usage(e: Exception) -> None:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Run store directory (default: runs/<device>-<fault model>-s<scale>).")
-@click.option("--resume", is_flag=True, help="Continue the run in --out, skipping recorded cases.")
+@click.option("--resume", is_flag=True,
+              help="Continue the run in --out, skipping recorded cases, but for those skipped for memory that "
+                   "this device may hold (more memory, other allocator settings; never an allocation larger "
+                   "than the device) and those timed out or held back that a longer --case-timeout outlasts.")
 @click.option("--rerun", default=None,
               help="With --resume: judge again the recorded cases of these statuses (comma-separated: wrong, "
                    "error, skipped, ok), e.g. after the judge changed; with --ops, only those ops' cases.")
