@@ -382,8 +382,8 @@ def _slow_cases(latest: dict, planned: list[Case], slow_timeout_s: float) -> lis
     held back by a case of its op that did (``after_timeout``), where the op's longest
     timeout so far is shorter (:func:`_unheld_under`); less a case whose judgement, when
     it timed out, projected more than ``slow_timeout_s`` for it (``projected_s``,
-    :class:`.phase.Tracker`): it would time out again, and ``--case-timeout`` longer than its projection runs it.
-    Each op's cases from the smallest crossing tensor up, so that a slow op's cheap cases
+    :class:`.phase.Tracker`): it would time out again, and ``--case-timeout`` longer than
+    its projection runs it. Each op's cases from the smallest crossing tensor up, so that a slow op's cheap cases
     are judged before its largest can time out again and hold back the rest; the ops
     taken in turns (every op's smallest case, in the plan's order of ops, then every op's
     second, ...), so that a pass cut short by its device call's time has probed every op
