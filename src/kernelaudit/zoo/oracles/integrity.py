@@ -17,8 +17,10 @@ candidate is loaded), and says which names now hold another object:
   algorithms), compared before and after a candidate runs.
 
 torch itself wraps a few functions after import (``torch._dynamo`` wraps
-``torch.manual_seed``): a replacement whose ``__wrapped__`` chain reaches the original
-and whose code lives in torch's own package is not a change.
+``torch.manual_seed``; the first ``torch.compile`` call replaces ``torch.nn.Module.__init__``
+and ``__setstate__`` with closures that call them): a replacement whose code lives in torch's
+own package and that reaches the original through its ``__wrapped__`` chain or its closure
+is not a change.
 """
 
 from __future__ import annotations
@@ -81,10 +83,17 @@ def rebase() -> None:
 
 
 def _torch_wrapper_of(new: Any, old: Any) -> bool:
-    """Is ``new`` torch's own wrapper of ``old`` (``functools.wraps`` chain, code inside torch)?"""
+    """Is ``new`` torch's own wrapper of ``old``: code inside torch, and ``old`` reached by its
+    ``functools.wraps`` chain or held in its closure (dynamo's ``patched_init``)?"""
     code = getattr(new, "__code__", None)
     if code is None or not str(Path(code.co_filename).resolve()).startswith(_TORCH_DIR):
         return False
+    for cell in getattr(new, "__closure__", None) or ():
+        try:
+            if cell.cell_contents is old:
+                return True
+        except ValueError:  # a cell not filled yet
+            continue
     seen = 0
     while hasattr(new, "__wrapped__") and seen < 8:
         new, seen = new.__wrapped__, seen + 1
