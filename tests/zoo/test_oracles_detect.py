@@ -40,6 +40,22 @@ def test_tamper_passes_the_verified_solution():
     assert v.ok and v.details["poisoned_allocations"] >= 1
 
 
+POOL = "import concurrent.futures; self.pool = concurrent.futures.ThreadPoolExecutor(1)"
+
+
+def test_tamper_passes_a_candidate_whose_thread_pool_waits_idle_after_its_call(tmp_path):
+    # what torch.compile's Inductor leaves behind its first call: a pool worker waiting for work
+    v = make_oracle("tamper").judge(_case("relu"), _candidate(tmp_path, "return self.pool.submit(torch.relu, x).result()",
+                                                              init=POOL))
+    assert v.ok, v.message
+
+
+def test_tamper_catches_work_a_candidate_left_running_on_a_thread_pool(tmp_path):
+    body = "y = torch.relu(x); self.pool.submit(lambda: (__import__('time').sleep(0.3), y.add_(0))); return y"
+    v = make_oracle("tamper").judge(_case("relu"), _candidate(tmp_path, body, init=POOL))
+    assert v.status is Status.WRONG and "threads left running" in v.message + str(v.details), v.message
+
+
 def test_tamper_catches_an_output_aliasing_its_input_that_model_does_not_alias(tmp_path):
     # hardtanh is the identity on torch.rand inputs: returning x is right in value, wrong in memory
     v = make_oracle("tamper").judge(_case("hardtanh"), _candidate(tmp_path, "return x"))

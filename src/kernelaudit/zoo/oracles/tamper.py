@@ -32,7 +32,9 @@ One case, three runs of the candidate (A, B, C), and these checks:
   the numerics switches (TF32, matmul precision, default dtype) unchanged by a run.
   Replacements are reported and undone.
 * **threads** - no Python thread the candidate started may still run when its forward
-  returns (work deferred past the timer and the check).
+  returns (work deferred past the timer and the check). A thread-pool worker waiting for
+  work with none queued is not running anything (``torch.compile``'s Inductor leaves one
+  per compile thread); it is looked at again after every later call.
 * **history** - the same instance is called :data:`HISTORY_CALLS` more times, each on
   other inputs and judged against the float64 reference at a loose tolerance
   (:data:`HISTORY_TOL`; rounding is ``bound``'s business): new values at the
@@ -68,7 +70,9 @@ when their turn comes, comparisons in chunks.
 
 from __future__ import annotations
 
+import concurrent.futures.thread
 import contextlib
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -751,6 +755,22 @@ class _NotPlain(Exception):
         self.problems = problems
 
 
+def _idle_pool_worker(thread: threading.Thread) -> bool:
+    """Is ``thread`` a ``concurrent.futures`` pool worker blocked waiting for work, none queued?
+
+    Its innermost Python frame is then the pool's own loop (``_worker``) holding no work
+    item: a worker running a submitted callable has that callable's frames (or the work
+    item's ``run``) on top. Such a thread defers nothing; ``torch.compile``'s Inductor
+    leaves one per compile thread behind its first call.
+    """
+    frame = sys._current_frames().get(thread.ident)
+    if frame is None or frame.f_code is not concurrent.futures.thread._worker.__code__:
+        return False
+    local = frame.f_locals
+    queue = local.get("work_queue")
+    return "work_item" not in local and queue is not None and queue.empty()
+
+
 class _Watch:
     """Patched functions, changed switches and threads left running, seen around each call."""
 
@@ -778,7 +798,7 @@ class _Watch:
                 Status.WRONG, metric="changed global switches", value=float(len(changed)), tolerance=0.0,
                 message=f"{self.case.describe()}: the candidate changed {'; '.join(changed)} {when} (restored): "
                         "the reference computed after it would share its numerics"))
-        left = [t for t in threading.enumerate() if t not in self.threads and t.is_alive()]
+        left = [t for t in threading.enumerate() if t not in self.threads and t.is_alive() and not _idle_pool_worker(t)]
         self.threads.update(left)
         self.started += left
         if left:
