@@ -90,6 +90,40 @@ def test_corpus_triton_solution_is_not_rejected(timers):
     assert r.verdict.status is Status.OK, r.verdict.message
 
 
+def pooled(tmp_path: Path, deferred: bool) -> Path:
+    """A relu that runs on a thread pool it makes at its first call (as torch.compile's
+    Inductor does): waiting for the result, or (``deferred``) returning before it is written."""
+    path = tmp_path / f"pooled_relu_{deferred}.py"
+    path.write_text(textwrap.dedent(f"""
+        import concurrent.futures, time
+        import torch, torch.nn as nn
+
+        class ModelNew(nn.Module):
+            pool = None
+
+            def forward(self, x):
+                self.pool = self.pool or concurrent.futures.ThreadPoolExecutor(1)
+                if not {deferred}:
+                    return self.pool.submit(torch.clamp, x, min=0).result()
+                y = torch.empty_like(x)
+                self.pool.submit(lambda: (time.sleep(0.05), y.copy_(torch.clamp(x, min=0))))
+                return y
+    """))
+    return path
+
+
+def test_a_thread_pool_waiting_for_work_after_the_call_is_no_thread_left_running(tmp_path, timers):
+    t0 = time.perf_counter()
+    r = timed(pooled(tmp_path, deferred=False), timers)
+    assert r.verdict.status is Status.OK, r.verdict.message
+    assert time.perf_counter() - t0 < 5.0  # no join of THREAD_JOIN_S on the waiting worker
+
+
+def test_work_left_running_on_a_thread_pool_is_caught(tmp_path, timers):
+    r = timed(pooled(tmp_path, deferred=True), timers)
+    assert r.verdict.status is Status.WRONG and r.verdict.metric == "threads left running", r.verdict.message
+
+
 @pytest.mark.parametrize("name", sorted(CAUGHT_BY))
 def test_every_cpu_timing_exploit_is_caught(name, timers):
     r = timed(EXPLOITS / f"{name}.py", timers)

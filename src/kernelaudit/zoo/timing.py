@@ -64,6 +64,7 @@ import torch
 from ..config import PEAK_BANDWIDTH, PEAK_FLOPS
 from ..errors import InvalidArgument
 from ..verdict import Status, Verdict
+from .oracles.threads import runs_nothing, settle
 
 #: Timed iterations by default (``--time-iters``).
 DEFAULT_ITERS = 20
@@ -83,7 +84,7 @@ FLOOR_FRACTION = 0.5
 #: Work still pending after the caller's stream finished, beyond the reference's, that
 #: is no sync latency (seconds).
 PENDING_ABS_S = 50e-6
-#: Seconds to wait for threads the candidate started before reading its outputs again.
+#: Seconds, in all, to wait for threads the candidate started before reading its outputs again.
 THREAD_JOIN_S = 5.0
 #: Resolution of the timers (CUDA events: about 0.5 us): a time this close to the floor is no finding.
 TIMER_RESOLUTION_S = 1e-6
@@ -392,7 +393,7 @@ def measure(model: torch.nn.Module, inputs: Sequence[Any], device: str, timers: 
         t1 = clock()
     finally:
         threading.Thread.start = original_start
-    alive = [t for t in started if t.is_alive()]
+    alive = [t for t in started if t.is_alive() and not runs_nothing(t)]  # a pool worker waiting defers nothing
     stream_left = ""
     if cuda and timers.current_stream(torch.device(device)) != stream:
         # the candidate left its own stream current: put the caller's back before copying on it
@@ -410,8 +411,7 @@ def measure(model: torch.nn.Module, inputs: Sequence[Any], device: str, timers: 
         seconds = timers.elapsed_time(begin, end) / 1e3
     else:
         seconds = t1 - t0
-    for t in started:
-        t.join(THREAD_JOIN_S)
+    settle(alive, THREAD_JOIN_S)
     _sync(device, timers)
     return Call(seconds, early, outputs, pending, alive, lazy, stream_left)
 

@@ -70,9 +70,7 @@ when their turn comes, comparisons in chunks.
 
 from __future__ import annotations
 
-import concurrent.futures.thread
 import contextlib
-import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -87,6 +85,7 @@ from . import integrity
 from .base import Driver, Subject, candidate_error, checker_memory, synchronize
 from .compare import (chunk_elements, chunked_compare, chunked_mismatch_verdict, finite_max_or_none, max_abs_finite,
                       structure_verdict)
+from .threads import runs_nothing, settle
 
 #: Poison of run B and C for floating outputs (finite, and no plausible result).
 POISON_B = -31337.0
@@ -99,7 +98,8 @@ HISTORY_CALLS = 3
 #: absolute 1e-2 would pass anything). A stale, cached or copied answer is wrong far
 #: beyond it; rounding is ``bound``'s and ``values``' business, not tamper's.
 HISTORY_TOL = 1e-2
-#: Seconds a thread the candidate left running gets to end before it is reported.
+#: Seconds, in all, that the threads a candidate left running get to end (or, pool workers,
+#: to run nothing) before the next check.
 THREAD_GRACE_S = 0.05
 
 _FACTORIES = {
@@ -755,22 +755,6 @@ class _NotPlain(Exception):
         self.problems = problems
 
 
-def _idle_pool_worker(thread: threading.Thread) -> bool:
-    """Is ``thread`` a ``concurrent.futures`` pool worker blocked waiting for work, none queued?
-
-    Its innermost Python frame is then the pool's own loop (``_worker``) holding no work
-    item: a worker running a submitted callable has that callable's frames (or the work
-    item's ``run``) on top. Such a thread defers nothing; ``torch.compile``'s Inductor
-    leaves one per compile thread behind its first call.
-    """
-    frame = sys._current_frames().get(thread.ident)
-    if frame is None or frame.f_code is not concurrent.futures.thread._worker.__code__:
-        return False
-    local = frame.f_locals
-    queue = local.get("work_queue")
-    return "work_item" not in local and queue is not None and queue.empty()
-
-
 class _Watch:
     """Patched functions, changed switches and threads left running, seen around each call."""
 
@@ -798,7 +782,9 @@ class _Watch:
                 Status.WRONG, metric="changed global switches", value=float(len(changed)), tolerance=0.0,
                 message=f"{self.case.describe()}: the candidate changed {'; '.join(changed)} {when} (restored): "
                         "the reference computed after it would share its numerics"))
-        left = [t for t in threading.enumerate() if t not in self.threads and t.is_alive() and not _idle_pool_worker(t)]
+        # a pool worker waiting for work is looked at again after each later call
+        left = [t for t in threading.enumerate()
+                if t not in self.threads and t.is_alive() and not runs_nothing(t)]
         self.threads.update(left)
         self.started += left
         if left:
@@ -810,6 +796,5 @@ class _Watch:
 
     def finish(self) -> list[Verdict]:
         """Give the threads it left a moment to end, so they do not write into later checks."""
-        for t in self.started:
-            t.join(THREAD_GRACE_S)
+        settle(self.started, THREAD_GRACE_S)
         return []
