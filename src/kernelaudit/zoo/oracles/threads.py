@@ -1,12 +1,16 @@
 """Threads alive after a candidate's call: which of them can still run its work.
 
 A thread that outlives the call may finish the output after the timer and the check
-(``tamper``'s and the timing's ``threads left running``). One kind of thread outlives
-calls without deferring anything: a ``concurrent.futures`` pool worker that has finished
-what it was given and waits for more. ``torch.compile``'s Inductor leaves such a worker
-behind its first call (one per compile thread); reporting it rejected every candidate
-that compiles. :func:`runs_nothing` tells it apart from a worker still running a
-submitted callable, or with work queued.
+(``tamper``'s and the timing's ``threads left running``). Some threads outlive
+calls without deferring anything, and ``torch.compile``'s first call leaves them behind:
+reporting them rejected every candidate that compiles. :func:`runs_nothing` tells them
+apart from threads that still run a candidate's work:
+
+* a ``concurrent.futures`` pool worker that has finished what it was given and waits for
+  more, nothing queued (Inductor's C++ compile threads; any pool the candidate waited on);
+* Inductor's compile sidecar (``SubprocPool``, where Inductor compiles in several
+  processes, as on a GPU machine): its result reader with no job in flight, and its
+  quiesce timer, which calls nothing but the pool's own ``quiesce``.
 """
 
 from __future__ import annotations
@@ -23,13 +27,14 @@ _WORKER_CODE = concurrent.futures.thread._worker.__code__
 
 
 def runs_nothing(thread: threading.Thread) -> bool:
-    """Is ``thread`` a ``concurrent.futures`` pool worker with no work left to run?
+    """Is ``thread`` one of the kinds above, with no work left to run (see the module)?"""
+    return _idle_pool_worker(thread) or _idle_inductor_sidecar(thread)
 
-    Its stack holds the pool's own loop (``_worker``) and either no work item, or one
-    whose future is done (the callable returned; the worker is winding back to wait),
-    and the pool's queue is empty. A worker running a submitted callable has a work item
-    whose future is not done; a thread of any other kind is not a pool worker.
-    """
+
+def _idle_pool_worker(thread: threading.Thread) -> bool:
+    """A ``concurrent.futures`` pool worker with no work left: its stack holds the pool's own
+    loop (``_worker``) and either no work item, or one whose future is done (the callable
+    returned; the worker is winding back to wait), and the pool's queue is empty."""
     frame = sys._current_frames().get(thread.ident)
     while frame is not None and frame.f_code is not _WORKER_CODE:
         frame = frame.f_back
@@ -42,6 +47,25 @@ def runs_nothing(thread: threading.Thread) -> bool:
     item = local.get("work_item")
     future = getattr(item, "future", None)
     return item is None or (future is not None and future.done())
+
+
+
+def _idle_inductor_sidecar(thread: threading.Thread) -> bool:
+    """Inductor's ``SubprocPool`` result reader with no job in flight (no future whose
+    callbacks it could run), or the pool's timer whose call is the pool's ``quiesce``."""
+    pools = sys.modules.get("torch._inductor.compile_worker.subproc_pool")
+    timers = sys.modules.get("torch._inductor.compile_worker.timer")
+    pool_cls, timer_cls = getattr(pools, "SubprocPool", None), getattr(timers, "Timer", None)
+    target = getattr(thread, "_target", None)
+    owner, func = getattr(target, "__self__", None), getattr(target, "__func__", None)
+    if pool_cls is None or owner is None:
+        return False
+    if isinstance(owner, pool_cls) and func is getattr(pool_cls, "_read_thread", None):
+        return not getattr(owner, "pending_futures", True)
+    call = getattr(owner, "call", None)
+    return (timer_cls is not None and isinstance(owner, timer_cls) and func is getattr(timer_cls, "check", None)
+            and isinstance(getattr(call, "__self__", None), pool_cls)
+            and getattr(call, "__func__", None) is getattr(pool_cls, "quiesce", None))
 
 
 def settle(threads: list[threading.Thread], timeout_s: float) -> None:
