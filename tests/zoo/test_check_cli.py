@@ -92,8 +92,8 @@ def test_isolated_check_turns_a_dying_candidate_into_an_error_verdict(tmp_path, 
 
 def test_isolated_check_times_out_a_hanging_candidate(tmp_path):
     result = run_check_isolated(RELU, _crasher(tmp_path, "time.sleep(60)"), "bound", device="cpu", small=True,
-                                timeout_s=8)
-    assert result.verdict.status is Status.ERROR and "timed out after 8 s" in result.verdict.message
+                                timeout_s=3)
+    assert result.verdict.status is Status.ERROR and "timed out after 3 s" in result.verdict.message
 
 
 def test_isolated_check_of_a_correct_candidate_is_ok():
