@@ -32,9 +32,10 @@ One case, three runs of the candidate (A, B, C), and these checks:
   the numerics switches (TF32, matmul precision, default dtype) unchanged by a run.
   Replacements are reported and undone.
 * **threads** - no Python thread the candidate started may still run when its forward
-  returns (work deferred past the timer and the check). A thread-pool worker waiting for
-  work with none queued is not running anything (``torch.compile``'s Inductor leaves one
-  per compile thread); it is looked at again after every later call.
+  returns (work deferred past the timer and the check). Threads that run nothing, such as
+  those ``torch.compile`` leaves behind (a pool worker waiting for work, Inductor's compile
+  sidecar between jobs: :mod:`.threads`), are not counted; they are looked at again after
+  every later call.
 * **history** - the same instance is called :data:`HISTORY_CALLS` more times, each on
   other inputs and judged against the float64 reference at a loose tolerance
   (:data:`HISTORY_TOL`; rounding is ``bound``'s business): new values at the

@@ -49,7 +49,6 @@ def _idle_pool_worker(thread: threading.Thread) -> bool:
     return item is None or (future is not None and future.done())
 
 
-
 def _idle_inductor_sidecar(thread: threading.Thread) -> bool:
     """Inductor's ``SubprocPool`` result reader with no job in flight (no future whose
     callbacks it could run), or the pool's timer whose call is the pool's ``quiesce``."""
