@@ -45,11 +45,12 @@ def _fix_rules():
     # a hand-written rule with no store case (the layer norm's backward) has tests of its own
     rules = [r for name in FILES for r in load_rules(KNOWN / name)
              if r.action == "fix" and r.aten and (r.provenance or {}).get("cases")]
-    # a rule that differs from an earlier one only in its dtype takes the same split path:
-    # run by default once, the others with `-m slow`
+    # a rule whose aten ops, predicate kind, split dim and direction are an earlier one's takes
+    # the same split path (another dtype, or another sweep op reaching the same aten op:
+    # upsample_bilinear and interpolate's bilinear mode): run by default once, the others with `-m slow`
     seen, out = set(), []
     for r in rules:
-        path = (r.op, r.aten, r.when["kind"], r.split_dim, r.provenance["cases"][0].rsplit("/", 1)[-1])
+        path = (r.aten, r.when["kind"], r.split_dim, r.provenance["cases"][0].rsplit("/", 1)[-1])
         out.append(pytest.param(r, id=r.name.removeprefix("sweep-cuda-"), marks=pytest.mark.slow if path in seen else ()))
         seen.add(path)
     return out
