@@ -129,18 +129,17 @@ def test_rerun_names_allowed_statuses_and_needs_resume(tmp_path):
 
 
 def test_a_longer_case_timeout_on_resume_judges_the_timed_out_cases_and_those_they_held_back(tmp_path):
-    # at scale 25 a linalg.solve case takes 3-4 s on the CPU (6-7 s at 26): past a 2 s timeout (and the
-    # pool's 0.5 s poll), which its calibration (0.01 s, plus the worker's first imports)
-    # stays under on a loaded machine too (at 0.2 s it did not, under pytest-xdist)
-    spec = GridSpec(ops=("linalg.solve",), dtypes=("float32",), thresholds=("2^32",), positions=("below", "above"),
-                    layouts=("contig",), directions=("fwd",), scale=25)
-    first = run_sweep(spec, tmp_path, device="cpu", case_timeout_s=2.0)
+    # the hang fault model: each case sleeps 2.5 s, past a 2 s timeout (and the pool's 0.2 s
+    # poll), which its calibration (far below 2^31 elements) stays under
+    spec = GridSpec(ops=("add",), dtypes=("float32",), thresholds=("2^32",), positions=("below", "above"),
+                    layouts=("contig",), directions=("fwd",), scale=12)
+    first = run_sweep(spec, tmp_path, device="cpu", case_timeout_s=2.0, fault_model="hang")
     assert first.counts == {"error": 1, "skipped": 1}
     (slow,) = [r for r in RunStore.open(tmp_path).records() if r["verdict"]["status"] == "error"]
     assert slow["verdict"]["details"]["timeout_s"] == 2.0
     # the same timeout again: nothing runs; a longer one judges both
-    assert run_sweep(spec, tmp_path, device="cpu", case_timeout_s=2.0, resume=True).ran == 0
-    again = run_sweep(spec, tmp_path, device="cpu", case_timeout_s=600, resume=True)
+    assert run_sweep(spec, tmp_path, device="cpu", case_timeout_s=2.0, resume=True, fault_model="hang").ran == 0
+    again = run_sweep(spec, tmp_path, device="cpu", case_timeout_s=600, resume=True, fault_model="hang")
     assert again.ran == 2 and again.counts == {"ok": 2}
 
 

@@ -132,12 +132,12 @@ def test_the_slow_pass_takes_timed_out_and_held_back_cases_smallest_first_ops_in
 
 
 def test_a_slow_pass_judges_the_cases_a_short_timeout_lost_in_the_same_run(tmp_path):
-    # linalg.solve at scale 25: 3-4 s a case on the CPU (see test_resume_across_devices)
+    # the hang fault model: each case sleeps 2.5 s, past a 2 s timeout, its calibration not
     from kernelaudit.sweep.schedule import run_sweep
 
-    spec = GridSpec(ops=("linalg.solve",), dtypes=("float32",), thresholds=("2^32",), positions=("below", "above"),
-                    layouts=("contig",), directions=("fwd",), scale=25)
-    res = run_sweep(spec, tmp_path, device="cpu", case_timeout_s=2.0, slow_timeout_s=600.0)
+    spec = GridSpec(ops=("add",), dtypes=("float32",), thresholds=("2^32",), positions=("below", "above"),
+                    layouts=("contig",), directions=("fwd",), scale=12)
+    res = run_sweep(spec, tmp_path, device="cpu", case_timeout_s=2.0, slow_timeout_s=600.0, fault_model="hang")
     assert res.counts == {"ok": 2}
     records = list(res.store.records())
     assert [r["verdict"]["status"] for r in records] == ["error", "skipped", "ok", "ok"]
@@ -145,7 +145,8 @@ def test_a_slow_pass_judges_the_cases_a_short_timeout_lost_in_the_same_run(tmp_p
     (segment,) = res.store.manifest()["segments"]
     assert segment["slow_pass"] | {"wall_s": 0} == {"timeout_s": 600.0, "cases": 2, "recorded": 2, "timed_out": 0,
                                                   "held_back": 0, "judged": 2, "wall_s": 0}
-    again = run_sweep(spec, tmp_path, device="cpu", case_timeout_s=2.0, slow_timeout_s=600.0, resume=True)
+    again = run_sweep(spec, tmp_path, device="cpu", case_timeout_s=2.0, slow_timeout_s=600.0, resume=True,
+                      fault_model="hang")
     assert again.ran == 0 and again.counts == {"ok": 2}
 
 
@@ -290,3 +291,19 @@ def test_an_allocation_that_asked_for_more_than_a_device_holds_is_not_tried_ther
     h200 = 141 << 30
     assert _done_on(store, capacity=h200) == {huge.key}                  # 88.8 GiB fits 141, 5.4 TiB none
     assert _done_on(store, capacity=80 << 30, allocator="expandable_segments:True") == {huge.key, large.key}
+
+
+def test_the_hang_fault_model_is_late_past_2p31_elements_and_never_wrong(monkeypatch):
+    from kernelaudit import Thresholds
+    from kernelaudit.faults import hang, make_fault_model
+
+    slept = []
+    monkeypatch.setattr(hang.time, "sleep", slept.append)
+    th = Thresholds(12)
+    x = torch.arange(th.t31, dtype=torch.float32)
+    with make_fault_model("hang", th) as model:
+        small = x[: th.t31 - 1] * 2          # below 2^31: on time
+        assert slept == []
+        big = x * 2                          # 2^31 elements: late, and right
+    assert slept == [hang.HANG_S] and model.stats.changed == {"late": 1}
+    assert torch.equal(big, torch.arange(th.t31, dtype=torch.float32) * 2) and torch.equal(small, big[:-1])

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..errors import check_choice
 from ..thresholds import Thresholds
 from .base import FaultModel, NoFault
+from .hang import HangFaultModel
 from .limits import Bytes32FaultModel, Grid16FaultModel
 from .mps import MpsAbortFaultModel, MpsFaultModel
 from .predicates import Decision, Effect, TensorMeta, attention_scores_decision, mps_matmul_decision
@@ -14,7 +15,7 @@ from .wrap32 import Wrap32FaultModel
 FAULT_MODELS = {"none": NoFault, "mps": MpsFaultModel, "mps-abort": MpsAbortFaultModel,
                 "wrap32": Wrap32FaultModel, "unwritten-tail": UnwrittenTailFaultModel,
                 "unwritten-head": UnwrittenHeadFaultModel,
-                "grid16": Grid16FaultModel, "bytes32": Bytes32FaultModel}
+                "grid16": Grid16FaultModel, "bytes32": Bytes32FaultModel, "hang": HangFaultModel}
 
 
 def make_fault_model(name: str, th: Thresholds):
@@ -25,6 +26,6 @@ def make_fault_model(name: str, th: Thresholds):
 
 __all__ = [
     "FAULT_MODELS", "FaultModel", "NoFault", "MpsFaultModel", "Wrap32FaultModel", "UnwrittenTailFaultModel",
-    "UnwrittenHeadFaultModel", "Grid16FaultModel", "Bytes32FaultModel", "make_fault_model",
+    "UnwrittenHeadFaultModel", "Grid16FaultModel", "Bytes32FaultModel", "HangFaultModel", "make_fault_model",
     "Decision", "Effect", "TensorMeta", "mps_matmul_decision", "attention_scores_decision",
 ]

@@ -95,8 +95,8 @@ def _fail_usage(e: Exception) -> None:
 @click.option("--fault-model", default="none", show_default=True,
               help="none, mps, mps-abort, wrap32, unwritten-tail (outputs past 2^32 unwritten), unwritten-head "
                    "(the first n - 2^31 + 4 elements of longer outputs unwritten), grid16 (rows past 65535 along "
-                   "dim 0 unwritten) or bytes32 (byte offsets wrap at 2^32): a deliberately wrong backend wrapping "
-                   "the real kernels.")
+                   "dim 0 unwritten), bytes32 (byte offsets wrap at 2^32) or hang (right answers 2.5 s late past "
+                   "2^31 elements, to try case timeouts): a deliberately wrong backend wrapping the real kernels.")
 @click.option("--scale", type=int, default=REAL_SCALE_BITS, show_default=True,
               help="Move every threshold down: 2^32 becomes 2^SCALE, 2^31 becomes 2^(SCALE-1).")
 @click.option("--seed", type=int, default=0, show_default=True)

@@ -102,6 +102,8 @@ def predict(case, fault_model: str) -> tuple[str, str]:
 
     if fault_model == "none":
         return "ok", "honest backend"
+    if fault_model == "hang":
+        return "ok", "late past 2^31 elements, never wrong"
     spec = case.spec
     placed = placed_operands(case)
     bwd = case.direction == "bwd"
