@@ -13,7 +13,7 @@ import torch
 from kernelaudit.sweep import phase
 from kernelaudit.sweep.cases import GridSpec, grid
 from kernelaudit.sweep.store import RunStore
-from kernelaudit.verdict import Verdict
+from kernelaudit.verdict import Status, Verdict
 
 
 def _marks(*marks):
@@ -116,13 +116,14 @@ def test_the_slow_pass_leaves_a_case_its_judgement_projected_past_the_slow_timeo
     timed = dict(timed_out=True, timeout_s=20.0, phase="judge", phase_s=19.0, batches_done=10, batches=100)
     store.append(add[3], Verdict.error("timed out after 20 s (worker killed) in the judgement", projected_s=190.0,
                                        **timed), 20.0)
-    for c in add[:3]:
-        store.append(c, TimedOut(store).verdict(c), 0.0)
-    assert _slow_cases(store.latest(), add, 120.0) == add[:3]      # 190 s projected: not in a 120 s pass
-    assert _slow_cases(store.latest(), add, 600.0) == add          # a pass long enough runs it
+    store.append(add[2], TimedOut(store).verdict(add[2]), 0.0)   # held back; the 2^31 cases ran
+    for c in add[:2]:
+        store.append(c, Verdict(Status.OK, "rel", 0.0, 1e-5), 0.1)
+    assert _slow_cases(store.latest(), add, 120.0) == add[2:3]     # 190 s projected: not in a 120 s pass
+    assert _slow_cases(store.latest(), add, 600.0) == add[2:]      # a pass long enough runs it
     store.append(add[3], Verdict.error("timed out after 20 s (worker killed) in the judgement", projected_s=90.0,
                                        **timed), 20.0)
-    assert _slow_cases(store.latest(), add, 120.0) == add
+    assert _slow_cases(store.latest(), add, 120.0) == add[2:]
 
 
 def test_the_summary_counts_a_timed_out_cases_time_in_the_phases_it_reached(tmp_path):

@@ -334,38 +334,71 @@ def _longest_timeouts(latest: dict) -> dict[str, float]:
     return out
 
 
+#: A timeout holds back the cases of its op whose crossing tensor has at least
+#: 1/HOLD_DIVISOR of the elements of the smallest case of the op that timed out: a case
+#: half its size may well run out of the same timeout, one a quarter of it or less
+#: (the ``dim`` axis's cases, the ``bytes`` axis's in wide dtypes) rarely does. The full
+#: grid's store of 2026-12-06 held 348 cases back, 177 of them below that (60 on the dim
+#: axis, 0.5 s a case or less where they ran).
+HOLD_DIVISOR = 2
+
+
+def _held_by(c_numel: int, slow_numel: int) -> bool:
+    """Whether a case whose crossing tensor has ``c_numel`` elements is held back by a
+    timeout of its op's case of ``slow_numel`` (:data:`HOLD_DIVISOR`)."""
+    return c_numel * HOLD_DIVISOR >= slow_numel
+
+
+def _hold_sizes(latest: dict) -> dict[str, int]:
+    """Op -> the crossing elements of its smallest case that ran out of the op's longest
+    timeout (:func:`_longest_timeouts`), from ``latest``: what holds its larger cases back."""
+    longest = _longest_timeouts(latest)
+    out: dict[str, int] = {}
+    for r in latest.values():
+        t = timeout_of(r["verdict"])
+        if t is not None and t == longest[op := r["case"]["op"]]:
+            n = Case.from_json(r["case"]).crossing_numel
+            out[op] = min(out.get(op, n), n)
+    return out
+
+
 class TimedOut:
-    """The ops that timed out: a later case of such an op is recorded as not run
-    (``skipped``, naming the case that timed out) instead of costing another
-    ``--case-timeout`` and a worker replacement. One timeout per op and sweep: on the
-    H200, ``interpolate`` timed out at every size from 2^31 elements (its CUDA kernels
-    loop over batch x channels in each thread), and a full grid holds 16 such ops, each
-    at up to eight sizes and directions. Seeded from the store, so a resumed sweep keeps
-    what an earlier call learnt, unless this call's timeout is longer: then ``--resume
-    --case-timeout N`` judges the timed-out cases and the ones they held back again."""
+    """The ops that timed out: a later case of such an op, as large as half the smallest
+    case of it that timed out or larger (:data:`HOLD_DIVISOR`), is recorded as not run
+    (``skipped``, naming that case) instead of costing another ``--case-timeout`` and a
+    worker replacement; its smaller cases run. On the H200, ``interpolate`` timed out at
+    every size from 2^31 elements (its CUDA kernels loop over batch x channels in each
+    thread), and a full grid holds 16 such ops, each at up to eight sizes and directions.
+    Seeded from the store, so a resumed sweep keeps what an earlier call learnt, unless
+    this call's timeout is longer: then ``--resume --case-timeout N`` judges the
+    timed-out cases and the ones they held back again."""
 
     def __init__(self, store: RunStore | None, case_timeout_s: float = 0.0) -> None:
         self.first: dict[str, Case] = {}
         latest = store.latest() if store is not None else {}
         longest = _longest_timeouts(latest)
         for r in latest.values():
-            # a longer timeout now: tried again; else held back in the name of the case
-            # that ran out of the longest, the one this call's timeout cannot outlast
+            # a longer timeout now: tried again; else held back in the name of the
+            # smallest case that ran out of the longest, which this call's cannot outlast
             t = timeout_of(r["verdict"])
             if t is not None and t == longest[r["case"]["op"]] >= case_timeout_s:
                 self.note(Case.from_json(r["case"]))
 
     def note(self, c: Case) -> None:
-        self.first.setdefault(c.op, c)
+        """``c`` timed out: it holds back its op's cases from half its size up."""
+        held = self.first.get(c.op)
+        if held is None or c.crossing_numel < held.crossing_numel:
+            self.first[c.op] = c
 
     def verdict(self, c: Case) -> Verdict | None:
-        """A ``skipped`` verdict for ``c`` if a case of its op timed out."""
+        """A ``skipped`` verdict for ``c`` if a case of its op at most twice its size
+        timed out."""
         slow = self.first.get(c.op)
-        if slow is None:
+        if slow is None or not _held_by(c.crossing_numel, slow.crossing_numel):
             return None
-        return Verdict.skipped(f"not run: {slow.id} (batch {slow.batch}) timed out; the op's other cases wait "
-                               f"for a slow pass (--slow-timeout SECONDS) or --ops {c.op} --case-timeout SECONDS",
-                               after_timeout=slow.id)
+        return Verdict.skipped(f"not run: {slow.id} (batch {slow.batch}) timed out; the op's other cases from "
+                               f"half its size wait for a slow pass (--slow-timeout SECONDS) or --ops {c.op} "
+                               f"--case-timeout SECONDS", after_timeout=slow.id)
 
 
 def _unheld_under(details: dict, op: str, slowest: dict[str, float], timeout_s: float) -> bool:
@@ -452,6 +485,8 @@ def _done_on(store: RunStore, capacity: int, rerun: frozenset = frozenset(),
     ``retry_cal`` (:func:`_calibrations_to_retry`), those that timed
     out (or were not run after a case of their op did) where the longest timeout a case
     of their op ran out of is shorter than ``case_timeout_s`` (:func:`_unheld_under`),
+    those held back that no timed-out case holds any more (:class:`TimedOut`: under
+    half its size),
     and those skipped for want of memory (the plan's skip or an allocation that failed
     despite it) by a segment that had less memory than ``capacity`` (this one's:
     ``memory_limit``, else the device's): a run resumed on a larger GPU judges what a
@@ -471,6 +506,7 @@ def _done_on(store: RunStore, capacity: int, rerun: frozenset = frozenset(),
              for s in m.get("segments") or ()]
     latest = store.latest() if latest is None else latest
     slow = _longest_timeouts(latest)
+    holds = _hold_sizes(latest)
     done = set()
     for key, r in latest.items():
         d = r["verdict"].get("details") or {}
@@ -478,6 +514,9 @@ def _done_on(store: RunStore, capacity: int, rerun: frozenset = frozenset(),
             continue
         if _unheld_under(d, r["case"]["op"], slow, case_timeout_s):
             continue  # timed out, or held back, under a shorter timeout than this call's
+        if d.get("after_timeout") and not _held_by(Case.from_json(r["case"]).crossing_numel,
+                                                   holds.get(r["case"]["op"], 0)):
+            continue  # held back by a case over twice its size (a store older than the rule)
         if ((uncalibrated(r["verdict"]) or d.get("unsupported"))
                 and Case.from_json(r["case"]).tolerance_key in retry_cal):
             continue  # its key is calibrated again: judged now, or told why not
