@@ -125,8 +125,8 @@ def _fail_usage(e: Exception) -> None:
                    "2^31 elements) or cpu (fully independent of the device's kernels, slower).")
 @click.option("--case-timeout", type=float, default=None,
               help="Seconds per case (default: the preset's on CUDA: quick 10, full 20; else 600). A case "
-                   "that times out is paid once: the other cases of its op are not run (--resume with a longer "
-                   "--case-timeout runs them and the case again).")
+                   "that times out is paid once: its op's cases from half its size up are not run (--resume with a "
+                   "longer --case-timeout runs them and the case again); its far smaller ones run.")
 @click.option("--slow-timeout", type=float, default=None,
               help="Seconds per case of a slow pass after the others: the cases that timed out and those "
                    "their timeouts held back, each op's from the smallest, the ops in turns (default: the "
