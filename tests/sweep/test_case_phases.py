@@ -107,7 +107,7 @@ def _store(tmp_path) -> RunStore:
 
 
 def test_the_slow_pass_leaves_a_case_its_judgement_projected_past_the_slow_timeout(tmp_path):
-    from kernelaudit.sweep.schedule import TimedOut, _slow_cases
+    from kernelaudit.sweep.timeouts import TimedOut, slow_cases
 
     spec = GridSpec(ops=("add",), dtypes=("float32",), layouts=("contig",), directions=("fwd",),
                     thresholds=("2^31", "2^32"), positions=("below", "above"), scale=16)
@@ -119,11 +119,11 @@ def test_the_slow_pass_leaves_a_case_its_judgement_projected_past_the_slow_timeo
     store.append(add[2], TimedOut(store).verdict(add[2]), 0.0)   # held back; the 2^31 cases ran
     for c in add[:2]:
         store.append(c, Verdict(Status.OK, "rel", 0.0, 1e-5), 0.1)
-    assert _slow_cases(store.latest(), add, 120.0) == add[2:3]     # 190 s projected: not in a 120 s pass
-    assert _slow_cases(store.latest(), add, 600.0) == add[2:]      # a pass long enough runs it
+    assert slow_cases(store.latest(), add, 120.0) == add[2:3]     # 190 s projected: not in a 120 s pass
+    assert slow_cases(store.latest(), add, 600.0) == add[2:]      # a pass long enough runs it
     store.append(add[3], Verdict.error("timed out after 20 s (worker killed) in the judgement", projected_s=90.0,
                                        **timed), 20.0)
-    assert _slow_cases(store.latest(), add, 120.0) == add[2:]
+    assert slow_cases(store.latest(), add, 120.0) == add[2:]
 
 
 def test_the_summary_counts_a_timed_out_cases_time_in_the_phases_it_reached(tmp_path):

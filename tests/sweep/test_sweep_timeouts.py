@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from kernelaudit.sweep.cases import GridSpec, grid
-from kernelaudit.sweep.schedule import TimedOut, _controls_needed
+from kernelaudit.sweep.schedule import _controls_needed
+from kernelaudit.sweep.timeouts import TimedOut, slow_cases
 from kernelaudit.sweep.store import RunStore
 from kernelaudit.verdict import Status, Verdict
 
@@ -118,8 +119,7 @@ def test_a_slow_pass_no_longer_than_a_case_or_negative_is_refused_naming_the_opt
 
 
 def test_the_slow_pass_takes_timed_out_and_held_back_cases_smallest_first_ops_in_turns(tmp_path):
-    from kernelaudit.sweep.schedule import _slow_cases
-
+    
     store = _store(tmp_path)
     add = [c for c in _cases("add") if c.dtype == "float32"]        # 2^31-, 2^31+, 2^32-, 2^32+
     gelu = [c for c in _cases("gelu") if c.dtype == "float32"]
@@ -131,11 +131,11 @@ def test_the_slow_pass_takes_timed_out_and_held_back_cases_smallest_first_ops_in
                                         timeout_s=120.0), 120.0)
     store.append(gelu[3], TimedOut(store).verdict(gelu[3]), 0.0)
     planned = gelu + add
-    got = _slow_cases(store.latest(), planned, 120.0)
+    got = slow_cases(store.latest(), planned, 120.0)
     assert got == [small, big]          # gelu timed out at 120 s already: a cliff, not run again
-    assert _slow_cases(store.latest(), planned, 600.0) == [gelu[2], small, gelu[3], big]   # ops in turns
+    assert slow_cases(store.latest(), planned, 600.0) == [gelu[2], small, gelu[3], big]   # ops in turns
     assert got[0].crossing_numel < got[1].crossing_numel
-    assert _slow_cases(store.latest(), planned, 20.0) == []
+    assert slow_cases(store.latest(), planned, 20.0) == []
 
 
 def test_a_slow_pass_judges_the_cases_a_short_timeout_lost_in_the_same_run(tmp_path):
@@ -200,7 +200,7 @@ def test_an_op_timed_out_under_two_timeouts_is_held_back_by_the_longer(tmp_path)
     """A resumed sweep judges an op's timed-out cases again only under a timeout longer
     than the longest its cases ran out of, whichever was recorded last: add's large case
     ran out of 120 s, a smaller one of 20 s after it, and 60 s outlasts only the 20."""
-    from kernelaudit.sweep.schedule import _done_on, _slow_cases
+    from kernelaudit.sweep.schedule import _done_on
 
     store = _store(tmp_path)
     add = [c for c in _cases("add") if c.dtype == "float32"]        # 2^31-, 2^31+, 2^32-, 2^32+
@@ -215,15 +215,15 @@ def test_an_op_timed_out_under_two_timeouts_is_held_back_by_the_longer(tmp_path)
     v = TimedOut(store, 60.0).verdict(add[2])
     assert v.status is Status.SKIPPED and v.details["after_timeout"] == big.id
     assert TimedOut(store, 600.0).verdict(add[2]) is None
-    assert _slow_cases(store.latest(), add, 60.0) == []
-    assert _slow_cases(store.latest(), add, 600.0) == [small, held, big]
+    assert slow_cases(store.latest(), add, 60.0) == []
+    assert slow_cases(store.latest(), add, 600.0) == [small, held, big]
 
 
 def test_cases_held_back_by_a_timeout_run_once_the_case_that_timed_out_is_judged(tmp_path):
     """The full grid's ``linalg.lstsq`` case that timed out at 20 s was judged ok by a slow
     pass at 120 s; the nine cases it had held back must then run (in the main pass and the
     slow pass alike), not stay "not run" for want of a timeout to outlast."""
-    from kernelaudit.sweep.schedule import _done_on, _slow_cases
+    from kernelaudit.sweep.schedule import _done_on
 
     store = _store(tmp_path)
     add = [c for c in _cases("add") if c.dtype == "float32"]
@@ -232,10 +232,10 @@ def test_cases_held_back_by_a_timeout_run_once_the_case_that_timed_out_is_judged
     store.append(held, TimedOut(store).verdict(held), 0.0)
     store.append(other, TimedOut(store).verdict(other), 0.0)
     assert _done_on(store, capacity=0, case_timeout_s=20.0) == {slow.key, held.key, other.key}
-    assert _slow_cases(store.latest(), add, 120.0) == [slow, other, held]
+    assert slow_cases(store.latest(), add, 120.0) == [slow, other, held]
     store.append(slow, Verdict(Status.OK, "rel", 0.0, 1e-5), 30.5)     # the slow pass judged it
     assert _done_on(store, capacity=0, case_timeout_s=20.0) == {slow.key}
-    assert _slow_cases(store.latest(), add, 120.0) == [other, held]
+    assert slow_cases(store.latest(), add, 120.0) == [other, held]
     assert TimedOut(store, 20.0).verdict(held) is None                 # nothing holds the op back now
 
 

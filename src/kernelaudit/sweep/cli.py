@@ -32,7 +32,7 @@ from .report.run import RunStoreError
 #: type (else :data:`~kernelaudit.sweep.worker.DEFAULT_CASE_TIMEOUT_S`): on the H200 every
 #: quick case but interpolate's ran in under 7 s, and so did every case of the 13,434 of the
 #: deep grid of record; a case 3x slower than that is a performance cliff, and costs one
-#: timeout per op (:class:`~kernelaudit.sweep.schedule.TimedOut`). ``slow_timeout_s``: the
+#: timeout per op (:class:`~kernelaudit.sweep.timeouts.TimedOut`). ``slow_timeout_s``: the
 #: preset's slow pass by device type (none elsewhere): the full grid's H100 and H200
 #: segments of 2026-12-05 left 25 ops (linear algebra, conv1d/3d backward, layer_norm,
 #: masked_select, cummax ...) with one case timed out at 20 s and every other case held

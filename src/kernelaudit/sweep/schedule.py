@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import re
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -26,6 +25,7 @@ from .rules_out import UNCALIBRATED, uncalibrated
 from .runfile import supersedes
 from .store import RunStore, environment, now
 from ..thresholds import Thresholds
+from .timeouts import TimedOut, hold_sizes, held_by, longest_timeouts, slow_cases, unheld_under
 from .tolerance import CALIBRATION_FACTOR, calibrated
 from ..verdict import Status, Verdict
 
@@ -96,7 +96,7 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
     ``slow_timeout_s`` (longer than ``case_timeout_s``; None or 0: none): after the
     other cases, a slow pass runs the planned cases that timed out under a shorter
     timeout, and those their timeouts held back (:class:`TimedOut`), each op's from
-    the smallest, the ops in turns, with this many seconds each (:func:`_slow_cases`).
+    the smallest, the ops in turns, with this many seconds each (:func:`.timeouts.slow_cases`).
     The main pass keeps its short timeout, so a slow op costs it one timeout, and the
     grid still ends with every op judged, or timed out at the longer bound (a
     performance cliff, not a slow op).
@@ -216,9 +216,9 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
         tick(total=total + len(more), description="controls below the limits")
         return more
 
-    def slow_cases() -> list[Case]:
-        """The cases the slow pass runs (:func:`_slow_cases`), added to the progress."""
-        more = _slow_cases(store.latest(), cases, slow_timeout_s)
+    def slow_pass_cases() -> list[Case]:
+        """The cases the slow pass runs (:func:`.timeouts.slow_cases`), added to the progress."""
+        more = slow_cases(store.latest(), cases, slow_timeout_s)
         if more:
             tick(total=total + len(more), description=f"slow pass: {len(more)} cases, {slow_timeout_s:g} s each")
         return more
@@ -227,7 +227,7 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
         _run_cases(store, pool_args=(cfg, case_timeout_s), todo=todo, need_cal=need_cal, tolerances=tolerances,
                    tick=tick, segment=segment, calibration_workers=n_cal, case_workers=n_cases, spread=on,
                    then=bracket_controls if controls else None,
-                   slow=(slow_timeout_s, slow_cases) if slow_timeout_s else None)
+                   slow=(slow_timeout_s, slow_pass_cases) if slow_timeout_s else None)
         segment["completed"] = True
     finally:
         segment.update(ended=now(), wall_s=round(time.perf_counter() - t0, 1))
@@ -308,132 +308,6 @@ def _uncalibrated(why: str) -> Verdict:
     return Verdict.error(UNCALIBRATED + (f" ({why[:300]})" if why else ""), uncalibrated=True)
 
 
-def timeout_of(verdict: dict) -> float | None:
-    """The case timeout a timed-out verdict ran under (None: not timed out); a record
-    older than ``timeout_s`` in its details says it in its message, else it was the
-    default."""
-    d = verdict.get("details") or {}
-    if not d.get("timed_out"):
-        return None
-    if "timeout_s" in d:
-        return float(d["timeout_s"])
-    m = re.match(r"timed out after (\d+(?:\.\d+)?) s", verdict.get("message") or "")
-    return float(m.group(1)) if m else DEFAULT_CASE_TIMEOUT_S
-
-
-def _longest_timeouts(latest: dict) -> dict[str, float]:
-    """Op -> the longest case timeout (:func:`timeout_of`) a case of it timed out under,
-    from ``latest`` (a store's :meth:`~.RunStore.latest`); ops that never timed out are
-    absent. The longest, not the last recorded: an op that ran out of 120 s will run out
-    of 60 s too, whatever shorter timeout one of its cases also ran out of."""
-    out: dict[str, float] = {}
-    for r in latest.values():
-        if (t := timeout_of(r["verdict"])) is not None:
-            op = r["case"]["op"]
-            out[op] = max(out.get(op, 0.0), t)
-    return out
-
-
-#: A timeout holds back the cases of its op whose crossing tensor has at least
-#: 1/HOLD_DIVISOR of the elements of the smallest case of the op that timed out: a case
-#: half its size may well run out of the same timeout, one a quarter of it or less
-#: (the ``dim`` axis's cases, the ``bytes`` axis's in wide dtypes) rarely does. The full
-#: grid's store of 2026-12-06 held 348 cases back, 177 of them below that (60 on the dim
-#: axis, 0.5 s a case or less where they ran).
-HOLD_DIVISOR = 2
-
-
-def _held_by(c_numel: int, slow_numel: int) -> bool:
-    """Whether a case whose crossing tensor has ``c_numel`` elements is held back by a
-    timeout of its op's case of ``slow_numel`` (:data:`HOLD_DIVISOR`)."""
-    return c_numel * HOLD_DIVISOR >= slow_numel
-
-
-def _hold_sizes(latest: dict) -> dict[str, int]:
-    """Op -> the crossing elements of its smallest case that ran out of the op's longest
-    timeout (:func:`_longest_timeouts`), from ``latest``: what holds its larger cases back."""
-    longest = _longest_timeouts(latest)
-    out: dict[str, int] = {}
-    for r in latest.values():
-        t = timeout_of(r["verdict"])
-        if t is not None and t == longest[op := r["case"]["op"]]:
-            n = Case.from_json(r["case"]).crossing_numel
-            out[op] = min(out.get(op, n), n)
-    return out
-
-
-class TimedOut:
-    """The ops that timed out: a later case of such an op, as large as half the smallest
-    case of it that timed out or larger (:data:`HOLD_DIVISOR`), is recorded as not run
-    (``skipped``, naming that case) instead of costing another ``--case-timeout`` and a
-    worker replacement; its smaller cases run. On the H200, ``interpolate`` timed out at
-    every size from 2^31 elements (its CUDA kernels loop over batch x channels in each
-    thread), and a full grid holds 16 such ops, each at up to eight sizes and directions.
-    Seeded from the store, so a resumed sweep keeps what an earlier call learnt, unless
-    this call's timeout is longer: then ``--resume --case-timeout N`` judges the
-    timed-out cases and the ones they held back again."""
-
-    def __init__(self, store: RunStore | None, case_timeout_s: float = 0.0) -> None:
-        self.first: dict[str, Case] = {}
-        latest = store.latest() if store is not None else {}
-        longest = _longest_timeouts(latest)
-        for r in latest.values():
-            # a longer timeout now: tried again; else held back in the name of the
-            # smallest case that ran out of the longest, which this call's cannot outlast
-            t = timeout_of(r["verdict"])
-            if t is not None and t == longest[r["case"]["op"]] >= case_timeout_s:
-                self.note(Case.from_json(r["case"]))
-
-    def note(self, c: Case) -> None:
-        """``c`` timed out: it holds back its op's cases from half its size up."""
-        held = self.first.get(c.op)
-        if held is None or c.crossing_numel < held.crossing_numel:
-            self.first[c.op] = c
-
-    def verdict(self, c: Case) -> Verdict | None:
-        """A ``skipped`` verdict for ``c`` if a case of its op at most twice its size
-        timed out."""
-        slow = self.first.get(c.op)
-        if slow is None or not _held_by(c.crossing_numel, slow.crossing_numel):
-            return None
-        return Verdict.skipped(f"not run: {slow.id} (batch {slow.batch}) timed out; the op's other cases from "
-                               f"half its size wait for a slow pass (--slow-timeout SECONDS) or --ops {c.op} "
-                               f"--case-timeout SECONDS", after_timeout=slow.id)
-
-
-def _unheld_under(details: dict, op: str, slowest: dict[str, float], timeout_s: float) -> bool:
-    """Whether a case whose verdict ``details`` say it timed out, or was held back after a
-    case of its op did (``after_timeout``), runs again under ``timeout_s``: its op's longest
-    timeout so far (``slowest``, :func:`_longest_timeouts`) is shorter, or none of the op's
-    cases times out any more (judged since: the hold is lifted)."""
-    return bool(details.get("timed_out") or details.get("after_timeout")) and slowest.get(op, 0.0) < timeout_s
-
-
-def _slow_cases(latest: dict, planned: list[Case], slow_timeout_s: float) -> list[Case]:
-    """The planned cases a slow pass with ``slow_timeout_s`` a case runs: those whose
-    last verdict in ``latest`` (a store's :meth:`~.RunStore.latest`) timed out, or was
-    held back by a case of its op that did (``after_timeout``), where the op's longest
-    timeout so far is shorter (:func:`_unheld_under`); less a case whose judgement, when
-    it timed out, projected more than ``slow_timeout_s`` for it (``projected_s``,
-    :class:`.phase.Tracker`): it would time out again, and ``--case-timeout`` longer than
-    its projection runs it. Each op's cases from the smallest crossing tensor up, so that a slow op's cheap cases
-    are judged before its largest can time out again and hold back the rest; the ops
-    taken in turns (every op's smallest case, in the plan's order of ops, then every op's
-    second, ...), so that a pass cut short by its device call's time has probed every op
-    instead of spending it on one op's dozens of cases (the full grid's held 56 of one)."""
-    slowest = _longest_timeouts(latest)
-    by_op: dict[str, list[Case]] = {}
-    for c in planned:
-        r = latest.get(c.key)
-        d = (r["verdict"].get("details") or {}) if r is not None else {}
-        if float(d.get("projected_s") or 0.0) > slow_timeout_s:
-            continue
-        if _unheld_under(d, c.op, slowest, slow_timeout_s):
-            by_op.setdefault(c.op, []).append(c)
-    turns = [sorted(cs, key=lambda c: c.crossing_numel) for cs in by_op.values()]
-    return [cs[i] for i in range(max(map(len, turns), default=0)) for cs in turns if i < len(cs)]
-
-
 def _tensor_key(c: Case) -> tuple | None:
     """What fixes a case's tensors: two cases with the same key run the same op on the same
     tensors, whatever axis placed them (``None`` on axes that cut per-batch shapes small)."""
@@ -484,7 +358,7 @@ def _done_on(store: RunStore, capacity: int, rerun: frozenset = frozenset(),
     status is in ``rerun``, those left unjudged by a failed calibration of a key in
     ``retry_cal`` (:func:`_calibrations_to_retry`), those that timed
     out (or were not run after a case of their op did) where the longest timeout a case
-    of their op ran out of is shorter than ``case_timeout_s`` (:func:`_unheld_under`),
+    of their op ran out of is shorter than ``case_timeout_s`` (:func:`unheld_under`),
     those held back that no timed-out case holds any more (:class:`TimedOut`: under
     half its size),
     and those skipped for want of memory (the plan's skip or an allocation that failed
@@ -505,16 +379,16 @@ def _done_on(store: RunStore, capacity: int, rerun: frozenset = frozenset(),
               s.get("memory_bytes") or (s.get("device") or {}).get("memory_bytes") or first, s.get("cuda_alloc"))
              for s in m.get("segments") or ()]
     latest = store.latest() if latest is None else latest
-    slow = _longest_timeouts(latest)
-    holds = _hold_sizes(latest)
+    slow = longest_timeouts(latest)
+    holds = hold_sizes(latest)
     done = set()
     for key, r in latest.items():
         d = r["verdict"].get("details") or {}
         if r["verdict"]["status"] in rerun:
             continue
-        if _unheld_under(d, r["case"]["op"], slow, case_timeout_s):
+        if unheld_under(d, r["case"]["op"], slow, case_timeout_s):
             continue  # timed out, or held back, under a shorter timeout than this call's
-        if d.get("after_timeout") and not _held_by(Case.from_json(r["case"]).crossing_numel,
+        if d.get("after_timeout") and not held_by(Case.from_json(r["case"]).crossing_numel,
                                                    holds.get(r["case"]["op"], 0)):
             continue  # held back by a case over twice its size (a store older than the rule)
         if ((uncalibrated(r["verdict"]) or d.get("unsupported"))
@@ -781,7 +655,7 @@ def _run_cases(store: RunStore, *, pool_args, todo, need_cal, tolerances: dict, 
                 _add_overhead(segment, res, t_res - t_case, time.perf_counter() - t_res)
 
         def run_slow(timeout_s: float, cases: list[Case]) -> None:
-            """The slow pass (:func:`_slow_cases`): alone, or on the executor's devices
+            """The slow pass (:func:`.timeouts.slow_cases`): alone, or on the executor's devices
             (there every case runs: nothing holds back a device's queue)."""
             if not cases:
                 return

@@ -1,0 +1,144 @@
+"""Case timeouts: which cases a timeout holds back, and which a slow pass runs.
+
+A case that runs past ``--case-timeout`` is killed with its worker and recorded as
+timed out (:func:`timeout_of` reads the timeout back). :class:`TimedOut` holds back the
+later cases of its op from half its size up (:data:`HOLD_DIVISOR`), so one slow op
+costs a timeout once per size, not once per case; the slow pass (:func:`slow_cases`)
+runs the timed-out and held-back cases after the others under a longer timeout, and a
+resumed sweep with a longer ``--case-timeout`` runs them again (:func:`unheld_under`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from .cases import Case
+from .store import RunStore
+from .worker import DEFAULT_CASE_TIMEOUT_S
+from ..verdict import Verdict
+
+
+def timeout_of(verdict: dict) -> float | None:
+    """The case timeout a timed-out verdict ran under (None: not timed out); a record
+    older than ``timeout_s`` in its details says it in its message, else it was the
+    default."""
+    d = verdict.get("details") or {}
+    if not d.get("timed_out"):
+        return None
+    if "timeout_s" in d:
+        return float(d["timeout_s"])
+    m = re.match(r"timed out after (\d+(?:\.\d+)?) s", verdict.get("message") or "")
+    return float(m.group(1)) if m else DEFAULT_CASE_TIMEOUT_S
+
+
+def longest_timeouts(latest: dict) -> dict[str, float]:
+    """Op -> the longest case timeout (:func:`timeout_of`) a case of it timed out under,
+    from ``latest`` (a store's :meth:`~.RunStore.latest`); ops that never timed out are
+    absent. The longest, not the last recorded: an op that ran out of 120 s will run out
+    of 60 s too, whatever shorter timeout one of its cases also ran out of."""
+    out: dict[str, float] = {}
+    for r in latest.values():
+        if (t := timeout_of(r["verdict"])) is not None:
+            op = r["case"]["op"]
+            out[op] = max(out.get(op, 0.0), t)
+    return out
+
+
+#: A timeout holds back the cases of its op whose crossing tensor has at least
+#: 1/HOLD_DIVISOR of the elements of the smallest case of the op that timed out: a case
+#: half its size may well run out of the same timeout, one a quarter of it or less
+#: (the ``dim`` axis's cases, the ``bytes`` axis's in wide dtypes) rarely does. The full
+#: grid's store of 2026-12-06 held 348 cases back, 177 of them below that (60 on the dim
+#: axis, 0.5 s a case or less where they ran).
+HOLD_DIVISOR = 2
+
+
+def held_by(c_numel: int, slow_numel: int) -> bool:
+    """Whether a case whose crossing tensor has ``c_numel`` elements is held back by a
+    timeout of its op's case of ``slow_numel`` (:data:`HOLD_DIVISOR`)."""
+    return c_numel * HOLD_DIVISOR >= slow_numel
+
+
+def hold_sizes(latest: dict) -> dict[str, int]:
+    """Op -> the crossing elements of its smallest case that ran out of the op's longest
+    timeout (:func:`longest_timeouts`), from ``latest``: what holds its larger cases back."""
+    longest = longest_timeouts(latest)
+    out: dict[str, int] = {}
+    for r in latest.values():
+        t = timeout_of(r["verdict"])
+        if t is not None and t == longest[op := r["case"]["op"]]:
+            n = Case.from_json(r["case"]).crossing_numel
+            out[op] = min(out.get(op, n), n)
+    return out
+
+
+class TimedOut:
+    """The ops that timed out: a later case of such an op, as large as half the smallest
+    case of it that timed out or larger (:data:`HOLD_DIVISOR`), is recorded as not run
+    (``skipped``, naming that case) instead of costing another ``--case-timeout`` and a
+    worker replacement; its smaller cases run. On the H200, ``interpolate`` timed out at
+    every size from 2^31 elements (its CUDA kernels loop over batch x channels in each
+    thread), and a full grid holds 16 such ops, each at up to eight sizes and directions.
+    Seeded from the store, so a resumed sweep keeps what an earlier call learnt, unless
+    this call's timeout is longer: then ``--resume --case-timeout N`` judges the
+    timed-out cases and the ones they held back again."""
+
+    def __init__(self, store: RunStore | None, case_timeout_s: float = 0.0) -> None:
+        self.first: dict[str, Case] = {}
+        latest = store.latest() if store is not None else {}
+        longest = longest_timeouts(latest)
+        for r in latest.values():
+            # a longer timeout now: tried again; else held back in the name of the
+            # smallest case that ran out of the longest, which this call's cannot outlast
+            t = timeout_of(r["verdict"])
+            if t is not None and t == longest[r["case"]["op"]] >= case_timeout_s:
+                self.note(Case.from_json(r["case"]))
+
+    def note(self, c: Case) -> None:
+        """``c`` timed out: it holds back its op's cases from half its size up."""
+        held = self.first.get(c.op)
+        if held is None or c.crossing_numel < held.crossing_numel:
+            self.first[c.op] = c
+
+    def verdict(self, c: Case) -> Verdict | None:
+        """A ``skipped`` verdict for ``c`` if a case of its op at most twice its size
+        timed out."""
+        slow = self.first.get(c.op)
+        if slow is None or not held_by(c.crossing_numel, slow.crossing_numel):
+            return None
+        return Verdict.skipped(f"not run: {slow.id} (batch {slow.batch}) timed out; the op's other cases from "
+                               f"half its size wait for a slow pass (--slow-timeout SECONDS) or --ops {c.op} "
+                               f"--case-timeout SECONDS", after_timeout=slow.id)
+
+
+def unheld_under(details: dict, op: str, slowest: dict[str, float], timeout_s: float) -> bool:
+    """Whether a case whose verdict ``details`` say it timed out, or was held back after a
+    case of its op did (``after_timeout``), runs again under ``timeout_s``: its op's longest
+    timeout so far (``slowest``, :func:`longest_timeouts`) is shorter, or none of the op's
+    cases times out any more (judged since: the hold is lifted)."""
+    return bool(details.get("timed_out") or details.get("after_timeout")) and slowest.get(op, 0.0) < timeout_s
+
+
+def slow_cases(latest: dict, planned: list[Case], slow_timeout_s: float) -> list[Case]:
+    """The planned cases a slow pass with ``slow_timeout_s`` a case runs: those whose
+    last verdict in ``latest`` (a store's :meth:`~.RunStore.latest`) timed out, or was
+    held back by a case of its op that did (``after_timeout``), where the op's longest
+    timeout so far is shorter (:func:`unheld_under`); less a case whose judgement, when
+    it timed out, projected more than ``slow_timeout_s`` for it (``projected_s``,
+    :class:`.phase.Tracker`): it would time out again, and ``--case-timeout`` longer than
+    its projection runs it. Each op's cases from the smallest crossing tensor up, so that a slow op's cheap cases
+    are judged before its largest can time out again and hold back the rest; the ops
+    taken in turns (every op's smallest case, in the plan's order of ops, then every op's
+    second, ...), so that a pass cut short by its device call's time has probed every op
+    instead of spending it on one op's dozens of cases (the full grid's held 56 of one)."""
+    slowest = longest_timeouts(latest)
+    by_op: dict[str, list[Case]] = {}
+    for c in planned:
+        r = latest.get(c.key)
+        d = (r["verdict"].get("details") or {}) if r is not None else {}
+        if float(d.get("projected_s") or 0.0) > slow_timeout_s:
+            continue
+        if unheld_under(d, c.op, slowest, slow_timeout_s):
+            by_op.setdefault(c.op, []).append(c)
+    turns = [sorted(cs, key=lambda c: c.crossing_numel) for cs in by_op.values()]
+    return [cs[i] for i in range(max(map(len, turns), default=0)) for cs in turns if i < len(cs)]
