@@ -312,7 +312,7 @@ def test_the_hang_fault_model_is_late_past_2p31_elements_and_never_wrong(monkeyp
         small = x[: th.t31 - 1] * 2          # below 2^31: on time
         assert slept == []
         big = x * 2                          # 2^31 elements: late, and right
-    assert slept == [hang.HANG_S] and model.stats.changed == {"late": 1}
+    assert slept == [hang.HANG_S] and model.stats.changed == {"late": 1} and model.stats.calls == 2
     assert torch.equal(big, torch.arange(th.t31, dtype=torch.float32) * 2) and torch.equal(small, big[:-1])
 
 

@@ -45,8 +45,8 @@ class HangFaultModel(FaultModel):
         out = func(*args, **kwargs)
         if func.is_view:   # no kernel runs: nothing to be late
             return out
+        self.stats.calls += 1
         if max(_largest(args), _largest(kwargs), _largest(out)) >= self.th.t31:
-            self.stats.calls += 1
             self.stats.hit("late")
             time.sleep(HANG_S)
         return out
