@@ -25,7 +25,7 @@ from .rules_out import UNCALIBRATED, uncalibrated
 from .runfile import supersedes
 from .store import RunStore, environment, now
 from ..thresholds import Thresholds
-from .timeouts import TimedOut, hold_sizes, held_by, longest_timeouts, slow_cases, unheld_under
+from .timeouts import TimedOut, held_by, holding_cases, longest_timeouts, slow_cases, unheld_under
 from .tolerance import CALIBRATION_FACTOR, calibrated
 from ..verdict import Status, Verdict
 
@@ -380,7 +380,7 @@ def _done_on(store: RunStore, capacity: int, rerun: frozenset = frozenset(),
              for s in m.get("segments") or ()]
     latest = store.latest() if latest is None else latest
     slow = longest_timeouts(latest)
-    holds = hold_sizes(latest)
+    holding = holding_cases(latest)
     done = set()
     for key, r in latest.items():
         d = r["verdict"].get("details") or {}
@@ -388,8 +388,8 @@ def _done_on(store: RunStore, capacity: int, rerun: frozenset = frozenset(),
             continue
         if unheld_under(d, r["case"]["op"], slow, case_timeout_s):
             continue  # timed out, or held back, under a shorter timeout than this call's
-        if d.get("after_timeout") and not held_by(Case.from_json(r["case"]).crossing_numel,
-                                                   holds.get(r["case"]["op"], 0)):
+        if (d.get("after_timeout") and (h := holding.get(r["case"]["op"])) is not None
+                and not held_by(Case.from_json(r["case"]).crossing_numel, h.crossing_numel)):
             continue  # held back by a case over twice its size (a store older than the rule)
         if ((uncalibrated(r["verdict"]) or d.get("unsupported"))
                 and Case.from_json(r["case"]).tolerance_key in retry_cal):

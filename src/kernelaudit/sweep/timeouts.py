@@ -59,16 +59,18 @@ def held_by(c_numel: int, slow_numel: int) -> bool:
     return c_numel * HOLD_DIVISOR >= slow_numel
 
 
-def hold_sizes(latest: dict) -> dict[str, int]:
-    """Op -> the crossing elements of its smallest case that ran out of the op's longest
-    timeout (:func:`longest_timeouts`), from ``latest``: what holds its larger cases back."""
+def holding_cases(latest: dict) -> dict[str, Case]:
+    """Op -> its smallest case (by crossing elements) that ran out of the op's longest
+    timeout (:func:`longest_timeouts`), from ``latest``: the case that holds its op's
+    cases back (:func:`held_by`), one no shorter timeout outlasts."""
     longest = longest_timeouts(latest)
-    out: dict[str, int] = {}
+    out: dict[str, Case] = {}
     for r in latest.values():
         t = timeout_of(r["verdict"])
         if t is not None and t == longest[op := r["case"]["op"]]:
-            n = Case.from_json(r["case"]).crossing_numel
-            out[op] = min(out.get(op, n), n)
+            c = Case.from_json(r["case"])
+            if op not in out or c.crossing_numel < out[op].crossing_numel:
+                out[op] = c
     return out
 
 
@@ -84,15 +86,12 @@ class TimedOut:
     timed-out cases and the ones they held back again."""
 
     def __init__(self, store: RunStore | None, case_timeout_s: float = 0.0) -> None:
-        self.first: dict[str, Case] = {}
         latest = store.latest() if store is not None else {}
         longest = longest_timeouts(latest)
-        for r in latest.values():
-            # a longer timeout now: tried again; else held back in the name of the
-            # smallest case that ran out of the longest, which this call's cannot outlast
-            t = timeout_of(r["verdict"])
-            if t is not None and t == longest[r["case"]["op"]] >= case_timeout_s:
-                self.note(Case.from_json(r["case"]))
+        # a longer timeout now: tried again; else held back in the name of the smallest
+        # case that ran out of the longest, which this call's cannot outlast
+        self.first: dict[str, Case] = {op: c for op, c in holding_cases(latest).items()
+                                       if longest[op] >= case_timeout_s}
 
     def note(self, c: Case) -> None:
         """``c`` timed out: it holds back its op's cases from half its size up."""
