@@ -15,24 +15,13 @@ from __future__ import annotations
 import time
 
 import torch
+from torch.utils._pytree import tree_flatten
 
 from .base import FaultModel
 
-#: Seconds each call past 2^31 elements sleeps after it runs: longer than a short case
-#: timeout a test sets (2 s, the shortest a worker's start stays under on a loaded
-#: 2-core machine), short enough that a slow pass waits little.
+#: Seconds each call past 2^31 elements sleeps after it runs: longer than the 2 s case
+#: timeout the tests set, short enough that a slow pass waits little.
 HANG_S = 2.5
-
-
-def _largest(tree) -> int:
-    """The most elements of any tensor in ``tree`` (args, kwargs, outputs; 0: none)."""
-    if isinstance(tree, torch.Tensor):
-        return tree.numel()
-    if isinstance(tree, (list, tuple)):
-        return max((_largest(v) for v in tree), default=0)
-    if isinstance(tree, dict):
-        return max((_largest(v) for v in tree.values()), default=0)
-    return 0
 
 
 class HangFaultModel(FaultModel):
@@ -46,7 +35,8 @@ class HangFaultModel(FaultModel):
         if func.is_view:   # no kernel runs: nothing to be late
             return out
         self.stats.calls += 1
-        if max(_largest(args), _largest(kwargs), _largest(out)) >= self.th.t31:
+        tensors = [t for t in tree_flatten((args, kwargs, out))[0] if isinstance(t, torch.Tensor)]
+        if max((t.numel() for t in tensors), default=0) >= self.th.t31:
             self.stats.hit("late")
             time.sleep(HANG_S)
         return out
