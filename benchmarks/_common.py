@@ -60,3 +60,95 @@ def whole_check(case, placed, c, device, projections=None, **tuning) -> None:
     from kernelaudit.sweep.judge import check_matmul_output
 
     check_matmul_output(case, placed, c, device, projections=projections, **tuning)
+
+
+#: nvidia-smi's clock event reasons (NVML's ``nvmlClocksEventReason*``), by bit.
+CLOCK_EVENTS = {0x1: "gpu_idle", 0x2: "applications_clocks", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
+                0x10: "sync_boost", 0x20: "sw_thermal", 0x40: "hw_thermal", 0x80: "hw_power_brake",
+                0x100: "display_clocks"}
+
+
+def parse_clock_samples(text: str) -> dict:
+    """Summary of nvidia-smi lines ``clocks.sm, power.draw, clocks_event_reasons.active``
+    (csv, noheader, nounits): samples, the SM clock's median, min and max (MHz), the
+    median and max power (W; ``[N/A]`` skipped) and every event reason seen with how many
+    samples had it. Lines that are not three fields are ignored (a startup message)."""
+    mhz, watts, seen = [], [], {}
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) != 3:
+            continue
+        try:
+            mhz.append(float(parts[0]))
+        except ValueError:
+            continue
+        try:
+            watts.append(float(parts[1]))
+        except ValueError:
+            pass
+        try:
+            bits = int(parts[2], 16)
+        except ValueError:
+            bits = 0
+        for bit, name in CLOCK_EVENTS.items():
+            if bits & bit:
+                seen[name] = seen.get(name, 0) + 1
+
+    def median(xs):
+        xs = sorted(xs)
+        return xs[len(xs) // 2] if xs else None
+
+    return {"samples": len(mhz), "sm_mhz_median": median(mhz), "sm_mhz_min": min(mhz, default=None),
+            "sm_mhz_max": max(mhz, default=None), "power_w_median": median(watts),
+            "power_w_max": max(watts, default=None), "clock_events": seen}
+
+
+class GpuClocks:
+    """Samples GPU ``index``'s SM clock, power draw and clock event reasons with
+    nvidia-smi every ``interval_ms`` while the block runs; ``summary`` afterwards
+    (:func:`parse_clock_samples`), ``None`` where nvidia-smi is missing or failed (its
+    reason in ``error``). A kernel's clock under sustained load is what its FLOP/s are
+    made of: a power cap lowers it for one kernel and not another."""
+
+    #: the event reasons' field, and its name before NVIDIA's drivers 535
+    REASONS = ("clocks_event_reasons.active", "clocks_throttle_reasons.active")
+
+    def __init__(self, index: int = 0, interval_ms: int = 100) -> None:
+        self.index, self.interval_ms = index, interval_ms
+        self.summary: dict | None = None
+        self.error: str | None = None
+        self._proc = None
+
+    def __enter__(self) -> "GpuClocks":
+        import subprocess
+        import tempfile
+
+        self._out = tempfile.TemporaryFile(mode="w+")
+        try:
+            reasons = next((r for r in self.REASONS if subprocess.run(
+                ["nvidia-smi", f"--query-gpu={r}", "--format=csv,noheader", "-i", str(self.index)],
+                capture_output=True).returncode == 0), self.REASONS[-1])
+            self._proc = subprocess.Popen(
+                ["nvidia-smi", f"--query-gpu=clocks.sm,power.draw,{reasons}", "--format=csv,noheader,nounits",
+                 "-i", str(self.index), "-lms", str(self.interval_ms)],
+                stdout=self._out, stderr=subprocess.STDOUT, text=True)
+        except OSError as e:
+            self.error = f"nvidia-smi: {e}"
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._proc is None:
+            return
+        self._proc.terminate()
+        try:
+            self._proc.wait(timeout=5)
+        except Exception:  # noqa: BLE001 - a sampler must never cost the benchmark
+            self._proc.kill()
+        self._out.seek(0)
+        text = self._out.read()
+        self._out.close()
+        summary = parse_clock_samples(text)
+        if summary["samples"]:
+            self.summary = summary
+        else:
+            self.error = f"nvidia-smi gave no samples: {text.strip()[:200]!r}"
