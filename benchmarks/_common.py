@@ -152,3 +152,48 @@ class GpuClocks:
             self.summary = summary
         else:
             self.error = f"nvidia-smi gave no samples: {text.strip()[:200]!r}"
+
+
+def sustained(fn, flop: float, seconds: float = 3.0, index: int = 0) -> dict:
+    """Run ``fn`` (one call: ``flop`` floating-point operations on the GPU) back to back
+    for ``seconds`` after one untimed call, with :class:`GpuClocks` sampling GPU
+    ``index``: calls, seconds, sustained TFLOP/s, the clock summary (or why none)."""
+    import time
+
+    import torch
+
+    fn()
+    torch.cuda.synchronize()
+    with GpuClocks(index) as g:
+        time.sleep(0.3)   # the sampler's first lines are of the idle GPU: keep them few
+        calls, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            fn()
+            calls += 1
+            if calls % 8 == 0:
+                torch.cuda.synchronize()   # queue at most 8 calls ahead of the clock
+        torch.cuda.synchronize()
+        elapsed = time.perf_counter() - t0
+    return {"calls": calls, "seconds": round(elapsed, 3), "tflops": round(flop * calls / elapsed / 1e12, 2),
+            "clocks": g.summary, **({"clocks_error": g.error} if g.error else {})}
+
+
+def per_clock_vs(rows: dict, base: str) -> None:
+    """Add to each row of ``rows`` (name -> :func:`sustained` row) ``vs_<base>``, its
+    TFLOP/s over row ``base``'s, and ``flop_per_clock_vs_<base>``, the same a clock (at
+    each run's median SM clock): the share a clock-speed difference does not explain."""
+    ref = rows[base]
+    for row in rows.values():
+        row[f"vs_{base}"] = round(row["tflops"] / ref["tflops"], 3)
+        if row.get("clocks") and ref.get("clocks"):
+            row[f"flop_per_clock_vs_{base}"] = round(
+                row["tflops"] / row["clocks"]["sm_mhz_median"] / (ref["tflops"] / ref["clocks"]["sm_mhz_median"]), 3)
+
+
+def nvidia_smi_index() -> int:
+    """nvidia-smi's index of CUDA device 0 (the first of ``CUDA_VISIBLE_DEVICES`` where it
+    is a number)."""
+    import os
+
+    first = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
+    return int(first) if first.isdigit() else 0

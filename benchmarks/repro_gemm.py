@@ -146,19 +146,16 @@ def ceilings():
 def clocks(seconds: float = 3.0):
     """Each contender run back to back for ``seconds`` at M = 4096, K = N = 8192 (bf16
     weights) while nvidia-smi samples the SM clock, the power and the clock event reasons
-    (:class:`_common.GpuClocks`): the FMA ceiling kernel, ``ieee`` (the table's tiles),
+    (:func:`_common.sustained`): the FMA ceiling kernel, ``ieee`` (the table's tiles),
     CastFloat32 (cuBLAS fp32) and cuBLAS bf16. Per contender: sustained TFLOP/s, the
     median SM clock, and its FLOP a clock against the ceiling kernel's: the share of the
     ceiling that issue, not the clock, loses (a power cap lowers one kernel's clock and not
     another's; do_bench's 60-ms runs are too short to show it)."""
-    import os
-
-    from _common import GpuClocks
+    from _common import nvidia_smi_index, per_clock_vs, sustained
 
     if DEV != "cuda":
         return {"skipped": "needs CUDA and nvidia-smi"}
-    first = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
-    index = int(first) if first.isdigit() else 0
+    index = nvidia_smi_index()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     block, iters, grid = 1024, 8192, sms * 16
     out = torch.empty(grid * block, device=DEV)
@@ -174,28 +171,9 @@ def clocks(seconds: float = 3.0):
             "cublas_bf16": (lambda: F.linear(x, w), 2 * m * kn * kn)}
     rows = {}
     for name, (fn, flop) in runs.items():
-        fn()
-        torch.cuda.synchronize()
-        with GpuClocks(index) as g:
-            time.sleep(0.3)   # the sampler's first lines are of the idle GPU: skip them
-            calls, t0 = 0, time.perf_counter()
-            while time.perf_counter() - t0 < seconds:
-                fn()
-                calls += 1
-                if calls % 8 == 0:
-                    torch.cuda.synchronize()   # queue at most 8 calls ahead of the clock
-            torch.cuda.synchronize()
-            elapsed = time.perf_counter() - t0
-        row = {"calls": calls, "seconds": round(elapsed, 3), "tflops": round(flop * calls / elapsed / 1e12, 2),
-               "clocks": g.summary, **({"clocks_error": g.error} if g.error else {})}
-        rows[name] = row
-        print(name, row, flush=True)
-    base = rows["fma_ceiling"]
-    for row in rows.values():
-        if row["clocks"] and base["clocks"]:
-            per_clock = row["tflops"] / row["clocks"]["sm_mhz_median"]
-            row["flop_per_clock_vs_ceiling"] = round(per_clock / (base["tflops"] / base["clocks"]["sm_mhz_median"]), 3)
-        row["vs_ceiling"] = round(row["tflops"] / base["tflops"], 3)
+        rows[name] = sustained(fn, flop, seconds, index)
+        print(name, rows[name], flush=True)
+    per_clock_vs(rows, "fma_ceiling")
     return {"m": m, "k": kn, "n": kn, "seconds_each": seconds, "nvidia_smi_index": index, "rows": rows}
 
 
