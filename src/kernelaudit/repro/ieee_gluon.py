@@ -10,9 +10,9 @@ increasing order from +0.0 (the lane's blocks ``j * LB .. j * LB + LB - 1`` with
 the tree and the epilogue are gemm's own. So the bits are the order's, whichever kernel
 ran the first pass. How the FMAs are fed:
 
-* the accumulator is a blocked layout of 4 x 4 sub-tiles a thread (4 x 8 threads a warp,
-  ``num_warps / 2`` x 2 warps, repeated over ``bm x bn``): 64 fp32 accumulators a thread
-  at 128 x 128 x 8 warps;
+* the accumulator is a blocked layout of ``Tiles.thread_tile`` sub-tiles a thread (4 x 4
+  unless set; 4 x 8 threads a warp, ``num_warps / 2`` x 2 warps, repeated over ``bm x
+  bn``): 64 fp32 accumulators a thread at 128 x 128 x 8 warps;
 * each K step loads a ``[bm, bk]`` tile of ``a`` and a ``[bn, bk]`` tile of ``b`` (16 bytes
   a thread where K is contiguous), upcasts them once and stores them to shared memory
   K-major, double-buffered with one barrier a step; the next step's tiles are loaded into
@@ -61,12 +61,14 @@ _MIN_BK = 8
 
 def usable(a3: torch.Tensor, tiles, lanes) -> bool:
     """Whether :func:`lane_sums_kernel` can run this launch: Gluon present, a compiled
-    CUDA launch, and tiles it was written for (``bm`` a multiple of 8 * warps, ``bn`` of
-    64, ``bk`` of 8 and of the lanes' block, at most 256)."""
+    CUDA launch, and tiles it was written for (``bm`` a multiple of the thread tile's rows
+    x 2 x warps, ``bn`` of its columns x 16, ``bk`` of 8 and of the lanes' block, at most
+    256)."""
     if gl is None or config.interpreter_requested() or a3.device.type != "cuda":
         return False
     block = lanes.block if lanes.count > 1 else 1
-    return (tiles.num_warps in (4, 8) and tiles.bm % (8 * tiles.num_warps) == 0 and tiles.bn % 64 == 0
+    rows, cols = tiles.thread_tile
+    return (tiles.num_warps in (4, 8) and tiles.bm % (2 * rows * tiles.num_warps) == 0 and tiles.bn % (16 * cols) == 0
             and _MIN_BK <= tiles.bk <= 256 and tiles.bk % block == 0)
 
 
@@ -97,7 +99,7 @@ def launch(grid, args, tiles, lanes, device: torch.device) -> None:
     major, minor = torch.cuda.get_device_capability(device)
     kernel, extra, options = _kernel(tiles, 10 * major + minor)
     kernel[grid](*args, BM=tiles.bm, BN=tiles.bn, BK=tiles.bk, LANES=lanes.count, LB=lanes.block,
-                 GROUP_M=tiles.group_m, **extra, **options)
+                 GROUP_M=tiles.group_m, TR=tiles.thread_tile[0], TC=tiles.thread_tile[1], **extra, **options)
 
 
 def compile_for(tiles, lanes, capability: int = 90):
@@ -111,7 +113,7 @@ def compile_for(tiles, lanes, capability: int = 90):
 
     k, extra, options = _kernel(tiles, capability)
     const = dict(BM=tiles.bm, BN=tiles.bn, BK=tiles.bk, LANES=lanes.count, LB=lanes.block, GROUP_M=tiles.group_m,
-                 s_ak=1, s_bk=1, **extra)
+                 TR=tiles.thread_tile[0], TC=tiles.thread_tile[1], s_ak=1, s_bk=1, **extra)
     sig = {n: "constexpr" if n in const else "*fp32" if n == "p_ptr" else "*bf16" if n.endswith("_ptr") else "i32"
            for n in k.arg_names}
     div16 = ("a_ptr", "b_ptr", "p_ptr", "N", "K", "s_am", "s_bn", "s_pl", "s_pm", "s_ab", "s_bb", "s_a0", "s_b0")
@@ -172,12 +174,13 @@ if gl is not None:
     @gluon.jit
     def lane_sums_kernel(a_ptr, b_ptr, p_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_a0, s_b0,
                          s_pl, s_p0, s_pb, s_pm, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
-                         LANES: gl.constexpr, LB: gl.constexpr, GROUP_M: gl.constexpr):
+                         LANES: gl.constexpr, LB: gl.constexpr, GROUP_M: gl.constexpr, TR: gl.constexpr,
+                         TC: gl.constexpr):
         """``p[lane, b0, b, m, n]`` = lane ``pid % LANES``'s fp32 chain of tile ``pid // LANES``
         (grouped order); a [B0, B, M, K] and b [B0, B, K, N] by strides; grid
         (tiles * LANES, B, B0)."""
         NW: gl.constexpr = gl.num_warps()
-        acc_l: gl.constexpr = gl.BlockedLayout([4, 4], [4, 8], [NW // 2, 2], [1, 0])
+        acc_l: gl.constexpr = gl.BlockedLayout([TR, TC], [4, 8], [NW // 2, 2], [1, 0])
         sm_l: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
         STEP: gl.constexpr = BK * LANES   # k advanced a step: BK // LB blocks of every lane
 
@@ -247,13 +250,14 @@ if gl is not None:
     @gluon.jit
     def lane_sums_ws_kernel(a_ptr, b_ptr, p_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_a0, s_b0,
                             s_pl, s_p0, s_pb, s_pm, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
-                            LANES: gl.constexpr, LB: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr,
-                            LOADERS: gl.constexpr, LOADER_REGS: gl.constexpr):
+                            LANES: gl.constexpr, LB: gl.constexpr, GROUP_M: gl.constexpr, TR: gl.constexpr,
+                            TC: gl.constexpr, STAGES: gl.constexpr, LOADERS: gl.constexpr,
+                            LOADER_REGS: gl.constexpr):
         """:func:`lane_sums_kernel`'s sums (the same arguments and grid), warp-specialized:
         ``LOADERS`` producer warps fill a ring of ``STAGES`` fp32 K steps, the kernel's
         ``num_warps`` warps run the FMAs, as in :func:`lane_sums_kernel`."""
         NW: gl.constexpr = gl.num_warps()
-        acc_l: gl.constexpr = gl.BlockedLayout([4, 4], [4, 8], [NW // 2, 2], [1, 0])
+        acc_l: gl.constexpr = gl.BlockedLayout([TR, TC], [4, 8], [NW // 2, 2], [1, 0])
         sm_l: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
         pid = gl.program_id(0)
         lane = pid % LANES

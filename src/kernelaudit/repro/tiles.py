@@ -148,8 +148,17 @@ class Tiles:
     #: an estimated 48 shared wavefronts for the 144 ncu counted), at 328 instructions for 240.
     #: The same bits.
     act16: bool = False
+    #: ``split_lanes`` with ``gluon`` (prefill): the accumulator's sub-tile a thread holds,
+    #: (rows, columns), repeated over ``bm x bn`` (4 x 8 threads a warp, ``num_warps / 2`` x 2
+    #: warps): it decides which registers ptxas gives each k's operands and accumulators,
+    #: so how many FFMA read two sources from one register bank (compiled for sm_90, the
+    #: table's prefill tile: 4 x 4 1,144 of 2,048, 8 x 4 1,026, 4 x 8 1,304;
+    #: ``benchmarks/fma_issue_ab.py``). Each output's FMA chain is the same: the same bits.
+    thread_tile: tuple[int, int] = (4, 4)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.thread_tile, tuple):   # from JSON: a list
+            object.__setattr__(self, "thread_tile", tuple(self.thread_tile))
         for name in ("bm", "bn", "bk"):
             v = getattr(self, name)
             if v < 1 or v & (v - 1):
@@ -197,6 +206,12 @@ class Tiles:
         if self.act16 and not (self.tiled and self.tma):
             raise InvalidArgument("Cannot have act16=True without tiled=True and tma=True: allowed values are "
                                   "act16=False, or act16=True on a K-lanes TMA tile")
+        if len(self.thread_tile) != 2 or not set(self.thread_tile) <= {1, 2, 4, 8}:
+            raise InvalidArgument(f"Cannot have thread_tile={self.thread_tile}: allowed values are (rows, columns), "
+                                  "each 1, 2, 4 or 8")
+        if self.thread_tile != (4, 4) and not (self.gluon and self.split_lanes):
+            raise InvalidArgument(f"Cannot have thread_tile={self.thread_tile} without gluon=True and "
+                                  "split_lanes=True: allowed values are thread_tile=(4, 4)")
         if self.dot and min(self.bm, self.bn, self.bk) < 16:
             raise InvalidArgument(f"Cannot have dot=True with tiles {self.bm}x{self.bn}x{self.bk}: "
                                   "allowed values are bm, bn, bk >= 16")
