@@ -11,7 +11,10 @@ changing the instructions, so timing tiles side by side tests the model:
    loop): 256 x 128 accumulators of 8 warps in the pass's layout, two k's operands held
    in registers, ``ITERS`` rank-1 updates each; beside the FMA ceiling kernel
    (independent chains on immediates, ``repro_gemm._fma_peak``);
-2. ``pass``: the table's prefill tile (warp-specialized, 256 x 128 x 16) at M = 4096,
+2. ``outer_lds``: the same updates by the pass's own K step (each k's operands loaded
+   from shared memory, 96 LDS.128 a 16-k step), without producers, mbarriers or global
+   loads;
+3. ``pass``: the table's prefill tile (warp-specialized, 256 x 128 x 16) at M = 4096,
    K = N = 8192, bf16, at each thread tile: ``gemm.linear`` end to end (the pass and the
    lane tree), every tile's bits equal to the 4 x 4 tile's.
 
@@ -41,15 +44,13 @@ from _common import emit, nvidia_smi_index, per_clock_vs, sustained  # noqa: E40
 #: the thread tiles compared: (rows, columns) of a thread's accumulator sub-tile
 THREAD_TILES = ((4, 4), (8, 4), (4, 8), (2, 4))
 #: the register-only outer product: a program's tile, warps, rank-1 updates a launch
-OUTER = dict(BM=256, BN=128, WARPS=8, ITERS=4096)
+OUTER = dict(BM=256, BN=128, BK=16, WARPS=8, ITERS=4096)
 #: the ``pass`` shape: M, K = N
 PASS_M, PASS_KN = 4096, 8192
 
-try:
-    from triton.experimental import gluon
-    from triton.experimental.gluon import language as gl
-except ImportError:  # pragma: no cover - an old Triton
-    gluon = gl = None
+from kernelaudit.repro import ieee_gluon  # noqa: E402
+
+gluon, gl, _cta_barrier = ieee_gluon.gluon, ieee_gluon.gl, getattr(ieee_gluon, "_cta_barrier", None)
 
 if gl is not None:
     @gluon.jit
@@ -69,6 +70,37 @@ if gl is not None:
         for _ in range(ITERS):
             acc = gl.fma(a0, b0, acc)
             acc = gl.fma(a1, b1, acc)
+        out = out_ptr + gl.program_id(0) * BM * BN
+        gl.store(out + gl.expand_dims(rm, 1) * BN + gl.expand_dims(rn, 0), acc)
+
+    @gluon.jit
+    def _outer_lds(a_ptr, b_ptr, out_ptr, ITERS: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
+                   TR: gl.constexpr, TC: gl.constexpr):
+        """``ITERS`` K steps of the prefill pass's own :func:`ieee_gluon._fma_step` (``BK``
+        rank-1 updates, each k's operands loaded from shared memory by the FMA warps) on
+        operands stored once in two stages read in turn (a loop-invariant buffer would be
+        loaded once, outside the loop): the pass's K loop without producers, mbarriers or
+        global loads."""
+        NW: gl.constexpr = gl.num_warps()
+        acc_l: gl.constexpr = gl.BlockedLayout([TR, TC], [4, 8], [NW // 2, 2], [1, 0])
+        ld_l: gl.constexpr = gl.BlockedLayout([1, 8], [32 // (BK // 8), BK // 8], [NW, 1], [1, 0])
+        sm_l: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
+        ra = gl.arange(0, BM, layout=gl.SliceLayout(1, ld_l))
+        rb = gl.arange(0, BN, layout=gl.SliceLayout(1, ld_l))
+        kk = gl.expand_dims(gl.arange(0, BK, layout=gl.SliceLayout(0, ld_l)), 0)
+        sa = gl.allocate_shared_memory(gl.float32, [2, BK, BM], sm_l)
+        sb = gl.allocate_shared_memory(gl.float32, [2, BK, BN], sm_l)
+        at = gl.load(a_ptr + gl.expand_dims(ra, 1) * BK + kk)
+        bt = gl.load(b_ptr + gl.expand_dims(rb, 1) * BK + kk)
+        for s in gl.static_range(2):
+            sa.index(s).permute((1, 0)).store(at)
+            sb.index(s).permute((1, 0)).store(bt)
+        _cta_barrier()
+        acc = gl.zeros([BM, BN], gl.float32, layout=acc_l)
+        for i in range(ITERS):
+            acc = ieee_gluon._fma_step(acc, sa.index(i % 2).permute((1, 0)), sb.index(i % 2), BK, acc_l)
+        rm = gl.arange(0, BM, layout=gl.SliceLayout(1, acc_l))
+        rn = gl.arange(0, BN, layout=gl.SliceLayout(0, acc_l))
         out = out_ptr + gl.program_id(0) * BM * BN
         gl.store(out + gl.expand_dims(rm, 1) * BN + gl.expand_dims(rn, 0), acc)
 
@@ -93,6 +125,22 @@ def outer_sass(tt) -> dict:
     const = dict(ITERS=OUTER["ITERS"], BM=OUTER["BM"], BN=OUTER["BN"], TR=tt[0], TC=tt[1])
     sig = {"a_ptr": "*fp32", "b_ptr": "*fp32", "out_ptr": "*fp32", **{k: "constexpr" for k in const}}
     k = triton.compile(GluonASTSource(fn=_outer, signature=sig, constexprs=const, attrs={}),
+                       target=GPUTarget("cuda", 90, 32), options=dict(num_warps=OUTER["WARPS"]))
+    return _sass_row(read_cubin(k.asm["cubin"]))
+
+
+def outer_lds_sass(tt) -> dict:
+    """The shared-memory outer product at thread tile ``tt`` compiled for sm_90 (no GPU)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    from kernelaudit.repro.sass import read_cubin
+
+    const = dict(ITERS=OUTER["ITERS"] // OUTER["BK"], BM=OUTER["BM"], BN=OUTER["BN"], BK=OUTER["BK"], TR=tt[0],
+                 TC=tt[1])
+    sig = {"a_ptr": "*fp32", "b_ptr": "*fp32", "out_ptr": "*fp32", **{k: "constexpr" for k in const}}
+    k = triton.compile(GluonASTSource(fn=_outer_lds, signature=sig, constexprs=const, attrs={}),
                        target=GPUTarget("cuda", 90, 32), options=dict(num_warps=OUTER["WARPS"]))
     return _sass_row(read_cubin(k.asm["cubin"]))
 
@@ -134,6 +182,14 @@ def timed(seconds: float) -> dict:
             lambda tt=tt: _outer[(programs,)](a, b, out, ITERS=OUTER["ITERS"], BM=OUTER["BM"], BN=OUTER["BN"],
                                               TR=tt[0], TC=tt[1], num_warps=OUTER["WARPS"]),
             2 * 2 * OUTER["ITERS"] * OUTER["BM"] * OUTER["BN"] * programs)
+    a_k = torch.rand(OUTER["BM"] * OUTER["BK"], device="cuda")
+    b_k = torch.rand(OUTER["BN"] * OUTER["BK"], device="cuda")
+    for tt in THREAD_TILES:   # the same FLOP as the register-only runs: ITERS / BK steps of BK k
+        runs[f"outer_lds_{tt[0]}x{tt[1]}"] = (
+            lambda tt=tt: _outer_lds[(programs,)](a_k, b_k, out, ITERS=OUTER["ITERS"] // OUTER["BK"] * 2,
+                                                  BM=OUTER["BM"], BN=OUTER["BN"], BK=OUTER["BK"], TR=tt[0],
+                                                  TC=tt[1], num_warps=OUTER["WARPS"]),
+            2 * 2 * OUTER["ITERS"] * OUTER["BM"] * OUTER["BN"] * programs)
     x = torch.randn(PASS_M, PASS_KN, device="cuda").to(torch.bfloat16)
     w = torch.randn(PASS_KN, PASS_KN, device="cuda").to(torch.bfloat16)
     ref = gemm.linear(x, w, order="ieee", tiles=pass_tiles((4, 4)))
@@ -171,8 +227,10 @@ def main(argv=None) -> int:
     for tt in THREAD_TILES:
         name = f"{tt[0]}x{tt[1]}"
         res["sm90_models"][f"outer_{name}"] = outer_sass(tt)
+        res["sm90_models"][f"outer_lds_{name}"] = outer_lds_sass(tt)
         res["sm90_models"][f"pass_{name}"] = pass_sass(tt)
-        print(name, res["sm90_models"][f"outer_{name}"], res["sm90_models"][f"pass_{name}"], flush=True)
+        for kind in ("outer", "outer_lds", "pass"):
+            print(f"{kind}_{name}", res["sm90_models"][f"{kind}_{name}"], flush=True)
     if torch.cuda.is_available():
         res.update(timed(a.seconds))
     emit(res, a.out)
