@@ -13,7 +13,7 @@ changing the instructions, so timing tiles side by side tests the model:
    (independent chains on immediates, ``repro_gemm._fma_peak``);
 2. ``outer_lds``: the same updates by the pass's own K step (each k's operands loaded
    from shared memory, 96 LDS.128 a 16-k step), without producers, mbarriers or global
-   loads;
+   loads; ``outer_lds_4x4_sync`` with a barrier of all warps after each step;
 3. ``pass``: the table's prefill tile (warp-specialized, 256 x 128 x 16) at M = 4096,
    K = N = 8192, bf16, at each thread tile: ``gemm.linear`` end to end (the pass and the
    lane tree), every tile's bits equal to the 4 x 4 tile's.
@@ -75,12 +75,13 @@ if gl is not None:
 
     @gluon.jit
     def _outer_lds(a_ptr, b_ptr, out_ptr, ITERS: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
-                   TR: gl.constexpr, TC: gl.constexpr):
+                   TR: gl.constexpr, TC: gl.constexpr, SYNC: gl.constexpr = False):
         """``ITERS`` K steps of the prefill pass's own :func:`ieee_gluon._fma_step` (``BK``
         rank-1 updates, each k's operands loaded from shared memory by the FMA warps) on
         operands stored once in two stages read in turn (a loop-invariant buffer would be
         loaded once, outside the loop): the pass's K loop without producers, mbarriers or
-        global loads."""
+        global loads; ``SYNC``: a barrier of all the program's warps after each step (the
+        pass's FMA warps meet at one before handing a stage back)."""
         NW: gl.constexpr = gl.num_warps()
         acc_l: gl.constexpr = gl.BlockedLayout([TR, TC], [4, 8], [NW // 2, 2], [1, 0])
         ld_l: gl.constexpr = gl.BlockedLayout([1, 8], [32 // (BK // 8), BK // 8], [NW, 1], [1, 0])
@@ -99,6 +100,8 @@ if gl is not None:
         acc = gl.zeros([BM, BN], gl.float32, layout=acc_l)
         for i in range(ITERS):
             acc = ieee_gluon._fma_step(acc, sa.index(i % 2).permute((1, 0)), sb.index(i % 2), BK, acc_l)
+            if SYNC:
+                _cta_barrier()
         rm = gl.arange(0, BM, layout=gl.SliceLayout(1, acc_l))
         rn = gl.arange(0, BN, layout=gl.SliceLayout(0, acc_l))
         out = out_ptr + gl.program_id(0) * BM * BN
@@ -190,6 +193,11 @@ def timed(seconds: float) -> dict:
                                                   BM=OUTER["BM"], BN=OUTER["BN"], BK=OUTER["BK"], TR=tt[0],
                                                   TC=tt[1], num_warps=OUTER["WARPS"]),
             2 * 2 * OUTER["ITERS"] * OUTER["BM"] * OUTER["BN"] * programs)
+    runs["outer_lds_4x4_sync"] = (
+        lambda: _outer_lds[(programs,)](a_k, b_k, out, ITERS=OUTER["ITERS"] // OUTER["BK"] * 2, BM=OUTER["BM"],
+                                        BN=OUTER["BN"], BK=OUTER["BK"], TR=4, TC=4, SYNC=True,
+                                        num_warps=OUTER["WARPS"]),
+        2 * 2 * OUTER["ITERS"] * OUTER["BM"] * OUTER["BN"] * programs)
     x = torch.randn(PASS_M, PASS_KN, device="cuda").to(torch.bfloat16)
     w = torch.randn(PASS_KN, PASS_KN, device="cuda").to(torch.bfloat16)
     ref = gemm.linear(x, w, order="ieee", tiles=pass_tiles((4, 4)))
