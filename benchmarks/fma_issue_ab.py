@@ -10,7 +10,7 @@ changing the instructions, so timing tiles side by side tests the model:
 1. ``outer``: a register-only outer product (no shared memory, no global loads in the
    loop): 256 x 128 accumulators of 8 warps in the pass's layout, two k's operands held
    in registers, ``ITERS`` rank-1 updates each; beside the FMA ceiling kernel
-   (independent chains on immediates, ``repro_gemm._fma_peak``);
+   (independent chains on immediates, ``repro_gemm.fma_peak_run``);
 2. ``outer_lds``: the same updates by the pass's own K step (each k's operands loaded
    from shared memory, 96 LDS.128 a 16-k step), without producers, mbarriers or global
    loads; ``outer_lds_4x4_sync`` with a barrier of all warps after each step;
@@ -117,35 +117,30 @@ def _sass_row(sass) -> dict:
             "two_in_one_bank_share": round(two["two_in_one_bank"] / max(1, two["ffma"]), 3)}
 
 
-def outer_sass(tt) -> dict:
-    """The outer product at thread tile ``tt`` compiled for sm_90 (no GPU)."""
+def _sm90_sass(fn, const: dict) -> dict:
+    """:func:`_sass_row` of Gluon kernel ``fn`` (three fp32 pointers, then ``const``)
+    compiled for sm_90 at ``OUTER``'s warps (no GPU)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
 
     from kernelaudit.repro.sass import read_cubin
 
-    const = dict(ITERS=OUTER["ITERS"], BM=OUTER["BM"], BN=OUTER["BN"], TR=tt[0], TC=tt[1])
     sig = {"a_ptr": "*fp32", "b_ptr": "*fp32", "out_ptr": "*fp32", **{k: "constexpr" for k in const}}
-    k = triton.compile(GluonASTSource(fn=_outer, signature=sig, constexprs=const, attrs={}),
+    k = triton.compile(GluonASTSource(fn=fn, signature=sig, constexprs=const, attrs={}),
                        target=GPUTarget("cuda", 90, 32), options=dict(num_warps=OUTER["WARPS"]))
     return _sass_row(read_cubin(k.asm["cubin"]))
+
+
+def outer_sass(tt) -> dict:
+    """The outer product at thread tile ``tt`` compiled for sm_90 (no GPU)."""
+    return _sm90_sass(_outer, dict(ITERS=OUTER["ITERS"], BM=OUTER["BM"], BN=OUTER["BN"], TR=tt[0], TC=tt[1]))
 
 
 def outer_lds_sass(tt) -> dict:
     """The shared-memory outer product at thread tile ``tt`` compiled for sm_90 (no GPU)."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-
-    from kernelaudit.repro.sass import read_cubin
-
-    const = dict(ITERS=OUTER["ITERS"] // OUTER["BK"], BM=OUTER["BM"], BN=OUTER["BN"], BK=OUTER["BK"], TR=tt[0],
-                 TC=tt[1])
-    sig = {"a_ptr": "*fp32", "b_ptr": "*fp32", "out_ptr": "*fp32", **{k: "constexpr" for k in const}}
-    k = triton.compile(GluonASTSource(fn=_outer_lds, signature=sig, constexprs=const, attrs={}),
-                       target=GPUTarget("cuda", 90, 32), options=dict(num_warps=OUTER["WARPS"]))
-    return _sass_row(read_cubin(k.asm["cubin"]))
+    return _sm90_sass(_outer_lds, dict(ITERS=OUTER["ITERS"] // OUTER["BK"], BM=OUTER["BM"], BN=OUTER["BN"],
+                                       BK=OUTER["BK"], TR=tt[0], TC=tt[1], SYNC=False))
 
 
 def pass_tiles(tt):
@@ -157,7 +152,6 @@ def pass_tiles(tt):
 
 def pass_sass(tt) -> dict:
     """The prefill pass at thread tile ``tt`` compiled for sm_90 (no GPU)."""
-    from kernelaudit.repro import ieee_gluon
     from kernelaudit.repro.sass import read_cubin
     from kernelaudit.repro.tiles import Lanes
 
@@ -172,10 +166,7 @@ def timed(seconds: float) -> dict:
 
     index = nvidia_smi_index()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    block, iters, grid = 1024, 8192, sms * 16
-    peak_out = torch.empty(grid * block, device="cuda")
-    runs = {"fma_ceiling": (lambda: repro_gemm._fma_peak[(grid,)](peak_out, ITERS=iters, BLOCK=block, num_warps=8),
-                            2 * 8 * iters * block * grid)}
+    runs = {"fma_ceiling": repro_gemm.fma_peak_run()}
     a = torch.rand(2 * OUTER["BM"], device="cuda")
     b = torch.rand(2 * OUTER["BN"], device="cuda")
     programs = sms * 8

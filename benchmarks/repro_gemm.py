@@ -125,13 +125,20 @@ def _fma_peak(out, ITERS: tl.constexpr, BLOCK: tl.constexpr):
     tl.store(out + offs, x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7)
 
 
+def fma_peak_run():
+    """(one call of the FMA ceiling kernel on CUDA device 0, its floating-point operations):
+    16 programs of 1,024 threads an SM, 8,192 steps of 8 independent FMA chains."""
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    block, iters, grid = 1024, 8192, sms * 16
+    out = torch.empty(grid * block, device="cuda")
+    return (lambda: _fma_peak[(grid,)](out, ITERS=iters, BLOCK=block, num_warps=8)), 2 * 8 * iters * block * grid
+
+
 @section("ceilings")
 def ceilings():
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    block, iters, grid = 1024, 8192, sms * 16
-    out = torch.empty(grid * block, device=DEV)
-    ms = bench(lambda: _fma_peak[(grid,)](out, ITERS=iters, BLOCK=block, num_warps=8))
-    fma_tflops = 2 * 8 * iters * block * grid / ms / 1e9
+    peak, flop = fma_peak_run()
+    fma_tflops = flop / bench(peak) / 1e9
     a = torch.randn(8192, 8192, device=DEV, dtype=torch.bfloat16)
     b = torch.randn(8192, 8192, device=DEV, dtype=torch.bfloat16)
     bf16 = 2 * 8192**3 / bench(lambda: a @ b) / 1e9
@@ -156,16 +163,12 @@ def clocks(seconds: float = 3.0):
     if DEV != "cuda":
         return {"skipped": "needs CUDA and nvidia-smi"}
     index = nvidia_smi_index()
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    block, iters, grid = 1024, 8192, sms * 16
-    out = torch.empty(grid * block, device=DEV)
     m, kn = 4096, S["pk"]
     x = torch.randn(m, kn, device=DEV).to(torch.bfloat16)
     w = torch.randn(kn, kn, device=DEV).to(torch.bfloat16)
     x32, w32 = x.float(), w.float()
     torch.backends.cuda.matmul.allow_tf32 = False
-    runs = {"fma_ceiling": (lambda: _fma_peak[(grid,)](out, ITERS=iters, BLOCK=block, num_warps=8),
-                            2 * 8 * iters * block * grid),
+    runs = {"fma_ceiling": fma_peak_run(),
             "ieee": (lambda: gemm.linear(x, w, order="ieee"), 2 * m * kn * kn),
             "cast_fp32": (lambda: F.linear(x32, w32), 2 * m * kn * kn),
             "cublas_bf16": (lambda: F.linear(x, w), 2 * m * kn * kn)}
