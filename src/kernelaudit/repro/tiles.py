@@ -151,9 +151,11 @@ class Tiles:
     #: ``split_lanes`` with ``gluon`` (prefill): the accumulator's sub-tile a thread holds,
     #: (rows, columns), repeated over ``bm x bn`` (4 x 8 threads a warp, ``num_warps / 2`` x 2
     #: warps): it decides which registers ptxas gives each k's operands and accumulators,
-    #: so how many FFMA read two sources from one register bank (compiled for sm_90, the
-    #: table's prefill tile: 4 x 4 1,144 of 2,048, 8 x 4 1,026, 4 x 8 1,304;
-    #: ``benchmarks/fma_issue_ab.py``). Each output's FMA chain is the same: the same bits.
+    #: so how many FFMA read two sources from one register bank (compiled for sm_90 with
+    #: Triton 3.9, the table's prefill tile: 4 x 4 1,144 of 2,048, 8 x 4 1,026, 4 x 8
+    #: 1,304). Each output's FMA chain is the same: the same bits. None beat 4 x 4 on an
+    #: H100 (2026-12-07, M = 4096, K = N = 8192: 42.8 TFLOP/s; 8 x 4 39.0, 4 x 8 42.2, 2 x 4
+    #: 41.9; ``benchmarks/fma_issue_ab.py``), so the table leaves it unset.
     thread_tile: tuple[int, int] = (4, 4)
 
     def __post_init__(self) -> None:
