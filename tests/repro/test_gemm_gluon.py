@@ -34,7 +34,7 @@ def test_gluon_compile_checks_pass_in_a_process_without_the_interpreter():
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "sm90", __file__],
                           env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
-    assert "5 passed" in proc.stdout, proc.stdout[-2000:]
+    assert "6 passed" in proc.stdout, proc.stdout[-2000:]
 
 
 def _sm90_sass(bm, bn, bk, warps, lanes: Lanes) -> Sass:
@@ -106,6 +106,18 @@ def test_gluon_thread_tiles_compile_for_sm90_to_the_same_k_loop_on_other_registe
     assert sass[(8, 4)].registers <= sass[(4, 4)].registers
     banks = {tt: s.ffma_bank_reads(2)["two_in_one_bank"] for tt, s in sass.items()}
     assert banks[(8, 4)] < banks[(4, 4)], banks
+
+
+@pytest.mark.skipif(INTERPRETED, reason="runs in a child process without the Triton interpreter")
+def test_fma_issue_ab_kernels_compile_for_sm90_to_the_loops_they_compare(benchmark_script):
+    """``benchmarks/fma_issue_ab.py``'s premise: its register-only outer product's loop is
+    FFMA alone, and its shared-memory loop the pass's K step (2,048 FFMA from 96 LDS.128 at
+    4 x 4, no spills: operands loaded in the loop, not hoisted out of it)."""
+    pytest.importorskip("triton.backends.nvidia")
+    ab = benchmark_script("fma_issue_ab")
+    outer, lds = ab.outer_sass((4, 4)), ab.outer_lds_sass((4, 4))
+    assert outer["loop_ffma"] == 256 and outer["loop_lds128"] == 0 and outer["stack_bytes"] == 0, outer
+    assert lds["loop_ffma"] == 2048 and lds["loop_lds128"] == 96 and lds["stack_bytes"] == 0, lds
 
 
 def test_thread_tiles_are_sides_of_1_to_8_on_the_gluon_prefill_pass_only():
