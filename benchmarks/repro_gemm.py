@@ -1098,34 +1098,19 @@ def main(argv=None) -> int:
                   "cuda": torch.version.cuda, "python": platform.python_version(),
                   "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "argv": sys.argv}
     steps = [s for s in a.sections.split(",") if s]
-    known = ("ceilings", "clocks", "sweep", "perf", "decode", "prefill", "bits", "invariance", "model", "profile",
-             "model_tiles")
-    if not steps or set(steps) - set(known):
-        p.error(f"--sections={a.sections!r}: allowed values are comma-separated {', '.join(known)}")
+
+    def perf_from_sweep():
+        RES["ieee_table_used"] = table_from_sweep()
+        perf(a.quick)
+
+    run = {"ceilings": ceilings, "clocks": clocks, "sweep": lambda: sweep(a.quick), "perf": perf_from_sweep,
+           "decode": decode, "prefill": prefill, "bits": bits, "invariance": lambda: invariance(a.out, a.quick),
+           "model": lambda: model(a.quick), "profile": lambda: profile(a.quick),
+           "model_tiles": lambda: model_tiles(a.quick)}
+    if not steps or set(steps) - set(run):
+        p.error(f"--sections={a.sections!r}: allowed values are comma-separated {', '.join(run)}")
     for s in steps:
-        if s == "ceilings":
-            ceilings()
-        elif s == "clocks":
-            clocks()
-        elif s == "sweep":
-            sweep(a.quick)
-        elif s == "perf":
-            RES["ieee_table_used"] = table_from_sweep()
-            perf(a.quick)
-        elif s == "decode":
-            decode()
-        elif s == "prefill":
-            prefill()
-        elif s == "bits":
-            bits()
-        elif s == "invariance":
-            invariance(a.out, a.quick)
-        elif s == "model":
-            model(a.quick)
-        elif s == "profile":
-            profile(a.quick)
-        elif s == "model_tiles":
-            model_tiles(a.quick)
+        run[s]()
         (a.out / "repro_gemm.json").write_text(json.dumps(RES, indent=1, default=str) + "\n")
     print(json.dumps({k: RES[k] for k in ("ceilings", "seconds") if k in RES}))
     return 0
