@@ -26,6 +26,7 @@
 #   the call in small chunks; PLAIN_OPS, PLAIN_TIMEOUT_S (150 a snippet), PLAIN_UNTIL_S (420: no snippet starts later),
 #   PLAIN_GUARDED=1: each again under `kernelaudit run`, the shipped rules; PLAIN_PER_DTYPE=1: a case per dtype too; PLAIN_DONE: earlier runs' results.json(.gz), space-separated, their settled findings not run again)
 #   gluonncu (issue 19: ncu of the Gluon prefill pass, 4 warps, and the warp-specialized table tile, with shared wavefronts and stall reasons; M = 4096, K = N = 8192)
+#   ldsncu (issue 19: ncu of fma_issue_ab's _outer_lds, the pass's K step without producers, and the warp-specialized pass side by side)
 #   prefillab (issue 19: benchmarks/prefill_lanes_ab.py, the first pass's variants side by side; PREFILLAB_ARGS)
 #   decodencu (issue 19: ncu of decode at M = 4, K = N = 8192: the table tile, a register-prefetch and an 8-warp TMA tile)
 #   guardgrid (issue 16: the full grid's guard GPU tests: linspace/logspace, softmin, random draws,
@@ -212,6 +213,29 @@ torch.cuda.synchronize()"
       --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' -k regex:^lane_sums_ws \
       python3 -c "$passes" > "$O/gluon_ncu_stalls.txt" 2>&1
     grep -E '^  [a-z_]+|stalled' "$O/gluon_ncu_stalls.txt" | awk '/^  [a-z_]/{print; next} $3+0 > 0.05' | head -60 ;;
+  ldsncu) log lds_ncu  # issue 19: the pass's K step alone (no producers) against the warp-specialized pass
+    # both at 8 FMA warps, 256 x 128 tiles, 4 x 4 thread tiles: what the feeding adds to each
+    # FMA warp's issue (stall reasons a warp issue, pipe use, shared wavefronts)
+    lds="
+import sys, torch; sys.path.insert(0, 'benchmarks')
+import fma_issue_ab as f
+from kernelaudit.repro import gemm
+sms = torch.cuda.get_device_properties(0).multi_processor_count
+a = torch.rand(256 * 16, device='cuda'); b = torch.rand(128 * 16, device='cuda')
+o = torch.empty(sms * 256 * 128, device='cuda')
+f._outer_lds[(sms,)](a, b, o, ITERS=512, BM=256, BN=128, BK=16, TR=4, TC=4, SYNC=False, num_warps=8)
+x = torch.randn(4096, 8192, device='cuda', dtype=torch.bfloat16); w = torch.randn(8192, 8192, device='cuda', dtype=torch.bfloat16)
+gemm.linear(x, w, order='ieee', tiles=f.pass_tiles((4, 4)))
+torch.cuda.synchronize()"
+    timeout ${NCU_TIMEOUT_S:-240} ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats \
+      --section InstructionStats --section SchedulerStats --section MemoryWorkloadAnalysis_Tables \
+      --metrics l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum,smsp__inst_executed_op_shared_ld.sum,smsp__inst_executed_op_shared_st.sum \
+      -k regex:'^(_outer_lds|lane_sums_ws)' python3 -c "$lds" > "$O/lds_ncu.txt" 2>&1
+    grep -E '^  [a-z_]+|Duration|SM Frequency|Compute \(SM\) Throughput|Registers Per Thread|Achieved Occupancy|Stall|bank_conflicts|wavefronts|pipe_fma|inst_executed|Issue Slots Busy|Executed Ipc|No Eligible|Eligible Warps|Active Warps Per Scheduler' "$O/lds_ncu.txt" | tail -90
+    timeout ${NCU_TIMEOUT_S:-240} ncu --clock-control none \
+      --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' -k regex:'^(_outer_lds|lane_sums_ws)' \
+      python3 -c "$lds" > "$O/lds_ncu_stalls.txt" 2>&1
+    grep -E '^  [a-z_]+|stalled' "$O/lds_ncu_stalls.txt" | awk '/^  [a-z_]/{print; next} $3+0 > 0.05' | head -60 ;;
   prefillab) log prefill_lanes_ab  # issue 19: the prefill first pass's variants side by side
     timeout ${PREFILLAB_TIMEOUT_S:-240} python3 benchmarks/prefill_lanes_ab.py --out "$O/prefill_lanes_ab.json" \
       ${PREFILLAB_ARGS:-} 2>&1 | tail -12 ;;
