@@ -43,6 +43,17 @@ VARIANTS = {
     # (2026-12-06, benchmarks/results/2026-12-06-h100-poisoned-draws-slow-pass-svd-family/)
     "ws_rul10": Tiles(256, 128, 16, 8, 3, split_lanes=True, gluon=True, group_m=8, loader_warps=4,
                       register_usage_level=10),
+    # the feeding (ncu, H100, 2026-12-07: the K step alone keeps the FMA pipe 78.8% busy, the
+    # pass 67.4%; 51% of the producers' store wavefronts bank conflicts; 8,192 programs of 64
+    # steps each refill the ring): producers that store conflict-free, programs that stay
+    "ws_rows": Tiles(256, 128, 16, 8, 3, split_lanes=True, gluon=True, group_m=8, loader_warps=4,
+                     loader_whole_rows=True),
+    "ws_persist": Tiles(256, 128, 16, 8, 3, split_lanes=True, gluon=True, group_m=8, loader_warps=4,
+                        persistent=1),
+    "ws_persist_rows": Tiles(256, 128, 16, 8, 3, split_lanes=True, gluon=True, group_m=8, loader_warps=4,
+                             loader_whole_rows=True, persistent=1),
+    "ws_persist_rows_s4": Tiles(256, 128, 16, 8, 4, split_lanes=True, gluon=True, group_m=8, loader_warps=4,
+                                loader_whole_rows=True, persistent=1),
 }
 
 

@@ -7,6 +7,7 @@ GPU: tests/gpu/test_repro_ieee_tiled_gpu.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -34,7 +35,7 @@ def test_gluon_compile_checks_pass_in_a_process_without_the_interpreter():
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "sm90", __file__],
                           env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
-    assert "6 passed" in proc.stdout, proc.stdout[-2000:]
+    assert "7 passed" in proc.stdout, proc.stdout[-2000:]
 
 
 def _sm90_sass(bm, bn, bk, warps, lanes: Lanes) -> Sass:
@@ -109,6 +110,26 @@ def test_gluon_thread_tiles_compile_for_sm90_to_the_same_k_loop_on_other_registe
 
 
 @pytest.mark.skipif(INTERPRETED, reason="runs in a child process without the Triton interpreter")
+def test_whole_row_loaders_compile_for_sm90_to_fewer_shared_stores_and_the_same_k_loop():
+    """``loader_whole_rows`` on the table's prefill tile: the FMA warps' loop is unchanged
+    (2,048 FFMA from 96 LDS.128 a step), and the producers write a step in fewer store
+    instructions (one k of 32 rows a store: Triton 3.9 packs them into STSM, 14 stores for
+    50 STS), from the same six 16-byte loads."""
+    pytest.importorskip("triton.backends.nvidia")
+    base = Tiles(256, 128, 16, 8, 3, group_m=8, split_lanes=True, gluon=True, loader_warps=4)
+    ops = {}
+    for rows in (False, True):
+        sass = read_cubin(ieee_gluon.compile_for(dataclasses.replace(base, loader_whole_rows=rows),
+                                                 Lanes(8, 8)).asm["cubin"])
+        loop = sass.loop_opcodes()
+        assert loop.count("FFMA") == 2048 and loop.count("LDS.128") == 96, sass.main_loop()
+        ops[rows] = sass.opcodes()
+    stores = {rows: sum(o.startswith("STS") for o in o_) for rows, o_ in ops.items()}
+    assert stores[True] < stores[False], stores
+    assert ops[True].count("LDG.E.128") == ops[False].count("LDG.E.128") == 6
+
+
+@pytest.mark.skipif(INTERPRETED, reason="runs in a child process without the Triton interpreter")
 def test_fma_issue_ab_kernels_compile_for_sm90_to_the_loops_they_compare(benchmark_script):
     """``benchmarks/fma_issue_ab.py``'s premise: its register-only outer product's loop is
     FFMA alone, and its shared-memory loop the pass's K step (2,048 FFMA from 96 LDS.128 at
@@ -141,6 +162,20 @@ def test_loader_warps_need_the_gluon_prefill_pass_and_stages():
         Tiles(128, 128, 16, 8, 1, split_lanes=True, gluon=True, loader_warps=4)
     with pytest.raises(InvalidArgument, match="loader_warps=4 without gluon=True"):
         Tiles(128, 128, 16, 8, 3, split_lanes=True, loader_warps=4)
+
+
+def test_whole_row_loaders_and_persistent_programs_need_producer_warps():
+    from kernelaudit.errors import InvalidArgument
+
+    for kw in ({"loader_whole_rows": True}, {"persistent": 1}):
+        with pytest.raises(InvalidArgument, match="without loader_warps: allowed values are loader_whole_rows=False"):
+            Tiles(128, 128, 16, 8, 3, split_lanes=True, gluon=True, **kw)
+    for bad in (-1, 5):
+        with pytest.raises(InvalidArgument, match=f"persistent={bad}: allowed values are 0 to 4"):
+            Tiles(256, 128, 16, 8, 3, split_lanes=True, gluon=True, loader_warps=4, persistent=bad)
+    t = Tiles(256, 128, 16, 8, 3, split_lanes=True, gluon=True, loader_warps=4, loader_whole_rows=True, persistent=1)
+    assert ieee_gluon._kernel(t, 90)[1]["KT"] == 1 and ieee_gluon._kernel(dataclasses.replace(
+        t, loader_whole_rows=False), 90)[1]["KT"] == 2
 
 
 def test_max_registers_needs_the_gluon_prefill_pass_and_a_register_count():
