@@ -355,6 +355,31 @@ def norm_rows(kind: str, rows: int, shape: tuple = (2, 3), dtype: str = "float32
             "grad_shape": list(got.shape), "max_abs_diff": diff}
 
 
+def scan(kind: str, n: int, dtype: str = "float32", chunk: int = 2**20) -> dict:
+    """``torch.cummax`` / ``cummin`` (``kind``) of a 1-d tensor of ``n`` elements: the full
+    grid's metamorphic scan cases raised an illegal memory access at a dimension of
+    2^31 - 16 (float32 and float16, H100, 2026-12-07). Values and indices of the first
+    and the last ``chunk`` elements against the same op on those elements alone (the
+    tail carried from the element before it)."""
+    torch.manual_seed(0)
+    x = torch.rand(n, device="cuda", dtype=getattr(torch, dtype))
+    res = {"probe": kind, "n": n, "dtype": dtype}
+    try:
+        values, indices = getattr(torch, kind)(x, 0)
+        torch.cuda.synchronize()
+    except Exception as e:  # noqa: BLE001 - the probe records what the op raises
+        res["result"] = _raised(e)
+        return res
+    combine = torch.maximum if kind == "cummax" else torch.minimum
+    head = getattr(torch, kind)(x[:chunk], 0).values
+    tail = combine(getattr(torch, kind)(x[-chunk:], 0).values, values[-chunk - 1])
+    wrong = int((values[:chunk] != head).sum()) + int((values[-chunk:] != tail).sum())
+    bad_index = int(((indices[-chunk:] < 0) | (indices[-chunk:] >= n)).sum())
+    res.update(wrong_values=wrong, indices_out_of_range=bad_index,
+               result="wrong" if wrong or bad_index else "ok")
+    return res
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default=None)
@@ -362,7 +387,7 @@ def main(argv=None) -> int:
                    help="comma-separated probes: arange, sdpa_bwd, sdpa_batch, cdist:BATCH, "
                         "pool:ROWS:OUT_SIZE:DTYPE:fwd|bwd, linspace, logspace, softmin_bwd, geometric, "
                         "bernoulli, rrelu, multinomial, rms_norm, layer_norm, op:NAME (NAME of OP_FINDINGS), "
-                        "batched_svd:svd|svdvals|bmm|pinverse ("
+                        "batched_svd:svd|svdvals|bmm|pinverse, scan:cummax|cummin:N:DTYPE ("
                         "each in its own process: an illegal memory access poisons the context)")
     a = p.parse_args(argv)
     only = set(a.only.split(","))
@@ -399,6 +424,9 @@ def main(argv=None) -> int:
             res.setdefault("norm_rows", []).extend(norm_rows(kind, r) for r in (65536, 65537, 2**20))
         elif kind == "op":
             res.setdefault("ops", []).append(op_finding(rest))
+        elif kind == "scan":
+            k, n, dt = rest.split(":")
+            res.setdefault("scan", []).append(scan(k, int(n), dt))
         elif kind == "batched_svd":
             res.setdefault("batched_svd", []).append(batched_svd(rest))
         elif kind == "pool":
