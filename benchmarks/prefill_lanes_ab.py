@@ -44,16 +44,12 @@ VARIANTS = {
     "ws_rul10": Tiles(256, 128, 16, 8, 3, split_lanes=True, gluon=True, group_m=8, loader_warps=4,
                       register_usage_level=10),
     # the feeding (ncu, H100, 2026-12-07: the K step alone keeps the FMA pipe 78.8% busy, the
-    # pass 67.4%; 51% of the producers' store wavefronts bank conflicts; 8,192 programs of 64
-    # steps each refill the ring): producers that store conflict-free, programs that stay
+    # pass 67.4%; 51% of the producers' store wavefronts bank conflicts): producers that store
+    # conflict-free. (Persistent programs, one an SM looping over the (tile, lane) items, ran
+    # 35.8 TFLOP/s where the same loop with one item a program ran 36.4, and that loop had
+    # cost the table tile 15%: H100, 2026-12-07, benchmarks/results/2026-12-07-h100-k-step-vs-pass-ncu-sweep-resume.)
     "ws_rows": Tiles(256, 128, 16, 8, 3, split_lanes=True, gluon=True, group_m=8, loader_warps=4,
                      loader_whole_rows=True),
-    "ws_persist": Tiles(256, 128, 16, 8, 3, split_lanes=True, gluon=True, group_m=8, loader_warps=4,
-                        persistent=1),
-    "ws_persist_rows": Tiles(256, 128, 16, 8, 3, split_lanes=True, gluon=True, group_m=8, loader_warps=4,
-                             loader_whole_rows=True, persistent=1),
-    "ws_persist_rows_s4": Tiles(256, 128, 16, 8, 4, split_lanes=True, gluon=True, group_m=8, loader_warps=4,
-                                loader_whole_rows=True, persistent=1),
 }
 
 

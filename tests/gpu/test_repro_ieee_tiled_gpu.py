@@ -152,9 +152,8 @@ def test_tma_decode_tiles_equal_cpu_emulator_bit_for_bit(tiles_args, m, k, n, ad
                                         (128, 128, 16, 8, 80, 4), (64, 128, 8, 4, 0, 4),
                                         # other thread tiles (their registers, their bank reads)
                                         (256, 128, 16, 8, 0, 4, (8, 4)), (128, 128, 16, 8, 0, 0, (4, 8)),
-                                        # producers loading whole rows; programs an SM over the items
-                                        (256, 128, 16, 8, 0, 4, (4, 4), True), (128, 128, 16, 8, 80, 4, (4, 4), True, 2),
-                                        (64, 128, 8, 4, 0, 4, (4, 4), False, 1)])
+                                        # producers loading whole rows
+                                        (256, 128, 16, 8, 0, 4, (4, 4), True), (128, 128, 16, 8, 80, 4, (4, 4), True)])
 @pytest.mark.parametrize("m, k, n, adt, wdt, lanes", [
     (200, 4099, 200, torch.bfloat16, torch.bfloat16, None),        # the table's order, K and tile tails
     (130, 1500, 70, torch.float32, torch.bfloat16, None),
@@ -164,17 +163,15 @@ def test_tma_decode_tiles_equal_cpu_emulator_bit_for_bit(tiles_args, m, k, n, ad
 def test_gluon_lane_sums_equal_cpu_emulator_bit_for_bit(tiles_args, m, k, n, adt, wdt, lanes):
     """``split_lanes`` with the Gluon first pass (:mod:`kernelaudit.repro.ieee_gluon`):
     row, column and K tails, fp32 and fp16 activations, the sequential order and other
-    K-lanes orders, a bias, other thread tiles, producers loading whole rows, programs taking
-    several (tile, lane) items; and the launch really ran the Gluon kernel."""
+    K-lanes orders, a bias, other thread tiles, producers loading whole rows; and the launch really ran the Gluon kernel."""
     from kernelaudit.repro import emulate, gemm, ieee_gluon
     from kernelaudit.repro.tiles import SEQUENTIAL, Lanes, Tiles
 
     order = SEQUENTIAL if lanes == "sequential" else Lanes(*lanes) if lanes else None
-    registers, loaders, thread_tile, whole_rows, persistent = (
-        tiles_args[4:] + (0, 0, (4, 4), False, 0)[len(tiles_args) - 4:])
+    registers, loaders, thread_tile, whole_rows = tiles_args[4:] + (0, 0, (4, 4), False)[len(tiles_args) - 4:]
     t = Tiles(*tiles_args[:4], 3 if loaders else 1, split_lanes=True, gluon=True, group_m=8,
               max_registers=registers, loader_warps=loaders, thread_tile=thread_tile,
-              loader_whole_rows=whole_rows, persistent=persistent)
+              loader_whole_rows=whole_rows)
     x, w, b = _draw((m, k), adt, 21, 10.0), _draw((n, k), wdt, 22), _draw((n,), wdt, 23)
     got = gemm.linear(x.cuda(), w.cuda(), b.cuda(), tiles=t, lanes=order).cpu()
     assert emulate.bit_mismatches(got, emulate.linear_ieee(x, w, b, lanes=order)) == 0, (t, order)
@@ -185,27 +182,6 @@ def test_gluon_lane_sums_equal_cpu_emulator_bit_for_bit(tiles_args, m, k, n, adt
         kernel = ieee_gluon.lane_sums_ws_kernel if loaders else ieee_gluon.lane_sums_kernel
         compiled = [c[0] for c in kernel.device_caches.values()]
         assert any(compiled), "the Gluon kernel never compiled: the Triton first pass ran"
-
-
-@pytest.mark.parametrize("whole_rows", [False, True])
-def test_persistent_programs_taking_several_items_keep_the_bits(whole_rows):
-    """``Tiles.persistent``: with more (tile, lane) items than programs, each program runs
-    several, its stage ring carried from one item to the next (row, column and K tails
-    included), and gives the emulator's bits."""
-    from kernelaudit.repro import emulate, gemm, ieee_gluon, tiles as tiles_mod
-    from kernelaudit.repro.tiles import Tiles
-
-    t = Tiles(128, 128, 16, 8, 3, split_lanes=True, gluon=True, group_m=8, loader_warps=4,
-              loader_whole_rows=whole_rows, persistent=1)
-    m, k, n = 1000, 2100, 1030
-    lanes = gemm.ieee_lanes(n, k, torch.bfloat16)
-    items = -(-m // t.bm) * -(-n // t.bn) * lanes.count
-    assert items > 2 * torch.cuda.get_device_properties(0).multi_processor_count, items
-    assert ieee_gluon.warp_specialized(t, 10 * torch.cuda.get_device_capability()[0])
-    x, w, b = _draw((m, k), torch.bfloat16, 31, 10.0), _draw((n, k), torch.bfloat16, 32), _draw((n,), torch.bfloat16, 33)
-    got = gemm.linear(x.cuda(), w.cuda(), b.cuda(), tiles=t).cpu()
-    assert emulate.bit_mismatches(got, emulate.linear_ieee(x, w, b)) == 0
-    assert tiles_mod.SPLIT_LANES_SCRATCH_BYTES >= lanes.count * m * n * 4   # one launch: every row's items
 
 
 def test_gluon_lane_sums_bmm_and_signed_zeros():

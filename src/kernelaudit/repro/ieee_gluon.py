@@ -99,9 +99,6 @@ def launch(grid, args, tiles, lanes, device: torch.device) -> None:
     arguments up to ``s_pm``) with ``tiles`` in ``lanes``' order."""
     major, minor = torch.cuda.get_device_capability(device)
     kernel, extra, options = _kernel(tiles, 10 * major + minor)
-    if tiles.persistent and kernel is lane_sums_ws_kernel:
-        sms = torch.cuda.get_device_properties(device).multi_processor_count
-        grid = (min(grid[0], sms * tiles.persistent), *grid[1:])
     kernel[grid](*args, BM=tiles.bm, BN=tiles.bn, BK=tiles.bk, LANES=lanes.count, LB=lanes.block,
                  GROUP_M=tiles.group_m, TR=tiles.thread_tile[0], TC=tiles.thread_tile[1], **extra, **options)
 
@@ -222,53 +219,36 @@ if gl is not None:
         _store_lane_sums(acc, p_ptr, M, N, s_pl, s_p0, s_pb, s_pm, pid_m, pid_n, lane, pid_b, b0, BM, BN, acc_l)
 
     @gluon.jit
-    def _ws_fma(sa, sb, ready, empty, p_ptr, M, N, K, s_pl, s_p0, s_pb, s_pm, pid_b, b0, BM: gl.constexpr,
-                BN: gl.constexpr, BK: gl.constexpr, LANES: gl.constexpr, LB: gl.constexpr, GROUP_M: gl.constexpr,
+    def _ws_fma(sa, sb, ready, empty, n_steps, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
                 STAGES: gl.constexpr, acc_l: gl.constexpr):
-        """The FMA warps: for each of the program's (tile, lane) items, each step: wait for
-        stage ``c % STAGES`` (``c`` counts the program's steps over its items), run the step,
-        hand the buffer back; then store the item's lane sums."""
-        n_steps = gl.cdiv(gl.cdiv(gl.cdiv(K, LB), LANES), BK // LB)
-        c = 0
-        for item in range(gl.program_id(0), gl.cdiv(M, BM) * gl.cdiv(N, BN) * LANES, gl.num_programs(0)):
-            lane = item % LANES
-            pid_m, pid_n = grouped_pid(item // LANES, M, N, BM, BN, GROUP_M)
-            acc = gl.zeros([BM, BN], gl.float32, layout=acc_l)
-            for i in range(n_steps):
-                s = c % STAGES
-                mbarrier.wait(ready.index(s), (c // STAGES) & 1)
-                acc = _fma_step(acc, sa.index(s).permute((1, 0)), sb.index(s), BK, acc_l)
-                mbarrier.arrive(empty.index(s), count=1)   # after a barrier of these warps (Gluon's)
-                c += 1
-            _store_lane_sums(acc, p_ptr, M, N, s_pl, s_p0, s_pb, s_pm, pid_m, pid_n, lane, pid_b, b0, BM, BN, acc_l)
+        """The FMA warps: wait for stage ``i % STAGES``, run its step, hand the buffer back."""
+        acc = gl.zeros([BM, BN], gl.float32, layout=acc_l)
+        for i in range(n_steps):
+            s = i % STAGES
+            mbarrier.wait(ready.index(s), (i // STAGES) & 1)
+            acc = _fma_step(acc, sa.index(s).permute((1, 0)), sb.index(s), BK, acc_l)
+            mbarrier.arrive(empty.index(s), count=1)   # after a barrier of these warps (Gluon's)
+        return (acc,)
 
     @gluon.jit
-    def _ws_load(a_ptr, b_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_a0, s_b0, pid_b, b0, sa, sb, ready,
-                 empty, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, LANES: gl.constexpr, LB: gl.constexpr,
-                 GROUP_M: gl.constexpr, STAGES: gl.constexpr, LOADERS: gl.constexpr, KT: gl.constexpr):
-        """The producer warps: for each of the program's items (as :func:`_ws_fma` takes
-        them), each step: load it, wait for its buffer to be free, upcast it in. Across items
-        the ring runs on: the next item's first steps load while the FMA warps finish and
-        store this one's."""
-        n_steps = gl.cdiv(gl.cdiv(gl.cdiv(K, LB), LANES), BK // LB)
+    def _ws_load(a_ptr, b_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_a0, s_b0, pid_m, pid_n, lane, pid_b,
+                 b0, sa, sb, ready, empty, n_steps, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
+                 LANES: gl.constexpr, LB: gl.constexpr, STAGES: gl.constexpr, LOADERS: gl.constexpr,
+                 KT: gl.constexpr):
+        """The producer warps: load step ``i``, wait for its buffer to be free, upcast it in."""
+        a_rows, b_rows, k = _k_steps(a_ptr, b_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_a0, s_b0, pid_m,
+                                     pid_n, lane, pid_b, b0, BM, BN, BK, LANES, LB, LOADERS, KT)
         STEP: gl.constexpr = BK * LANES
-        c = 0
-        for item in range(gl.program_id(0), gl.cdiv(M, BM) * gl.cdiv(N, BN) * LANES, gl.num_programs(0)):
-            lane = item % LANES
-            pid_m, pid_n = grouped_pid(item // LANES, M, N, BM, BN, GROUP_M)
-            a_rows, b_rows, k = _k_steps(a_ptr, b_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_a0, s_b0,
-                                         pid_m, pid_n, lane, pid_b, b0, BM, BN, BK, LANES, LB, LOADERS, KT)
-            for i in range(n_steps):
-                s = c % STAGES
-                ki = k + i * STEP
-                at = gl.load(a_rows + ki.to(gl.int64) * s_ak, mask=ki < K, other=0.0)
-                bt = gl.load(b_rows + ki.to(gl.int64) * s_bk, mask=ki < K, other=-1.0)
-                # a fresh mbarrier counts as the phase before 0 complete: the first STAGES pass
-                mbarrier.wait(empty.index(s), ((c // STAGES) & 1) ^ 1)
-                sa.index(s).permute((1, 0)).store(at.to(gl.float32))
-                sb.index(s).permute((1, 0)).store(bt.to(gl.float32))
-                mbarrier.arrive(ready.index(s), count=1)
-                c += 1
+        for i in range(n_steps):
+            s = i % STAGES
+            ki = k + i * STEP
+            at = gl.load(a_rows + ki.to(gl.int64) * s_ak, mask=ki < K, other=0.0)
+            bt = gl.load(b_rows + ki.to(gl.int64) * s_bk, mask=ki < K, other=-1.0)
+            # a fresh mbarrier counts as the phase before 0 complete: the first STAGES pass
+            mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)
+            sa.index(s).permute((1, 0)).store(at.to(gl.float32))
+            sb.index(s).permute((1, 0)).store(bt.to(gl.float32))
+            mbarrier.arrive(ready.index(s), count=1)
 
     @gluon.jit
     def lane_sums_ws_kernel(a_ptr, b_ptr, p_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_a0, s_b0,
@@ -276,16 +256,17 @@ if gl is not None:
                             LANES: gl.constexpr, LB: gl.constexpr, GROUP_M: gl.constexpr, TR: gl.constexpr,
                             TC: gl.constexpr, STAGES: gl.constexpr, LOADERS: gl.constexpr,
                             LOADER_REGS: gl.constexpr, KT: gl.constexpr):
-        """:func:`lane_sums_kernel`'s sums (the same arguments), warp-specialized:
+        """:func:`lane_sums_kernel`'s sums (the same arguments and grid), warp-specialized:
         ``LOADERS`` producer warps fill a ring of ``STAGES`` fp32 K steps, the kernel's
-        ``num_warps`` warps run the FMAs, as in :func:`lane_sums_kernel`. Program ``p`` of
-        ``P`` takes the (tile, lane) items ``p, p + P, ...``: :func:`lane_sums_kernel`'s grid
-        gives each one item, a grid of fewer programs (``Tiles.persistent``) each several."""
+        ``num_warps`` warps run the FMAs, as in :func:`lane_sums_kernel`."""
         NW: gl.constexpr = gl.num_warps()
         acc_l: gl.constexpr = gl.BlockedLayout([TR, TC], [4, 8], [NW // 2, 2], [1, 0])
         sm_l: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
+        pid = gl.program_id(0)
+        lane = pid % LANES
         pid_b = gl.program_id(1).to(gl.int64)
         b0 = gl.program_id(2).to(gl.int64)
+        pid_m, pid_n = grouped_pid(pid // LANES, M, N, BM, BN, GROUP_M)
         sa = gl.allocate_shared_memory(gl.float32, [STAGES, BK, BM], sm_l)
         sb = gl.allocate_shared_memory(gl.float32, [STAGES, BK, BN], sm_l)
         ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -293,11 +274,12 @@ if gl is not None:
         for s in gl.static_range(STAGES):
             mbarrier.init(ready.index(s), count=1)
             mbarrier.init(empty.index(s), count=1)
-        gl.warp_specialize([
-            (_ws_fma, (sa, sb, ready, empty, p_ptr, M, N, K, s_pl, s_p0, s_pb, s_pm, pid_b, b0, BM, BN, BK, LANES,
-                       LB, GROUP_M, STAGES, acc_l)),
-            (_ws_load, (a_ptr, b_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_a0, s_b0, pid_b, b0, sa, sb,
-                        ready, empty, BM, BN, BK, LANES, LB, GROUP_M, STAGES, LOADERS, KT)),
+        n_steps = gl.cdiv(gl.cdiv(gl.cdiv(K, LB), LANES), BK // LB)
+        acc, = gl.warp_specialize([
+            (_ws_fma, (sa, sb, ready, empty, n_steps, BM, BN, BK, STAGES, acc_l)),
+            (_ws_load, (a_ptr, b_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_a0, s_b0, pid_m, pid_n, lane,
+                        pid_b, b0, sa, sb, ready, empty, n_steps, BM, BN, BK, LANES, LB, STAGES, LOADERS, KT)),
         ], [LOADERS], [LOADER_REGS])
+        _store_lane_sums(acc, p_ptr, M, N, s_pl, s_p0, s_pb, s_pm, pid_m, pid_n, lane, pid_b, b0, BM, BN, acc_l)
 else:  # pragma: no cover
     lane_sums_kernel = lane_sums_ws_kernel = None

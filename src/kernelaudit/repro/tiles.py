@@ -161,14 +161,12 @@ class Tiles:
     #: 16-byte loads), so one store instruction writes one k of 32 rows to the K-major
     #: buffer, in 32 banks; without it ``bk / 8`` threads share a row, and a store writes
     #: two k eight apart, whose words fall in the same banks (at 256 x 128 x 16, 51% of the
-    #: producers' shared-store wavefronts were bank conflicts on an H100, 2026-12-07). The
-    #: same bits.
+    #: producers' shared-store wavefronts were bank conflicts on an H100, 2026-12-07;
+    #: Triton 3.9 then packs the stores into STSM, 15 for 51). The same bits. Measured only
+    #: in a variant of the pass whose programs looped over (tile, lane) items (H100,
+    #: 2026-12-07, ``benchmarks/prefill_lanes_ab.py``): 1.6% faster there (37.0 TFLOP/s
+    #: against 36.4), where that loop had cost the table tile 15%; the table leaves it unset.
     loader_whole_rows: bool = False
-    #: ``loader_warps`` (prefill): a grid of this many programs an SM (0, the default: one
-    #: program per (tile, lane)), each taking every P-th (tile, lane) in turn, so a
-    #: program's producers load the next item's first steps while its FMA warps finish and
-    #: store the last one. The same bits.
-    persistent: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.thread_tile, tuple):   # from JSON: a list
@@ -217,13 +215,9 @@ class Tiles:
             raise InvalidArgument(f"Cannot have loader_warps={self.loader_warps} without gluon=True, "
                                   f"split_lanes=True and num_stages >= 2 (got num_stages={self.num_stages}): "
                                   "allowed values are loader_warps=0")
-        if (self.loader_whole_rows or self.persistent) and not self.loader_warps:
-            raise InvalidArgument(f"Cannot have loader_whole_rows={self.loader_whole_rows} or "
-                                  f"persistent={self.persistent} without loader_warps: allowed values are "
-                                  "loader_whole_rows=False and persistent=0")
-        if not 0 <= self.persistent <= 4:
-            raise InvalidArgument(f"Cannot have persistent={self.persistent}: allowed values are 0 to 4 "
-                                  "(programs an SM)")
+        if self.loader_whole_rows and not self.loader_warps:
+            raise InvalidArgument("Cannot have loader_whole_rows=True without loader_warps: allowed values are "
+                                  "loader_whole_rows=False")
         if self.act16 and not (self.tiled and self.tma):
             raise InvalidArgument("Cannot have act16=True without tiled=True and tma=True: allowed values are "
                                   "act16=False, or act16=True on a K-lanes TMA tile")
