@@ -145,7 +145,7 @@ def test_shipped_database_round_trips_and_holds_the_sweeps_of_record():
         "masked.log_softmax", "nn.functional.layer_norm", "nn.functional.rms_norm", "_chunk_cat",
         "nn.functional.rrelu", "bernoulli", "multinomial", "addmm", "mm", "bmm", "baddbmm", "unique_consecutive", "linalg.pinv", "pinverse", "mode",
         "linalg.det", "linalg.slogdet", "linalg.lu_solve", "linalg.eigvalsh", "linalg.matrix_rank.hermitian",
-        "native_layer_norm"}
+        "native_layer_norm", "cummax", "cummin"}
     assert active(db, RuntimeEnv("2.12.0+cu130", "13.0", ("cpu", "cuda"), driver="580.159.04")) == []
 
 

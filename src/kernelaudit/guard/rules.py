@@ -399,7 +399,8 @@ DATABASE_FILES = ("mps_study.json", "sweeps_of_record.json", "quick_sweep_opinfo
                   "full_grid_batched_lu_chunk_cat.json", "batched_lu_solve.json", "full_grid_float32.json",
                   "batched_eigh_layer_norm_rows.json", "multilabel_margin_loss_backward.json",
                   "chunk_cat_grid_z.json", "full_grid_reflect_pad_rows.json", "cublas_int_dims.json",
-                  "reflect_pad_planes.json", "pinv_backward_tall.json", "batched_svd.json", "mode_2_31.json")
+                  "reflect_pad_planes.json", "pinv_backward_tall.json", "batched_svd.json", "mode_2_31.json",
+                  "scan_with_indices_2_31.json")
 
 
 @functools.lru_cache(maxsize=1)
