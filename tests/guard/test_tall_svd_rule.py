@@ -171,4 +171,6 @@ def test_nuclear_norm_and_cond_of_a_batch_are_fixed_by_the_batched_svd_rule():
         with guarding("fix", rules=[small]) as engine:
             f(x).sum().backward()
         assert engine.stats().fixed == 1, (name, engine.stats().summary())
-        torch.testing.assert_close(x.grad, want_grad, rtol=1e-5, atol=1e-6)
+        # pieces and the whole batch take LAPACK's SVD through other SIMD paths on other CPUs:
+        # a few gradient elements differ by rounding (3.8e-6 of values near 1, one machine)
+        torch.testing.assert_close(x.grad, want_grad, rtol=1e-5, atol=1e-5)
