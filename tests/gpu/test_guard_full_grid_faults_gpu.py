@@ -702,3 +702,24 @@ def test_mode_past_2_31_elements_returns_under_the_guard_and_equals_the_pieces()
         # which of tied elements an index names is the kernel's choice: it must hold the mode
         picked = x[i:i + step].gather(-1, got.indices[i:i + step].unsqueeze(-1)).squeeze(-1)
         assert torch.equal(picked, want.values), i
+
+
+@pytest.mark.parametrize("op", ["cummax", "cummin"])
+def test_a_1d_scan_with_indices_past_the_limit_is_refused_before_it_crashes(op):
+    # known_faults/scan_with_indices_2_31.json: bare, 2^31 - 16 elements raised an illegal
+    # memory access (H100, 2026-12-07; not run bare here: it poisons the context); under
+    # the guard the call is refused, and the context still runs the same op below the limit
+    from kernelaudit.errors import UnsafeCallError
+
+    _need(40)
+    x = torch.rand(2**31 - 16, device="cuda")
+    fn = getattr(torch, op)
+    with pytest.raises(UnsafeCallError):
+        _guarded(_rules(op, "scan_with_indices_2_31.json"), lambda: fn(x, 0))
+    below = x[: 2**31 - 16384]
+    got, st = _guarded(_rules(op, "scan_with_indices_2_31.json"), lambda: fn(below, 0))
+    assert st.refused == 0 and st.fixed == 0, st.summary()
+    tail = 2**20
+    want = fn(below[-tail:], 0).values
+    want = (torch.maximum if op == "cummax" else torch.minimum)(want, got.values[-tail - 1])
+    assert torch.equal(got.values[-tail:], want)
