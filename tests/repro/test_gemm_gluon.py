@@ -35,7 +35,7 @@ def test_gluon_compile_checks_pass_in_a_process_without_the_interpreter():
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "sm90", __file__],
                           env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
-    assert "7 passed" in proc.stdout, proc.stdout[-2000:]
+    assert "8 passed" in proc.stdout, proc.stdout[-2000:]
 
 
 def _sm90_sass(bm, bn, bk, warps, lanes: Lanes) -> Sass:
@@ -130,6 +130,21 @@ def test_whole_row_loaders_compile_for_sm90_to_fewer_shared_stores_and_the_same_
 
 
 @pytest.mark.skipif(INTERPRETED, reason="runs in a child process without the Triton interpreter")
+def test_more_loader_registers_compile_for_sm90_to_fewer_producer_spills():
+    """``loader_registers`` 48 on the table's prefill tile: fewer local loads and stores
+    (the producers' spills) than at 32, the FMA warps' loop unchanged."""
+    pytest.importorskip("triton.backends.nvidia")
+    base = Tiles(256, 128, 16, 8, 3, group_m=8, split_lanes=True, gluon=True, loader_warps=4)
+    spills = {}
+    for regs in (32, 48):
+        sass = read_cubin(ieee_gluon.compile_for(dataclasses.replace(base, loader_registers=regs),
+                                                 Lanes(8, 8)).asm["cubin"])
+        assert sass.loop_opcodes().count("FFMA") == 2048, sass.main_loop()
+        spills[regs] = sum(o.startswith(("LDL", "STL")) for o in sass.opcodes())
+    assert 0 < spills[48] < spills[32], spills
+
+
+@pytest.mark.skipif(INTERPRETED, reason="runs in a child process without the Triton interpreter")
 def test_fma_issue_ab_kernels_compile_for_sm90_to_the_loops_they_compare(benchmark_script):
     """``benchmarks/fma_issue_ab.py``'s premise: its register-only outer product's loop is
     FFMA alone, and its shared-memory loop the pass's K step (2,048 FFMA from 96 LDS.128 at
@@ -164,11 +179,17 @@ def test_loader_warps_need_the_gluon_prefill_pass_and_stages():
         Tiles(128, 128, 16, 8, 3, split_lanes=True, loader_warps=4)
 
 
-def test_whole_row_loaders_need_producer_warps_and_set_one_thread_a_row():
+def test_whole_row_loaders_and_loader_registers_need_producer_warps():
     from kernelaudit.errors import InvalidArgument
 
-    with pytest.raises(InvalidArgument, match="without loader_warps: allowed values are loader_whole_rows=False"):
-        Tiles(128, 128, 16, 8, 3, split_lanes=True, gluon=True, loader_whole_rows=True)
+    for kw in ({"loader_whole_rows": True}, {"loader_registers": 48}):
+        with pytest.raises(InvalidArgument, match="without loader_warps: allowed values are loader_whole_rows=False"):
+            Tiles(128, 128, 16, 8, 3, split_lanes=True, gluon=True, **kw)
+    for bad in (20, 44, 264):
+        with pytest.raises(InvalidArgument, match=f"loader_registers={bad}: allowed values are multiples of 8"):
+            Tiles(256, 128, 16, 8, 3, split_lanes=True, gluon=True, loader_warps=4, loader_registers=bad)
+    assert ieee_gluon._kernel(Tiles(256, 128, 16, 8, 3, split_lanes=True, gluon=True, loader_warps=4,
+                                    loader_registers=48), 90)[1]["LOADER_REGS"] == 48
     t = Tiles(256, 128, 16, 8, 3, split_lanes=True, gluon=True, loader_warps=4, loader_whole_rows=True)
     assert ieee_gluon._kernel(t, 90)[1]["KT"] == 1 and ieee_gluon._kernel(dataclasses.replace(
         t, loader_whole_rows=False), 90)[1]["KT"] == 2

@@ -72,12 +72,6 @@ def usable(a3: torch.Tensor, tiles, lanes) -> bool:
             and _MIN_BK <= tiles.bk <= 256 and tiles.bk % block == 0)
 
 
-#: Registers a thread of the producer warps keeps under ``loader_warps`` (setmaxnreg):
-#: its loads, upcasts and addresses (sm_90, Triton 3.6: 3 spill loads a K step at 32);
-#: the FMA warps get the rest of the kernel's budget.
-_LOADER_REGISTERS = 32
-
-
 def warp_specialized(tiles, capability: int) -> bool:
     """Whether a launch of ``tiles`` on ``sm_<capability>`` runs :func:`lane_sums_ws_kernel`
     (``loader_warps`` set, Hopper on) rather than :func:`lane_sums_kernel`."""
@@ -88,7 +82,7 @@ def _kernel(tiles, capability: int):
     """The kernel of a launch, its constexprs beyond the common ones, and its options."""
     if warp_specialized(tiles, capability):
         return (lane_sums_ws_kernel, dict(STAGES=tiles.num_stages, LOADERS=tiles.loader_warps,
-                                          LOADER_REGS=_LOADER_REGISTERS,
+                                          LOADER_REGS=tiles.loader_registers,
                                           KT=1 if tiles.loader_whole_rows else tiles.bk // 8), launch_options(tiles))
     # without the producer warps, a budget meant for num_warps + loader_warps would spill
     return lane_sums_kernel, {}, launch_options(tiles, registers=not tiles.loader_warps)

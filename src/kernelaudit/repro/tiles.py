@@ -127,7 +127,8 @@ class Tiles:
     #: many warps (4; 0, the default: none) loads and upcasts each K step into one of
     #: ``num_stages`` shared buffers, handed over by mbarriers, while the ``num_warps`` warps
     #: only run FMAs (Hopper's warp specialization); with ``max_registers`` the register
-    #: budget of all ``num_warps + loader_warps`` warps, of which the producer keeps 32.
+    #: budget of all ``num_warps + loader_warps`` warps, of which the producer keeps
+    #: ``loader_registers``.
     #: Older GPUs run the pass without it. The same bits.
     loader_warps: int = 0
     #: ``split_lanes`` with ``gluon`` (prefill): ptxas's ``--register-usage-level`` (0 to 10;
@@ -167,6 +168,12 @@ class Tiles:
     #: 2026-12-07, ``benchmarks/prefill_lanes_ab.py``): 1.6% faster there (37.0 TFLOP/s
     #: against 36.4), where that loop had cost the table tile 15%; the table leaves it unset.
     loader_whole_rows: bool = False
+    #: ``loader_warps`` (prefill): the registers a producer thread keeps (setmaxnreg, a
+    #: multiple of 8 from 24 to 256): its loads, upcasts and addresses; the FMA warps may
+    #: take the rest of the register file. Compiled for sm_90 (Triton 3.9) the table's
+    #: prefill tile spills in 90 local loads and stores at 32 (3 spill loads a K step with
+    #: Triton 3.6), 42 at 40, 22 at 48. The same bits.
+    loader_registers: int = 32
 
     def __post_init__(self) -> None:
         if not isinstance(self.thread_tile, tuple):   # from JSON: a list
@@ -215,9 +222,13 @@ class Tiles:
             raise InvalidArgument(f"Cannot have loader_warps={self.loader_warps} without gluon=True, "
                                   f"split_lanes=True and num_stages >= 2 (got num_stages={self.num_stages}): "
                                   "allowed values are loader_warps=0")
-        if self.loader_whole_rows and not self.loader_warps:
-            raise InvalidArgument("Cannot have loader_whole_rows=True without loader_warps: allowed values are "
-                                  "loader_whole_rows=False")
+        if self.loader_registers % 8 or not 24 <= self.loader_registers <= 256:
+            raise InvalidArgument(f"Cannot have loader_registers={self.loader_registers}: allowed values are "
+                                  "multiples of 8 from 24 to 256")
+        if (self.loader_whole_rows or self.loader_registers != 32) and not self.loader_warps:
+            raise InvalidArgument(f"Cannot have loader_whole_rows={self.loader_whole_rows} or loader_registers="
+                                  f"{self.loader_registers} without loader_warps: allowed values are "
+                                  "loader_whole_rows=False and loader_registers=32")
         if self.act16 and not (self.tiled and self.tma):
             raise InvalidArgument("Cannot have act16=True without tiled=True and tma=True: allowed values are "
                                   "act16=False, or act16=True on a K-lanes TMA tile")
