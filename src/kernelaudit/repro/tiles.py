@@ -61,6 +61,10 @@ class Lanes:
 #: The sequential ``ieee`` order: acc = fma(a[m, k], b[k, n], acc) for k = 0..K-1.
 SEQUENTIAL = Lanes(1, 1)
 
+#: ``Tiles.loader_registers`` unless set: the registers a producer thread of the
+#: warp-specialized prefill pass keeps.
+LOADER_REGISTERS = 32
+
 
 @dataclass(frozen=True)
 class Tiles:
@@ -173,7 +177,7 @@ class Tiles:
     #: take the rest of the register file. Compiled for sm_90 (Triton 3.9) the table's
     #: prefill tile spills in 90 local loads and stores at 32 (3 spill loads a K step with
     #: Triton 3.6), 42 at 40, 22 at 48. The same bits.
-    loader_registers: int = 32
+    loader_registers: int = LOADER_REGISTERS
 
     def __post_init__(self) -> None:
         if not isinstance(self.thread_tile, tuple):   # from JSON: a list
@@ -225,10 +229,10 @@ class Tiles:
         if self.loader_registers % 8 or not 24 <= self.loader_registers <= 256:
             raise InvalidArgument(f"Cannot have loader_registers={self.loader_registers}: allowed values are "
                                   "multiples of 8 from 24 to 256")
-        if (self.loader_whole_rows or self.loader_registers != 32) and not self.loader_warps:
+        if (self.loader_whole_rows or self.loader_registers != LOADER_REGISTERS) and not self.loader_warps:
             raise InvalidArgument(f"Cannot have loader_whole_rows={self.loader_whole_rows} or loader_registers="
                                   f"{self.loader_registers} without loader_warps: allowed values are "
-                                  "loader_whole_rows=False and loader_registers=32")
+                                  f"loader_whole_rows=False and loader_registers={LOADER_REGISTERS}")
         if self.act16 and not (self.tiled and self.tma):
             raise InvalidArgument("Cannot have act16=True without tiled=True and tma=True: allowed values are "
                                   "act16=False, or act16=True on a K-lanes TMA tile")
