@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Time-boxed H200 steps: GPU tests and benchmarks of all three capabilities.
-# Every output lands in $OUT/h200 and is packed into $OUT/h200_results.tgz.
+# Every output lands in $OUT/h200 and is packed into $OUT/h200_results.tgz, which removes
+# $OUT/h200: commands of the same device call between two invocations write elsewhere under
+# $OUT (a file written into $OUT/h200 then finds no folder and is lost).
 # Usage (device tool): bash benchmarks/h200_session.sh STEP [STEP...]
 # A sweep resumes runs/h200 when it exists (carry it between calls, or carry runs/h200z, packed by
 # benchmarks/pack_store.sh, which is unpacked over runs/h200 first). After the call,
