@@ -50,7 +50,7 @@ VARIANTS = {
     # cost the table tile 15%: H100, 2026-12-07, benchmarks/results/2026-12-07-h100-k-step-vs-pass-ncu-sweep-resume.)
     "ws_rows": Tiles(256, 128, 16, 8, 3, split_lanes=True, gluon=True, group_m=8, loader_warps=4,
                      loader_whole_rows=True),
-    # producers that spill less (sm_90, Triton 3.9: 22 local loads and stores for 90)
+    # producers that spill less (sm_90, Triton 3.6: 2 local loads and stores for 32)
     "ws_lr48": Tiles(256, 128, 16, 8, 3, split_lanes=True, gluon=True, group_m=8, loader_warps=4,
                      loader_registers=48),
     "ws_rows_lr48": Tiles(256, 128, 16, 8, 3, split_lanes=True, gluon=True, group_m=8, loader_warps=4,

@@ -174,9 +174,10 @@ class Tiles:
     loader_whole_rows: bool = False
     #: ``loader_warps`` (prefill): the registers a producer thread keeps (setmaxnreg, a
     #: multiple of 8 from 24 to 256): its loads, upcasts and addresses; the FMA warps may
-    #: take the rest of the register file. Compiled for sm_90 (Triton 3.9) the table's
-    #: prefill tile spills in 90 local loads and stores at 32 (3 spill loads a K step with
-    #: Triton 3.6), 42 at 40, 22 at 48. The same bits.
+    #: take the rest of the register file. Compiled for sm_90, the table's prefill tile
+    #: spills in 32 local loads and stores at 32 and 2 at 48 with Triton 3.6 (the GPU
+    #: machine's; 0 at 48 with ``loader_whole_rows``), 90 and 22 with Triton 3.9. The
+    #: same bits.
     loader_registers: int = LOADER_REGISTERS
 
     def __post_init__(self) -> None:
