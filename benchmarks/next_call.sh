@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# One device call for what issues 16 and 19 have left (as of 2026-12-07), fitted to the GPU
+# it lands on and to the call's time limit.
+# Usage (device tool, carry [".kb", "runs/h200z"]):
+#   . benchmarks/device_env.sh && bash benchmarks/next_call.sh LIMIT_S
+# LIMIT_S: the call's limit in seconds (default 540); the sweep takes what the rest leaves.
+#   1. issue 19: the prefill feeding variants side by side (benchmarks/prefill_lanes_ab.py:
+#      the table tile, producers loading whole rows, producers keeping 48 registers, both);
+#   2. the GPU tests of those knobs' bits and of the cummax/cummin refusal;
+#   3. on an H200 (more than 100 GB): the act16 decode timing, and the sweep retries the
+#      cases an H100 skipped for memory (--memory-plan try);
+#   4. issue 16: the full grid's slow pass resumed (runs/h200z) until 60 s before LIMIT_S.
+# Outputs: $OUT/h200_results.tgz (each h200_session.sh step; the sweep's store for
+# benchmarks/take_store.sh) and $OUT/extra/gpu_tests.log.
+set -u
+limit=${1:-540}
+mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
+X=${OUT:-/tmp/out}/extra
+mkdir -p "$X"
+PREFILLAB_TIMEOUT_S=150 PREFILLAB_ARGS="--variants ws,ws_rows,ws_lr48,ws_rows_lr48 --rounds 5" \
+  bash benchmarks/h200_session.sh prefillab
+timeout 240 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_repro_ieee_tiled_gpu.py \
+  tests/gpu/test_guard_full_grid_faults_gpu.py -k "gluon_lane_sums_equal or scan_with" > "$X/gpu_tests.log" 2>&1
+tail -4 "$X/gpu_tests.log"
+if [ "${mem:-0}" -gt 100000 ]; then
+  GEMM_SECTIONS=decode GEMM_ARGS="--decode-ms 1,2,4,16" GEMM_TIMEOUT_S=150 GEMM_TESTS=0 \
+    bash benchmarks/h200_session.sh gemm
+  export SWEEP_ARGS="--memory-plan try"
+fi
+left=$((limit - SECONDS - 60))
+if [ "$left" -gt 60 ]; then
+  SWEEP_UNTIL_S=$left REPORT=0 bash benchmarks/h200_session.sh sweep
+else
+  echo "next_call: ${left} s left for the sweep: not started"
+fi
