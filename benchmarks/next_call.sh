@@ -5,7 +5,8 @@
 #   . benchmarks/device_env.sh && bash benchmarks/next_call.sh LIMIT_S
 # LIMIT_S: the call's limit in seconds (default 540); the sweep takes what the rest leaves.
 #   1. issue 19: the prefill feeding variants side by side (benchmarks/prefill_lanes_ab.py:
-#      the table tile, producers loading whole rows, producers keeping 48 registers, both);
+#      the table tile, producers loading whole rows, producers keeping 48 registers, stages
+#      handed back 3 or 4 at a time, and their combinations);
 #   2. the GPU tests of those knobs' bits and of the cummax/cummin refusal;
 #   3. on an H200 (more than 100 GB): the act16 decode timing, and the sweep retries the
 #      cases an H100 skipped for memory (--memory-plan try);
@@ -17,7 +18,7 @@ limit=${1:-540}
 mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
 X=${OUT:-/tmp/out}/extra
 mkdir -p "$X"
-PREFILLAB_TIMEOUT_S=150 PREFILLAB_ARGS="--variants ws,ws_rows,ws_lr48,ws_rows_lr48 --rounds 5" \
+PREFILLAB_TIMEOUT_S=180 PREFILLAB_ARGS="--variants ws,ws_rows,ws_lr48,ws_rows_lr48,ws_hb3,ws_rows_hb3,ws_rows_hb4 --rounds 5" \
   bash benchmarks/h200_session.sh prefillab
 timeout 240 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_repro_ieee_tiled_gpu.py \
   tests/gpu/test_guard_full_grid_faults_gpu.py -k "gluon_lane_sums_equal or scan_with" > "$X/gpu_tests.log" 2>&1

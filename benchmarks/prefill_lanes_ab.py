@@ -55,6 +55,14 @@ VARIANTS = {
                      loader_registers=48),
     "ws_rows_lr48": Tiles(256, 128, 16, 8, 3, split_lanes=True, gluon=True, group_m=8, loader_warps=4,
                           loader_whole_rows=True, loader_registers=48),
+    # stages handed back in groups: no barrier of the FMA warps inside the K-step loop (Triton
+    # 3.6 puts two in each step of the table's), three a group of 3 or 4 steps
+    "ws_hb3": Tiles(256, 128, 16, 8, 6, split_lanes=True, gluon=True, group_m=8, loader_warps=4,
+                    loader_registers=48, handback_steps=3),
+    "ws_rows_hb3": Tiles(256, 128, 16, 8, 6, split_lanes=True, gluon=True, group_m=8, loader_warps=4,
+                         loader_whole_rows=True, loader_registers=48, handback_steps=3),
+    "ws_rows_hb4": Tiles(256, 128, 16, 8, 8, split_lanes=True, gluon=True, group_m=8, loader_warps=4,
+                         loader_whole_rows=True, loader_registers=48, handback_steps=4),
 }
 
 

@@ -154,7 +154,10 @@ def test_tma_decode_tiles_equal_cpu_emulator_bit_for_bit(tiles_args, m, k, n, ad
                                         (256, 128, 16, 8, 0, 4, (8, 4)), (128, 128, 16, 8, 0, 0, (4, 8)),
                                         # producers loading whole rows; producers keeping 48 registers
                                         (256, 128, 16, 8, 0, 4, (4, 4), True), (128, 128, 16, 8, 80, 4, (4, 4), True),
-                                        (256, 128, 16, 8, 0, 4, (4, 4), False, 48)])
+                                        (256, 128, 16, 8, 0, 4, (4, 4), False, 48),
+                                        # stages handed back 2 and 3 at a time (4 and 6 stages)
+                                        (256, 128, 16, 8, 0, 4, (4, 4), False, 48, 2),
+                                        (256, 128, 16, 8, 0, 4, (4, 4), True, 48, 3)])
 @pytest.mark.parametrize("m, k, n, adt, wdt, lanes", [
     (200, 4099, 200, torch.bfloat16, torch.bfloat16, None),        # the table's order, K and tile tails
     (130, 1500, 70, torch.float32, torch.bfloat16, None),
@@ -165,16 +168,16 @@ def test_gluon_lane_sums_equal_cpu_emulator_bit_for_bit(tiles_args, m, k, n, adt
     """``split_lanes`` with the Gluon first pass (:mod:`kernelaudit.repro.ieee_gluon`):
     row, column and K tails, fp32 and fp16 activations, the sequential order and other
     K-lanes orders, a bias, other thread tiles, producers loading whole rows or keeping more
-    registers; and the launch really ran the Gluon kernel."""
+    registers, stages handed back in groups (a last group cut short); and the launch really ran the Gluon kernel."""
     from kernelaudit.repro import emulate, gemm, ieee_gluon
     from kernelaudit.repro.tiles import SEQUENTIAL, Lanes, Tiles
 
     order = SEQUENTIAL if lanes == "sequential" else Lanes(*lanes) if lanes else None
-    registers, loaders, thread_tile, whole_rows, loader_registers = (
-        tiles_args[4:] + (0, 0, (4, 4), False, 32)[len(tiles_args) - 4:])
-    t = Tiles(*tiles_args[:4], 3 if loaders else 1, split_lanes=True, gluon=True, group_m=8,
+    registers, loaders, thread_tile, whole_rows, loader_registers, handback = (
+        tiles_args[4:] + (0, 0, (4, 4), False, 32, 1)[len(tiles_args) - 4:])
+    t = Tiles(*tiles_args[:4], max(3, 2 * handback) if loaders else 1, split_lanes=True, gluon=True, group_m=8,
               max_registers=registers, loader_warps=loaders, thread_tile=thread_tile,
-              loader_whole_rows=whole_rows, loader_registers=loader_registers)
+              loader_whole_rows=whole_rows, loader_registers=loader_registers, handback_steps=handback)
     x, w, b = _draw((m, k), adt, 21, 10.0), _draw((n, k), wdt, 22), _draw((n,), wdt, 23)
     got = gemm.linear(x.cuda(), w.cuda(), b.cuda(), tiles=t, lanes=order).cpu()
     assert emulate.bit_mismatches(got, emulate.linear_ieee(x, w, b, lanes=order)) == 0, (t, order)

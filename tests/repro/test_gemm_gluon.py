@@ -35,7 +35,7 @@ def test_gluon_compile_checks_pass_in_a_process_without_the_interpreter():
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "sm90", __file__],
                           env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
-    assert "8 passed" in proc.stdout, proc.stdout[-2000:]
+    assert "9 passed" in proc.stdout, proc.stdout[-2000:]
 
 
 def _sm90_sass(bm, bn, bk, warps, lanes: Lanes) -> Sass:
@@ -130,6 +130,25 @@ def test_whole_row_loaders_compile_for_sm90_to_fewer_shared_stores_and_the_same_
 
 
 @pytest.mark.skipif(INTERPRETED, reason="runs in a child process without the Triton interpreter")
+def test_grouped_hand_backs_compile_for_sm90_to_a_step_loop_without_barriers():
+    """``handback_steps`` 3 with 6 stages: the FMA warps' K-step loop holds no barrier of
+    theirs (the waits and the arrive sit between groups), where the one-step hand-back's
+    loop holds one or two (two with Triton 3.6); the same 2,048 FFMA a step, no spills in
+    the loop."""
+    pytest.importorskip("triton.backends.nvidia")
+    base = Tiles(256, 128, 16, 8, 3, group_m=8, split_lanes=True, gluon=True, loader_warps=4, loader_registers=48)
+    barriers = {}
+    for steps, stages in ((1, 3), (3, 6)):
+        sass = read_cubin(ieee_gluon.compile_for(dataclasses.replace(base, num_stages=stages, handback_steps=steps),
+                                                 Lanes(8, 8)).asm["cubin"])
+        loop = sass.loop_opcodes()
+        assert loop.count("FFMA") == 2048 and not any(o.startswith(("LDL", "STL")) for o in loop), sass.main_loop()
+        # the FMA warps' barrier: bar.sync 0 over their 256 threads (the producers' are named)
+        barriers[steps] = sum(op.startswith("BAR.SYNC") and "0x100" in line for _, op, line in sass._loop())
+    assert barriers[3] == 0 < barriers[1], barriers
+
+
+@pytest.mark.skipif(INTERPRETED, reason="runs in a child process without the Triton interpreter")
 def test_more_loader_registers_compile_for_sm90_to_fewer_producer_spills():
     """``loader_registers`` 48 on the table's prefill tile: fewer local loads and stores
     (the producers' spills) than at 32, the FMA warps' loop unchanged."""
@@ -182,9 +201,14 @@ def test_loader_warps_need_the_gluon_prefill_pass_and_stages():
 def test_whole_row_loaders_and_loader_registers_need_producer_warps():
     from kernelaudit.errors import InvalidArgument
 
-    for kw in ({"loader_whole_rows": True}, {"loader_registers": 48}):
+    for kw in ({"loader_whole_rows": True}, {"loader_registers": 48}, {"handback_steps": 2, "num_stages": 4}):
         with pytest.raises(InvalidArgument, match="without loader_warps: allowed values are loader_whole_rows=False"):
-            Tiles(128, 128, 16, 8, 3, split_lanes=True, gluon=True, **kw)
+            Tiles(128, 128, 16, 8, **{"num_stages": 3, **kw}, split_lanes=True, gluon=True)
+    for steps, stages in ((0, 3), (2, 3), (3, 3), (4, 6)):   # a divisor of the stages, at most half of them
+        with pytest.raises(InvalidArgument, match=f"handback_steps={steps} with num_stages={stages}: allowed values"):
+            Tiles(256, 128, 16, 8, stages, split_lanes=True, gluon=True, loader_warps=4, handback_steps=steps)
+    assert ieee_gluon._kernel(Tiles(256, 128, 16, 8, 6, split_lanes=True, gluon=True, loader_warps=4,
+                                    handback_steps=3), 90)[1]["GROUP"] == 3
     for bad in (20, 44, 264):
         with pytest.raises(InvalidArgument, match=f"loader_registers={bad}: allowed values are multiples of 8"):
             Tiles(256, 128, 16, 8, 3, split_lanes=True, gluon=True, loader_warps=4, loader_registers=bad)

@@ -83,7 +83,8 @@ def _kernel(tiles, capability: int):
     if warp_specialized(tiles, capability):
         return (lane_sums_ws_kernel, dict(STAGES=tiles.num_stages, LOADERS=tiles.loader_warps,
                                           LOADER_REGS=tiles.loader_registers,
-                                          KT=1 if tiles.loader_whole_rows else tiles.bk // 8), launch_options(tiles))
+                                          KT=1 if tiles.loader_whole_rows else tiles.bk // 8,
+                                          GROUP=tiles.handback_steps), launch_options(tiles))
     # without the producer warps, a budget meant for num_warps + loader_warps would spill
     return lane_sums_kernel, {}, launch_options(tiles, registers=not tiles.loader_warps)
 
@@ -213,22 +214,48 @@ if gl is not None:
         _store_lane_sums(acc, p_ptr, M, N, s_pl, s_p0, s_pb, s_pm, pid_m, pid_n, lane, pid_b, b0, BM, BN, acc_l)
 
     @gluon.jit
+    def _ws_wait_group(ready, g, n_steps, GROUP: gl.constexpr, STAGES: gl.constexpr):
+        """Wait until every stage of step group ``g`` (``GROUP`` steps) is filled."""
+        for h in range(gl.minimum(n_steps - g * GROUP, GROUP)):
+            i = g * GROUP + h
+            mbarrier.wait(ready.index(i % STAGES), (i // STAGES) & 1)
+
+    @gluon.jit
     def _ws_fma(sa, sb, ready, empty, n_steps, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
-                STAGES: gl.constexpr, acc_l: gl.constexpr):
-        """The FMA warps: wait for stage ``i % STAGES``, run its step, hand the buffer back."""
+                STAGES: gl.constexpr, acc_l: gl.constexpr, GROUP: gl.constexpr):
+        """The FMA warps: wait for stage ``i % STAGES``, run its step, hand the buffer back.
+        ``GROUP`` > 1: run a group of that many steps, wait for the next group's stages,
+        then hand the group's back through one ``empty`` barrier. Triton's barrier
+        analysis counts every mbarrier operation as a shared-memory write, so each wait or
+        arrive after a shared load costs a barrier of these warps (the GPU machine's Triton
+        3.6 puts two in every step of the one-step loop): grouped, the waits and the
+        arrive sit together between the groups' loads, three barriers a group."""
         acc = gl.zeros([BM, BN], gl.float32, layout=acc_l)
-        for i in range(n_steps):
-            s = i % STAGES
-            mbarrier.wait(ready.index(s), (i // STAGES) & 1)
-            acc = _fma_step(acc, sa.index(s).permute((1, 0)), sb.index(s), BK, acc_l)
-            mbarrier.arrive(empty.index(s), count=1)   # after a barrier of these warps (Gluon's)
+        if GROUP == 1:
+            for i in range(n_steps):
+                s = i % STAGES
+                mbarrier.wait(ready.index(s), (i // STAGES) & 1)
+                acc = _fma_step(acc, sa.index(s).permute((1, 0)), sb.index(s), BK, acc_l)
+                mbarrier.arrive(empty.index(s), count=1)   # after a barrier of these warps (Gluon's)
+        else:
+            n_groups = gl.cdiv(n_steps, GROUP)
+            _ws_wait_group(ready, 0, n_steps, GROUP, STAGES)
+            _cta_barrier()   # here, not inside the step loop below, where it would run every step
+            for g in range(n_groups):
+                for h in range(gl.minimum(n_steps - g * GROUP, GROUP)):
+                    s = (g * GROUP + h) % STAGES
+                    acc = _fma_step(acc, sa.index(s).permute((1, 0)), sb.index(s), BK, acc_l)
+                if g + 1 < n_groups:
+                    _ws_wait_group(ready, g + 1, n_steps, GROUP, STAGES)
+                mbarrier.arrive(empty.index(g % (STAGES // GROUP)), count=1)
+                _cta_barrier()
         return (acc,)
 
     @gluon.jit
     def _ws_load(a_ptr, b_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_a0, s_b0, pid_m, pid_n, lane, pid_b,
                  b0, sa, sb, ready, empty, n_steps, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
                  LANES: gl.constexpr, LB: gl.constexpr, STAGES: gl.constexpr, LOADERS: gl.constexpr,
-                 KT: gl.constexpr):
+                 KT: gl.constexpr, GROUP: gl.constexpr):
         """The producer warps: load step ``i``, wait for its buffer to be free, upcast it in."""
         a_rows, b_rows, k = _k_steps(a_ptr, b_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_a0, s_b0, pid_m,
                                      pid_n, lane, pid_b, b0, BM, BN, BK, LANES, LB, LOADERS, KT)
@@ -238,8 +265,12 @@ if gl is not None:
             ki = k + i * STEP
             at = gl.load(a_rows + ki.to(gl.int64) * s_ak, mask=ki < K, other=0.0)
             bt = gl.load(b_rows + ki.to(gl.int64) * s_bk, mask=ki < K, other=-1.0)
-            # a fresh mbarrier counts as the phase before 0 complete: the first STAGES pass
-            mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)
+            # a fresh mbarrier counts as the phase before 0 complete: the first STAGES pass;
+            # GROUP > 1: a group's buffers come back together, awaited at its first step
+            if GROUP == 1:
+                mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)
+            elif i % GROUP == 0:
+                mbarrier.wait(empty.index((i // GROUP) % (STAGES // GROUP)), ((i // STAGES) & 1) ^ 1)
             sa.index(s).permute((1, 0)).store(at.to(gl.float32))
             sb.index(s).permute((1, 0)).store(bt.to(gl.float32))
             mbarrier.arrive(ready.index(s), count=1)
@@ -249,7 +280,7 @@ if gl is not None:
                             s_pl, s_p0, s_pb, s_pm, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
                             LANES: gl.constexpr, LB: gl.constexpr, GROUP_M: gl.constexpr, TR: gl.constexpr,
                             TC: gl.constexpr, STAGES: gl.constexpr, LOADERS: gl.constexpr,
-                            LOADER_REGS: gl.constexpr, KT: gl.constexpr):
+                            LOADER_REGS: gl.constexpr, KT: gl.constexpr, GROUP: gl.constexpr):
         """:func:`lane_sums_kernel`'s sums (the same arguments and grid), warp-specialized:
         ``LOADERS`` producer warps fill a ring of ``STAGES`` fp32 K steps, the kernel's
         ``num_warps`` warps run the FMAs, as in :func:`lane_sums_kernel`."""
@@ -270,9 +301,10 @@ if gl is not None:
             mbarrier.init(empty.index(s), count=1)
         n_steps = gl.cdiv(gl.cdiv(gl.cdiv(K, LB), LANES), BK // LB)
         acc, = gl.warp_specialize([
-            (_ws_fma, (sa, sb, ready, empty, n_steps, BM, BN, BK, STAGES, acc_l)),
+            (_ws_fma, (sa, sb, ready, empty, n_steps, BM, BN, BK, STAGES, acc_l, GROUP)),
             (_ws_load, (a_ptr, b_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_a0, s_b0, pid_m, pid_n, lane,
-                        pid_b, b0, sa, sb, ready, empty, n_steps, BM, BN, BK, LANES, LB, STAGES, LOADERS, KT)),
+                        pid_b, b0, sa, sb, ready, empty, n_steps, BM, BN, BK, LANES, LB, STAGES, LOADERS, KT,
+                        GROUP)),
         ], [LOADERS], [LOADER_REGS])
         _store_lane_sums(acc, p_ptr, M, N, s_pl, s_p0, s_pb, s_pm, pid_m, pid_n, lane, pid_b, b0, BM, BN, acc_l)
 else:  # pragma: no cover

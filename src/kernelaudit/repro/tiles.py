@@ -179,6 +179,12 @@ class Tiles:
     #: machine's; 0 at 48 with ``loader_whole_rows``), 90 and 22 with Triton 3.9. The
     #: same bits.
     loader_registers: int = LOADER_REGISTERS
+    #: ``loader_warps`` (prefill): K steps the FMA warps run before handing their stages
+    #: back at once (1, the default: every step); ``num_stages`` must hold two such groups.
+    #: Fewer barriers of the FMA warps: compiled for sm_90 with Triton 3.6 (the GPU
+    #: machine's), two a step at 1, three a group at 2 or more (one a step at 3 with 6
+    #: stages); a barrier a step cost the pass's K loop alone 4% on an H100. The same bits.
+    handback_steps: int = 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.thread_tile, tuple):   # from JSON: a list
@@ -230,10 +236,17 @@ class Tiles:
         if self.loader_registers % 8 or not 24 <= self.loader_registers <= 256:
             raise InvalidArgument(f"Cannot have loader_registers={self.loader_registers}: allowed values are "
                                   "multiples of 8 from 24 to 256")
-        if (self.loader_whole_rows or self.loader_registers != LOADER_REGISTERS) and not self.loader_warps:
-            raise InvalidArgument(f"Cannot have loader_whole_rows={self.loader_whole_rows} or loader_registers="
-                                  f"{self.loader_registers} without loader_warps: allowed values are "
-                                  f"loader_whole_rows=False and loader_registers={LOADER_REGISTERS}")
+        if (self.loader_whole_rows or self.loader_registers != LOADER_REGISTERS or self.handback_steps != 1) \
+                and not self.loader_warps:
+            raise InvalidArgument(f"Cannot have loader_whole_rows={self.loader_whole_rows}, loader_registers="
+                                  f"{self.loader_registers} or handback_steps={self.handback_steps} without "
+                                  "loader_warps: allowed values are loader_whole_rows=False, loader_registers="
+                                  f"{LOADER_REGISTERS} and handback_steps=1")
+        if self.handback_steps != 1 and (self.handback_steps < 1 or self.num_stages % self.handback_steps
+                                         or self.num_stages < 2 * self.handback_steps):
+            raise InvalidArgument(f"Cannot have handback_steps={self.handback_steps} with num_stages="
+                                  f"{self.num_stages}: allowed values are 1, or a divisor of num_stages at most "
+                                  "half of it")
         if self.act16 and not (self.tiled and self.tma):
             raise InvalidArgument("Cannot have act16=True without tiled=True and tma=True: allowed values are "
                                   "act16=False, or act16=True on a K-lanes TMA tile")
