@@ -7,7 +7,8 @@
 #   1. issue 19: the prefill feeding variants side by side (benchmarks/prefill_lanes_ab.py:
 #      the table tile, producers loading whole rows, producers keeping 48 registers, stages
 #      handed back 3 or 4 at a time, and their combinations);
-#   2. the GPU tests of those knobs' bits and of the cummax/cummin refusal;
+#   2. the GPU tests of those knobs' bits, of the cummax/cummin refusal and of the TMA mma
+#      kernel (its one-row bias, tested under the interpreter only so far);
 #   3. on an H200 (more than 100 GB): the act16 decode timing, and the sweep retries the
 #      cases an H100 skipped for memory (--memory-plan try);
 #   4. issue 16: the full grid's slow pass resumed (runs/h200z) until 60 s before LIMIT_S.
@@ -20,8 +21,8 @@ X=${OUT:-/tmp/out}/extra
 mkdir -p "$X"
 PREFILLAB_TIMEOUT_S=180 PREFILLAB_ARGS="--variants ws,ws_rows,ws_lr48,ws_rows_lr48,ws_hb3,ws_rows_hb3,ws_rows_hb4 --rounds 5" \
   bash benchmarks/h200_session.sh prefillab
-timeout 240 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_repro_ieee_tiled_gpu.py \
-  tests/gpu/test_guard_full_grid_faults_gpu.py -k "gluon_lane_sums_equal or scan_with" > "$X/gpu_tests.log" 2>&1
+timeout 240 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_repro_ieee_tiled_gpu.py tests/gpu/test_repro_gpu.py \
+  tests/gpu/test_guard_full_grid_faults_gpu.py -k "gluon_lane_sums_equal or scan_with or tma_mma" > "$X/gpu_tests.log" 2>&1
 tail -4 "$X/gpu_tests.log"
 if [ "${mem:-0}" -gt 100000 ]; then
   GEMM_SECTIONS=decode GEMM_ARGS="--decode-ms 1,2,4,16" GEMM_TIMEOUT_S=150 GEMM_TESTS=0 \
