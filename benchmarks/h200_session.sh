@@ -60,6 +60,17 @@ O=${OUT:-/tmp/out}/h200; mkdir -p "$O"
 # h200_results.tgz (and remove them): unpack an earlier pack first, so the last pack holds all.
 [ -f "${OUT:-/tmp/out}/h200_results.tgz" ] && tar xzf "${OUT:-/tmp/out}/h200_results.tgz" -C "${OUT:-/tmp/out}"
 log() { echo "== $(date -u +%T) $*"; }
+# ncu's shared-memory and FMA-pipe metrics of the prefill passes (gluonncu, ldsncu)
+NCU_SHARED=l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active
+# ncu_stalls FILE KERNEL_REGEX PYTHON: each stall reason's cycles a warp spends per instruction
+# it issues, for the kernels matching KERNEL_REGEX in the PYTHON snippet (a run of its own: a
+# metric name this ncu lacks fails only it); prints those above 0.05
+ncu_stalls() {
+  timeout ${NCU_TIMEOUT_S:-240} ncu --clock-control none \
+    --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' -k "regex:$2" \
+    python3 -c "$3" > "$1" 2>&1
+  grep -E '^  [a-z_]+|stalled' "$1" | awk '/^  [a-z_]/{print; next} $3+0 > 0.05' | head -60
+}
 # The sweep store carried compressed (benchmarks/pack_store.sh writes runs/h200z: the store with
 # the rest of the tree passes the device's 64 MiB cap): unpacked over runs/h200, which it replaces,
 # unless the runs/h200 a warm machine kept holds more records (a pack not made again since the
@@ -206,15 +217,11 @@ for t in (Tiles(128, 128, 16, 4, 1, group_m=8, split_lanes=True, gluon=True),   
 torch.cuda.synchronize()"
     timeout ${NCU_TIMEOUT_S:-240} ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats \
       --section InstructionStats --section MemoryWorkloadAnalysis_Tables \
-      --metrics l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active \
+      --metrics $NCU_SHARED \
       -k regex:^lane_sums python3 -c "$passes" > "$O/gluon_ncu.txt" 2>&1
     grep -E '^  [a-z_]+|Duration|SM Frequency|Shared|Compute \(SM\) Throughput|Registers Per Thread|Achieved Occupancy|Theoretical Occupancy|Block Limit|Stall|bank_conflicts|wavefronts|pipe_fma|Issue Slots Busy|Executed Ipc' "$O/gluon_ncu.txt" | tail -80
-    # where the issue slots go: the warp-specialized tile's stall reasons, cycles a warp spends
-    # in each per instruction it issues (a run of its own: a metric name this ncu lacks fails only it)
-    timeout ${NCU_TIMEOUT_S:-240} ncu --clock-control none \
-      --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' -k regex:^lane_sums_ws \
-      python3 -c "$passes" > "$O/gluon_ncu_stalls.txt" 2>&1
-    grep -E '^  [a-z_]+|stalled' "$O/gluon_ncu_stalls.txt" | awk '/^  [a-z_]/{print; next} $3+0 > 0.05' | head -60 ;;
+    # where the issue slots go: the warp-specialized tile's stall reasons
+    ncu_stalls "$O/gluon_ncu_stalls.txt" '^lane_sums_ws' "$passes" ;;
   ldsncu) log lds_ncu  # issue 19: the pass's K step alone (no producers) against the warp-specialized pass
     # both at 8 FMA warps, 256 x 128 tiles, 4 x 4 thread tiles: what the feeding adds to each
     # FMA warp's issue (stall reasons a warp issue, pipe use, shared wavefronts)
@@ -231,13 +238,10 @@ gemm.linear(x, w, order='ieee', tiles=f.pass_tiles((4, 4)))
 torch.cuda.synchronize()"
     timeout ${NCU_TIMEOUT_S:-240} ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats \
       --section InstructionStats --section SchedulerStats --section MemoryWorkloadAnalysis_Tables \
-      --metrics l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum,smsp__inst_executed_op_shared_ld.sum,smsp__inst_executed_op_shared_st.sum \
+      --metrics $NCU_SHARED,smsp__inst_executed.sum,smsp__inst_executed_op_shared_ld.sum,smsp__inst_executed_op_shared_st.sum \
       -k regex:'^(_outer_lds|lane_sums_ws)' python3 -c "$lds" > "$O/lds_ncu.txt" 2>&1
     grep -E '^  [a-z_]+|Duration|SM Frequency|Compute \(SM\) Throughput|Registers Per Thread|Achieved Occupancy|Stall|bank_conflicts|wavefronts|pipe_fma|inst_executed|Issue Slots Busy|Executed Ipc|No Eligible|Eligible Warps|Active Warps Per Scheduler' "$O/lds_ncu.txt" | tail -90
-    timeout ${NCU_TIMEOUT_S:-240} ncu --clock-control none \
-      --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' -k regex:'^(_outer_lds|lane_sums_ws)' \
-      python3 -c "$lds" > "$O/lds_ncu_stalls.txt" 2>&1
-    grep -E '^  [a-z_]+|stalled' "$O/lds_ncu_stalls.txt" | awk '/^  [a-z_]/{print; next} $3+0 > 0.05' | head -60 ;;
+    ncu_stalls "$O/lds_ncu_stalls.txt" '^(_outer_lds|lane_sums_ws)' "$lds" ;;
   prefillab) log prefill_lanes_ab  # issue 19: the prefill first pass's variants side by side
     timeout ${PREFILLAB_TIMEOUT_S:-240} python3 benchmarks/prefill_lanes_ab.py --out "$O/prefill_lanes_ab.json" \
       ${PREFILLAB_ARGS:-} 2>&1 | tail -12 ;;
