@@ -174,3 +174,24 @@ def test_nuclear_norm_and_cond_of_a_batch_are_fixed_by_the_batched_svd_rule():
         # pieces and the whole batch take LAPACK's SVD through other SIMD paths on other CPUs:
         # a few gradient elements differ by rounding (3.8e-6 of values near 1, one machine)
         torch.testing.assert_close(x.grad, want_grad, rtol=1e-5, atol=1e-5)
+
+
+def test_matrix_rank_of_a_batch_is_fixed_by_the_batched_svd_rule():
+    """The full grid's ``linalg.matrix_rank`` float32 case of 171,798,528 5 x 5 matrices
+    (just below 2^32 elements) came back **silently wrong** on an H100 (ranks off by up to
+    5 from matrix 86,035,275 on): it reaches the batched SVD through ``svdvals``
+    (``_linalg_svd`` without U and V), so the same rule, moved to the CPU at a small size,
+    fixes it with the bare call's ranks, rank-deficient matrices included."""
+    from kernelaudit.guard.intercept import guarding
+
+    _, small = _batched_rule_on_the_cpu()
+    g = torch.Generator().manual_seed(9)
+    a = torch.randn(400, 5, 5, generator=g)
+    a[::3, :, 4] = a[::3, :, 0] + a[::3, :, 1]          # every third matrix of rank 4
+    a[1::7] = 0.0                                       # some of rank 0
+    want = torch.linalg.matrix_rank(a)
+    assert set(want.unique().tolist()) == {0, 4, 5}
+    with guarding("fix", rules=[small]) as engine:
+        got = torch.linalg.matrix_rank(a)
+    assert (engine.stats().fixed, engine.stats().refused) == (1, 0), engine.stats().summary()
+    assert torch.equal(got, want)
