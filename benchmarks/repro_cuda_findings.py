@@ -268,20 +268,21 @@ def draws(kind: str, n: int) -> dict:
 
 
 def batched_svd(call: str, n: int = 85_899_348) -> dict:
-    """The slow pass's ``torch.pinverse`` finding (H100, 2026-12-06): an illegal memory
-    access for a batch of ``n`` 5 x 5 float32 matrices past 2^31 elements (85,899,348:
-    2,147,483,700; 85,899,336 ran right). Runs one ``call`` of those pinverse makes
-    (``svd``: the batched SVD, ``svdvals``, ``bmm``, ``pinverse``) on such a batch and, if
-    it returns, against the same call on pieces of 2^22 matrices (largest difference
-    relative to the piece's largest value)."""
+    """The slow pass's batched-SVD findings (H100): ``torch.pinverse`` of ``n`` 5 x 5
+    float32 matrices past 2^31 elements raised an illegal memory access (85,899,348:
+    2,147,483,700; 85,899,336 ran right, 2026-12-06), and ``torch.linalg.matrix_rank`` of
+    171,798,528 (2^32 - 4,096 elements) came back wrong (2026-12-07). Runs one ``call``
+    (``svd``: the batched SVD, ``svdvals``, ``bmm``, ``pinverse``, ``matrix_rank``) on such
+    a batch and, if it returns, against the same call on pieces of 2^22 matrices (largest
+    difference relative to the piece's largest value; the first matrix that differs)."""
     res = {"probe": "batched_svd", "call": call, "matrices": n, "elements": n * 25}
     fns = {"svd": lambda t: torch.linalg.svd(t, full_matrices=False)[1], "svdvals": torch.linalg.svdvals,
-           "bmm": lambda t: torch.bmm(t, t), "pinverse": torch.pinverse}
+           "bmm": lambda t: torch.bmm(t, t), "pinverse": torch.pinverse, "matrix_rank": torch.linalg.matrix_rank}
     if call not in fns:
         raise SystemExit(f"batched_svd:{call}: allowed calls are {', '.join(fns)}")
     fn = fns[call]
-    # 4 I + [0, 0.5) entries: every condition number below 4.4, so pieces and whole agree
-    # to float32 rounding wherever both are right
+    # 4 I + [0, 0.5) entries: every condition number below 4.4 (every rank 5), so pieces
+    # and whole agree to float32 rounding wherever both are right
     x = torch.rand(n, 5, 5, device="cuda", generator=torch.Generator("cuda").manual_seed(0)) * 0.5
     x += 4 * torch.eye(5, device="cuda")
     try:
@@ -292,12 +293,14 @@ def batched_svd(call: str, n: int = 85_899_348) -> dict:
         return res
     worst, first_bad, step = 0.0, None, 2**22
     for i in range(0, n, step):
-        want = fn(x[i:i + step])
-        rel = float((got[i:i + step] - want).abs().amax() / want.abs().amax().clamp_min(1e-30))
-        worst = max(worst, rel)
-        if rel > 1e-3 and first_bad is None:
-            first_bad = i
-    res.update(result="wrong" if first_bad is not None else "ok", worst_relative=worst, first_bad_piece_at=first_bad)
+        want = fn(x[i:i + step]).double()
+        diff = (got[i:i + step].double() - want).abs()
+        scale = float(want.abs().amax().clamp_min(1e-30))
+        worst = max(worst, float(diff.amax()) / scale)
+        if first_bad is None and float(diff.amax()) > 1e-3 * scale:
+            bad = (diff.reshape(diff.shape[0], -1) > 1e-3 * scale).any(1)
+            first_bad = i + int(bad.nonzero()[0, 0])   # int64 matrix index
+    res.update(result="wrong" if first_bad is not None else "ok", worst_relative=worst, first_bad_matrix=first_bad)
     del x, got
     torch.cuda.empty_cache()
     return res
@@ -387,7 +390,7 @@ def main(argv=None) -> int:
                    help="comma-separated probes: arange, sdpa_bwd, sdpa_batch, cdist:BATCH, "
                         "pool:ROWS:OUT_SIZE:DTYPE:fwd|bwd, linspace, logspace, softmin_bwd, geometric, "
                         "bernoulli, rrelu, multinomial, rms_norm, layer_norm, op:NAME (NAME of OP_FINDINGS), "
-                        "batched_svd:svd|svdvals|bmm|pinverse, scan:cummax|cummin:N:DTYPE ("
+                        "batched_svd:svd|svdvals|bmm|pinverse|matrix_rank[:MATRICES], scan:cummax|cummin:N:DTYPE ("
                         "each in its own process: an illegal memory access poisons the context)")
     a = p.parse_args(argv)
     only = set(a.only.split(","))
@@ -428,7 +431,8 @@ def main(argv=None) -> int:
             k, n, dt = rest.split(":")
             res.setdefault("scan", []).append(scan(k, int(n), dt))
         elif kind == "batched_svd":
-            res.setdefault("batched_svd", []).append(batched_svd(rest))
+            call, _, n = rest.partition(":")
+            res.setdefault("batched_svd", []).append(batched_svd(call, int(n)) if n else batched_svd(call))
         elif kind == "pool":
             rows, size, dt, step = rest.split(":")
             res.setdefault("adaptive_pool", []).append(
