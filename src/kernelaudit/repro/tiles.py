@@ -167,23 +167,25 @@ class Tiles:
     #: buffer, in 32 banks; without it ``bk / 8`` threads share a row, and a store writes
     #: two k eight apart, whose words fall in the same banks (at 256 x 128 x 16, 51% of the
     #: producers' shared-store wavefronts were bank conflicts on an H100, 2026-12-07;
-    #: Triton 3.9 then packs the stores into STSM, 15 for 51). The same bits. Measured only
-    #: in a variant of the pass whose programs looped over (tile, lane) items (H100,
-    #: 2026-12-07, ``benchmarks/prefill_lanes_ab.py``): 1.6% faster there (37.0 TFLOP/s
-    #: against 36.4), where that loop had cost the table tile 15%; the table leaves it unset.
+    #: Triton 3.9 then packs the stores into STSM, 15 for 51). The same bits. In the table's
+    #: tile (H100, 2026-12-07, ``benchmarks/prefill_lanes_ab.py``) 10% slower at 32 producer
+    #: registers (it spills there), as fast with ``loader_registers`` 48 (43.1 TFLOP/s
+    #: against 43.2): the table leaves it unset.
     loader_whole_rows: bool = False
     #: ``loader_warps`` (prefill): the registers a producer thread keeps (setmaxnreg, a
     #: multiple of 8 from 24 to 256): its loads, upcasts and addresses; the FMA warps may
     #: take the rest of the register file. Compiled for sm_90, the table's prefill tile
     #: spills in 32 local loads and stores at 32 and 2 at 48 with Triton 3.6 (the GPU
     #: machine's; 0 at 48 with ``loader_whole_rows``), 90 and 22 with Triton 3.9. The
-    #: same bits.
+    #: same bits; 48 ran the table's tile 3% slower on an H100 (2026-12-07).
     loader_registers: int = LOADER_REGISTERS
     #: ``loader_warps`` (prefill): K steps the FMA warps run before handing their stages
     #: back at once (1, the default: every step); ``num_stages`` must hold two such groups.
     #: Fewer barriers of the FMA warps: compiled for sm_90 with Triton 3.6 (the GPU
     #: machine's), two a step at 1, three a group at 2 or more (one a step at 3 with 6
-    #: stages); a barrier a step cost the pass's K loop alone 4% on an H100. The same bits.
+    #: stages); a barrier a step cost the pass's K loop alone 4% on an H100. The same bits,
+    #: and slower (H100, 2026-12-07: 35.9 TFLOP/s at 3 steps in 6 stages, against 43.2 at
+    #: 1 in 3): the producers run at most one group ahead.
     handback_steps: int = 1
 
     def __post_init__(self) -> None:
