@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import re
 import subprocess
 import sys
@@ -42,6 +43,7 @@ from collections import Counter
 from pathlib import Path
 
 from kernelaudit.sweep.cases import Case
+from kernelaudit.sweep.memory import allocator_settings
 from kernelaudit.sweep.ops.plain import plain_check
 from kernelaudit.sweep.report.run import load_run
 from kernelaudit.sweep.rules_out import unjudged
@@ -108,13 +110,26 @@ def earlier(paths) -> dict[str, dict]:
 GUARDED = [sys.executable, "-m", "kernelaudit", "run", "--guard", "fix", "--"]
 
 
+def snippet_env() -> dict:
+    """The environment a snippet runs in: this one, with the CUDA allocator settings a sweep
+    worker sets (:func:`kernelaudit.sweep.memory.allocator_settings`, expandable segments)
+    as ``PYTORCH_CUDA_ALLOC_CONF``, so a snippet holds what its case held: without them the
+    full grid's ``linalg.matrix_rank`` case of 171,798,528 matrices ran out of memory as a
+    snippet on the H100 it had run on (10.9 GiB reserved but unallocated)."""
+    env = dict(os.environ)
+    if settings := allocator_settings():
+        env["PYTORCH_CUDA_ALLOC_CONF"] = settings
+    return env
+
+
 def run_one(code: str, path: Path, timeout: float, prefix: list[str] = ()) -> dict:
     """Run the snippet ``code`` (written to ``path``) in its own process, after ``prefix``
     (:data:`GUARDED`: under the guard); its last JSON line, or why there is none."""
     path.write_text(code)
     t0 = time.perf_counter()
     try:
-        p = subprocess.run([*prefix, sys.executable, str(path)], capture_output=True, text=True, timeout=timeout)
+        p = subprocess.run([*prefix, sys.executable, str(path)], capture_output=True, text=True, timeout=timeout,
+                           env=snippet_env())
     except subprocess.TimeoutExpired:
         return {"result": "timed out", "seconds": timeout}
     secs = round(time.perf_counter() - t0, 1)

@@ -234,3 +234,15 @@ def test_equal_infinities_in_a_plain_check_are_the_same_answer_not_a_wrong_one(t
     assert planted != code
     bad = benchmark_script("repro_store_findings").run_one(planted, tmp_path / "planted.py", 120)
     assert bad["result"] == "wrong" and bad["wrong"] > 0 and bad["max_abs_diff"] == float("inf"), bad
+
+
+def test_a_snippet_runs_with_the_allocator_settings_of_a_sweep_worker(tmp_path, monkeypatch, benchmark_script):
+    """A snippet holds what its case held in the sweep: it runs with the workers' CUDA
+    allocator settings (expandable segments) unless the user set their own."""
+    mod = benchmark_script("repro_store_findings")
+    code = "import json, os\nprint(json.dumps({'result': 'ok', 'conf': os.environ.get('PYTORCH_CUDA_ALLOC_CONF')}))\n"
+    for var in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
+        monkeypatch.delenv(var, raising=False)
+    assert mod.run_one(code, tmp_path / "a.py", 60)["conf"] == "expandable_segments:True"
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:512")
+    assert mod.run_one(code, tmp_path / "b.py", 60)["conf"] == "max_split_size_mb:512"
