@@ -190,6 +190,31 @@ def test_gluon_lane_sums_equal_cpu_emulator_bit_for_bit(tiles_args, m, k, n, adt
         assert any(compiled), "the Gluon kernel never compiled: the Triton first pass ran"
 
 
+@pytest.mark.parametrize("tiles_args", [(256, 128, 16, 8, 4), (128, 128, 16, 8, 3), (64, 128, 8, 4, 2)])
+@pytest.mark.parametrize("m, k, n, adt, wdt, lanes", [
+    (200, 4099, 200, torch.bfloat16, torch.bfloat16, None),        # the table's order, K and tile tails
+    (130, 1500, 70, torch.float32, torch.bfloat16, None),          # 130 rows: a row stride rounded up to 4
+    (67, 2048, 130, torch.float16, torch.float16, "sequential"),
+    (129, 1032, 64, torch.bfloat16, torch.bfloat16, (4, 16)),
+])
+def test_cast_once_lane_sums_equal_cpu_emulator_bit_for_bit(tiles_args, m, k, n, adt, wdt, lanes):
+    """``cast_once`` (:mod:`kernelaudit.repro.ieee_gluon_tma`: operands cast to fp32 once,
+    lane-major, fed by TMA): row, column and K tails, fp32 and fp16 activations, the
+    sequential order and other K-lanes orders, a bias; and the TMA kernel really ran."""
+    from kernelaudit.repro import emulate, gemm, ieee_gluon, ieee_gluon_tma
+    from kernelaudit.repro.tiles import SEQUENTIAL, Lanes, Tiles
+
+    order = SEQUENTIAL if lanes == "sequential" else Lanes(*lanes) if lanes else None
+    t = Tiles(*tiles_args, split_lanes=True, gluon=True, group_m=8, cast_once=True)
+    x, w, b = _draw((m, k), adt, 24, 10.0), _draw((n, k), wdt, 25), _draw((n,), wdt, 26)
+    got = gemm.linear(x.cuda(), w.cuda(), b.cuda(), tiles=t, lanes=order).cpu()
+    assert emulate.bit_mismatches(got, emulate.linear_ieee(x, w, b, lanes=order)) == 0, (t, order)
+    run_order = order or gemm.ieee_lanes(n, k, wdt)
+    if ieee_gluon.usable(x.cuda()[None, None], t, run_order):
+        compiled = [c[0] for c in ieee_gluon_tma.lane_sums_tma_kernel.device_caches.values()]
+        assert any(compiled), "the TMA kernel never compiled: another first pass ran"
+
+
 def test_gluon_lane_sums_bmm_and_signed_zeros():
     """Batched operands (bmm, per-batch strides) and an all -0.0 result through the Gluon
     first pass and the tree, bit for bit."""

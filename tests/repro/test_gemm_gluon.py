@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from kernelaudit.config import interpreter_requested
-from kernelaudit.repro import emulate, gemm, ieee_gluon, ieee_gluon_decode
+from kernelaudit.repro import emulate, gemm, ieee_gluon, ieee_gluon_decode, ieee_gluon_tma
 from kernelaudit.repro.sass import Sass, read_cubin
 from kernelaudit.repro.tiles import Lanes, Tiles
 
@@ -35,7 +35,7 @@ def test_gluon_compile_checks_pass_in_a_process_without_the_interpreter():
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "sm90", __file__],
                           env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
-    assert "9 passed" in proc.stdout, proc.stdout[-2000:]
+    assert "10 passed" in proc.stdout, proc.stdout[-2000:]
 
 
 def _sm90_sass(bm, bn, bk, warps, lanes: Lanes) -> Sass:
@@ -145,6 +145,71 @@ def test_grouped_hand_backs_compile_for_sm90_to_a_step_loop_without_barriers():
         assert loop.count("FFMA") == 2048 and not any(o.startswith(("LDL", "STL")) for o in loop), sass.main_loop()
         barriers[steps] = sum(o.startswith("BAR") for o in loop)   # the loop is the FMA warps' alone
     assert barriers[3] == 0 < barriers[1], barriers
+
+
+@pytest.mark.skipif(INTERPRETED, reason="runs in a child process without the Triton interpreter")
+def test_cast_once_lane_sums_compile_for_sm90_to_fma_warps_fed_by_tma_alone():
+    """``cast_once`` on the table's prefill tile: the operands reach shared memory by TMA
+    alone (no global load in the kernel), the FMA warps' K loop is the same 2,048 FFMA from
+    96 LDS.128 a step with no shared store, and nothing spills."""
+    pytest.importorskip("triton.backends.nvidia")
+    tiles = Tiles(256, 128, 16, 8, 4, group_m=8, split_lanes=True, gluon=True, cast_once=True)
+    sass = read_cubin(ieee_gluon_tma.compile_for(tiles, Lanes(8, 8)).asm["cubin"])
+    ops, loop = sass.opcodes(), sass.loop_opcodes()
+    assert any(o.startswith("UTMALDG") for o in ops) and not any(o.startswith("LDG") for o in ops), sorted(set(ops))
+    assert loop.count("FFMA") == 2048 and loop.count("LDS.128") == 96, sass.main_loop()
+    assert not any(o.startswith(("STS", "LDL", "STL")) for o in loop), sass.main_loop()
+    assert not any(o.startswith(("LDL", "STL")) for o in ops)
+
+
+@pytest.mark.parametrize("k, lanes, bk, rows", [(200, Lanes(8, 8), 16, 5), (8192, Lanes(8, 8), 16, 4),
+                                                (37, Lanes(4, 2), 8, 3), (50, Lanes(1, 1), 16, 6)])
+def test_lane_major_operands_hold_each_lanes_k_in_order_then_the_padding(k, lanes, bk, rows):
+    """``cast_once``'s layout: lane ``l``'s k (the order's, :func:`emulate.lane_ks`) in
+    increasing order from row ``l * S * bk``, the padding value to whole K steps after
+    them, every row of ``x`` a column (rounded up to 4 columns for TMA), in fp32."""
+    x = (torch.arange(k, dtype=torch.float32) + 1).repeat(rows, 1) + 1000 * torch.arange(rows)[:, None]
+    got = ieee_gluon_tma.lane_major(x.to(torch.bfloat16).float(), lanes, bk, -7.0)
+    s = ieee_gluon_tma.steps_per_lane(k, lanes, bk)
+    assert got.dtype == torch.float32 and got.shape == (lanes.count * s * bk, -(-rows // 4) * 4)
+    for lane, ks in enumerate(emulate.lane_ks(k, lanes)):
+        part = got[lane * s * bk:(lane + 1) * s * bk, :rows]
+        want = x.to(torch.bfloat16).float()[:, ks].t()
+        assert torch.equal(part[:len(ks)], want), lane
+        assert (part[len(ks):] == -7.0).all(), lane
+
+
+def test_chains_over_lane_major_operands_have_the_orders_bits():
+    """Each lane's fp32 FMA chain over its cast-once K steps, padding included (``a``
+    +0, ``b`` -1: ``fma(+0, -1, acc) = acc``, a -0 accumulator kept -0), equals the CPU
+    emulator's chain of that lane bit for bit: the kernel's sums are the order's."""
+    g = torch.Generator().manual_seed(3)
+    lanes, k, bk = Lanes(8, 8), 200, 16
+    a = (torch.randn(6, k, generator=g) * 2.0 ** torch.randint(-20, 20, (6, k), generator=g)).to(torch.bfloat16)
+    b = (torch.randn(k, 5, generator=g) * 2.0 ** torch.randint(-20, 20, (k, 5), generator=g)).to(torch.bfloat16)
+    a[0] = -0.0
+    b[:, 1] = 0.0
+    a[1], b[:, 2] = 2.0 ** -100, -(2.0 ** -100)   # products rounding to -0: chains at -0, which padding keeps
+    a_lm = ieee_gluon_tma.lane_major(a, lanes, bk, 0.0)
+    b_lm = ieee_gluon_tma.lane_major(b.t(), lanes, bk, -1.0)
+    s = ieee_gluon_tma.steps_per_lane(k, lanes, bk)
+    for lane, ks in enumerate(emulate.lane_ks(k, lanes)):
+        acc = torch.zeros(6, 5)
+        for i in range(lane * s * bk, (lane + 1) * s * bk):
+            acc = emulate.fma32(a_lm[i, :6, None], b_lm[i, None, :5], acc)
+        want = emulate._chain(a.float()[None], b.float()[None], ks)[0]
+        assert emulate.same_bits(acc, want), lane
+        assert acc[1, 2] == 0 and acc[1, 2].signbit(), acc[1, 2]
+
+
+def test_cast_once_needs_the_gluon_prefill_pass_without_producer_warps():
+    from kernelaudit.errors import InvalidArgument
+
+    ok = Tiles(256, 128, 16, 8, 4, split_lanes=True, gluon=True, cast_once=True)
+    assert ok.cast_once
+    for bad in (dict(gluon=False), dict(loader_warps=4), dict(num_stages=1)):
+        with pytest.raises(InvalidArgument, match="cast_once"):
+            dataclasses.replace(ok, **bad)
 
 
 @pytest.mark.skipif(INTERPRETED, reason="runs in a child process without the Triton interpreter")

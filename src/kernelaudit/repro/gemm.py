@@ -52,7 +52,7 @@ import triton.language as tl  # noqa: E402
 from ..errors import InvalidArgument, KernelAuditError, check_choice  # noqa: E402
 from .epilogue import epilogue as _epilogue  # noqa: E402
 from .epilogue import outer_batch  # noqa: E402
-from . import ieee_gluon, ieee_gluon_decode, mma_tma  # noqa: E402
+from . import ieee_gluon, ieee_gluon_decode, ieee_gluon_tma, mma_tma  # noqa: E402
 from .ieee_kernels import grouped_tile, ieee_lanes_kernel, ieee_tiled_kernel  # noqa: E402
 from .tiles import INTERPRETER_IEEE, ORDERS, SPLIT_LANES_SCRATCH_BYTES, Lanes, Tiles, ieee_lanes, pick  # noqa: E402
 
@@ -421,7 +421,8 @@ _SUMS_BM, _SUMS_BN, _SUMS_WARPS = 32, 64, 4
 def _launch_split_lanes(a3, b3, bias3, out3, tiles: Tiles, lanes: Lanes, alpha: float, beta: float,
                         gluon: bool) -> None:
     """``Tiles.split_lanes``: each lane's sums into an fp32 scratch (one program per tile and
-    lane: :mod:`.ieee_gluon`'s kernel where ``gluon``, else Triton's), then the tree and the
+    lane: :mod:`.ieee_gluon`'s kernel where ``gluon``, :mod:`.ieee_gluon_tma`'s where
+    ``cast_once`` too on sm_90 on, else Triton's), then the tree and the
     epilogue; rows in blocks whose sums fit in :data:`.tiles.SPLIT_LANES_SCRATCH_BYTES` (all
     four tensors carry the outer batch dim)."""
     B0, B, M, K = a3.shape
@@ -431,13 +432,18 @@ def _launch_split_lanes(a3, b3, bias3, out3, tiles: Tiles, lanes: Lanes, alpha: 
     rows = min(M, max(tiles.bm, SPLIT_LANES_SCRATCH_BYTES // per_row // tiles.bm * tiles.bm))
     sums = torch.empty((L, B0, B, rows, N), dtype=torch.float32, device=a3.device)
     s_pl, s_p0, s_pb, s_pm, _ = sums.stride()
+    b_lm = None   # Tiles.cast_once: b cast once for every row block
+    if gluon and ieee_gluon_tma.usable(a3, tiles) and torch.cuda.get_device_capability(a3.device)[0] >= 9:
+        b_lm = ieee_gluon_tma.lane_major(b3[0, 0].t(), lanes, tiles.bk, -1.0)
     for m0 in range(0, M, rows):
         m1 = min(M, m0 + rows)
         a_v, out_v = a3[:, :, m0:m1], out3[:, :, m0:m1]
         bias_v = bias3[:, :, m0:m1] if bias3 is not None else None
         mc = m1 - m0
         tiles_mn = triton.cdiv(mc, tiles.bm) * triton.cdiv(N, tiles.bn)
-        if gluon:
+        if b_lm is not None:
+            ieee_gluon_tma.launch(a_v[0, 0], b3[0, 0], sums, tiles, lanes, b_lm)
+        elif gluon:
             ieee_gluon.launch((tiles_mn * L, B, B0), (a_v, b3, sums, mc, N, K, *a_v.stride()[1:], *b3.stride()[1:],
                                                       a_v.stride(0), b3.stride(0), s_pl, s_p0, s_pb, s_pm),
                               tiles, lanes, a3.device)

@@ -187,6 +187,11 @@ class Tiles:
     #: and slower (H100, 2026-12-07: 35.9 TFLOP/s at 3 steps in 6 stages, against 43.2 at
     #: 1 in 3): the producers run at most one group ahead.
     handback_steps: int = 1
+    #: ``split_lanes`` with ``gluon`` (prefill, sm_90 on, one batch): the launch casts both
+    #: operands to fp32 once in memory (exact), each lane's k side by side, and one producer
+    #: warp feeds ``num_stages`` shared stages by TMA (:mod:`.ieee_gluon_tma`): no thread
+    #: loads, upcasts or stores an operand. The same bits.
+    cast_once: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.thread_tile, tuple):   # from JSON: a list
@@ -249,6 +254,12 @@ class Tiles:
             raise InvalidArgument(f"Cannot have handback_steps={self.handback_steps} with num_stages="
                                   f"{self.num_stages}: allowed values are 1, or a divisor of num_stages at most "
                                   "half of it")
+        if self.cast_once and not (self.gluon and self.split_lanes and self.num_stages >= 2
+                                   and not self.loader_warps):
+            raise InvalidArgument(f"Cannot have cast_once=True without gluon=True, split_lanes=True and "
+                                  f"num_stages >= 2, or with loader_warps={self.loader_warps} (got gluon="
+                                  f"{self.gluon}, split_lanes={self.split_lanes}, num_stages={self.num_stages}): "
+                                  "allowed values are cast_once=False")
         if self.act16 and not (self.tiled and self.tma):
             raise InvalidArgument("Cannot have act16=True without tiled=True and tma=True: allowed values are "
                                   "act16=False, or act16=True on a K-lanes TMA tile")
