@@ -177,6 +177,8 @@ def test_lane_major_operands_hold_each_lanes_k_in_order_then_the_padding(k, lane
         want = x.to(torch.bfloat16).float()[:, ks].t()
         assert torch.equal(part[:len(ks)], want), lane
         assert (part[len(ks):] == -7.0).all(), lane
+    columns = x.to(torch.bfloat16).float().t().contiguous().t()   # k strided: a transposed operand
+    assert torch.equal(ieee_gluon_tma.lane_major(columns, lanes, bk, -7.0)[:, :rows], got[:, :rows])
 
 
 def test_chains_over_lane_major_operands_have_the_orders_bits():

@@ -53,7 +53,9 @@ def lane_major(x: torch.Tensor, lanes, bk: int, pad: float) -> torch.Tensor:
     """``x`` ([R, K], any strides, any float dtype) cast to fp32 and laid out K-major with
     each lane's k side by side: ``[LANES * S * bk, R4]`` (S = :func:`steps_per_lane`, R4 =
     R rounded up to 4 so a row is 16-byte aligned for TMA), row ``l * S * bk + i`` holding
-    the ``i``-th k of lane ``l`` in increasing order, and ``pad`` past the lane's last k."""
+    the ``i``-th k of lane ``l`` in increasing order, and ``pad`` past the lane's last k.
+    Columns from R on are left unset: they feed only rows or columns past the output's,
+    which are never stored."""
     R, K = x.shape
     L = lanes.count
     block = lanes.block if L > 1 else 1
@@ -69,7 +71,7 @@ def lane_major(x: torch.Tensor, lanes, bk: int, pad: float) -> torch.Tensor:
         src = x.new_full((R, J * L * block), pad)
         src[:, :K] = x
     # [R, J, L, block] -> [L, J, block, R]: lane, its blocks in order, the block's k, then row
-    out[:, :J * block, :R].copy_(src.view(R, J, L, block).permute(2, 1, 3, 0).reshape(L, J * block, R))
+    out[:, :J * block, :R].copy_(src.reshape(R, J, L, block).permute(2, 1, 3, 0).reshape(L, J * block, R))
     return out.view(L * S * bk, r4)
 
 
