@@ -11,7 +11,7 @@ j * LB + LB - 1`` (``j mod LANES == l``) in increasing ``j``, then ``+0.0`` for 
 operand, K-major (k rows, then the tile's rows or columns), which one TMA copy moves
 into a shared stage: a single producer warp issues the copies and no thread of the
 program loads, converts or stores an operand. The FMA warps run the same
-:func:`.ieee_gluon._fma_step` chains in the same k order from +0.0 (a padded step is
+:func:`.ieee_gluon._ws_fma` chains in the same k order from +0.0 (a padded step is
 ``fma(+0, -1, acc) = acc``), so the bits are the order's, as with every first pass.
 
 The cast costs a pass over each operand per call: at M = 4096, K = N = 8192 about 0.4
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import torch
 
-from .ieee_gluon import _fma_step, _store_lane_sums, gl, gluon, mbarrier
+from .ieee_gluon import _store_lane_sums, _ws_fma, gl, gluon, launch_options, mbarrier
 from .ieee_kernels import grouped_pid
 
 try:  # TMA in Gluon (Triton 3.4 on)
@@ -93,8 +93,6 @@ def launch(a2: torch.Tensor, b2: torch.Tensor, sums: torch.Tensor, tiles, lanes,
     """Lane ``l``'s fp32 chain of ``a2 @ b2`` ([M, K] and [K, N], any strides) into
     ``sums[l, 0, 0]`` ([LANES, 1, 1, >= M, N]), every (tile, lane) a program.
     ``b_lm``: ``b2`` already :func:`lane_major` (a launch in row blocks casts it once)."""
-    from .ieee_gluon import launch_options
-
     M, K = a2.shape
     N = b2.shape[1]
     if b_lm is None:
@@ -116,8 +114,6 @@ def compile_for(tiles, lanes, capability: int = 90, m: int = 4096, n: int = 8192
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
-
-    from .ieee_gluon import launch_options
 
     rows = lanes.count * steps_per_lane(k, lanes, tiles.bk)
     a_desc, b_desc = descriptors(torch.empty(rows, m), torch.empty(rows, n), tiles)
@@ -149,18 +145,6 @@ if gl is not None and tma is not None:
             _tma_copy(b_desc, [k0 + i * BK, n0], ready.index(s), sb.index(s))
 
     @gluon.jit
-    def _tma_fma(sa, sb, ready, empty, n_steps, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
-                 STAGES: gl.constexpr, acc_l: gl.constexpr):
-        """The FMA warps: wait for stage ``i % STAGES``, run its step, hand it back."""
-        acc = gl.zeros([BM, BN], gl.float32, layout=acc_l)
-        for i in range(n_steps):
-            s = i % STAGES
-            mbarrier.wait(ready.index(s), (i // STAGES) & 1)
-            acc = _fma_step(acc, sa.index(s).permute((1, 0)), sb.index(s), BK, acc_l)
-            mbarrier.arrive(empty.index(s), count=1)
-        return (acc,)
-
-    @gluon.jit
     def lane_sums_tma_kernel(a_desc, b_desc, p_ptr, M, N, n_steps, s_pl, s_pm, BM: gl.constexpr,
                              BN: gl.constexpr, BK: gl.constexpr, LANES: gl.constexpr, GROUP_M: gl.constexpr,
                              TR: gl.constexpr, TC: gl.constexpr, STAGES: gl.constexpr):
@@ -180,7 +164,7 @@ if gl is not None and tma is not None:
             mbarrier.init(ready.index(s), count=1)
             mbarrier.init(empty.index(s), count=1)
         acc, = gl.warp_specialize([
-            (_tma_fma, (sa, sb, ready, empty, n_steps, BM, BN, BK, STAGES, acc_l)),
+            (_ws_fma, (sa, sb, ready, empty, n_steps, BM, BN, BK, STAGES, acc_l, 1)),   # the FMA warps
             (_tma_load, (a_desc, b_desc, sa, sb, ready, empty, n_steps, lane * n_steps * BK, pid_m * BM,
                          pid_n * BN, BK, STAGES)),
         ], [1], [24])   # one producer warp at setmaxnreg's least: addresses and a counter
