@@ -176,10 +176,12 @@ def test_cast_once_lane_sums_compile_for_sm90_to_fma_warps_fed_by_tma_alone():
 
 @pytest.mark.parametrize("k, lanes, bk, rows", [(200, Lanes(8, 8), 16, 5), (8192, Lanes(8, 8), 16, 4),
                                                 (37, Lanes(4, 2), 8, 3), (50, Lanes(1, 1), 16, 6)])
-def test_lane_major_operands_hold_each_lanes_k_in_order_then_the_padding(k, lanes, bk, rows):
+def test_lane_major_operands_hold_each_lanes_k_in_order_then_the_padding(k, lanes, bk, rows, monkeypatch):
     """``cast_once``'s layout: lane ``l``'s k (the order's, :func:`emulate.lane_ks`) in
     increasing order from row ``l * S * bk``, the padding value to whole K steps after
-    them, every row of ``x`` a column (rounded up to 4 columns for TMA), in fp32."""
+    them, every row of ``x`` a column (rounded up to 4 columns for TMA), in fp32; the
+    Triton pass (CUDA tensors, here the interpreter) and torch's copies (a CPU tensor
+    without the interpreter) alike."""
     x = (torch.arange(k, dtype=torch.float32) + 1).repeat(rows, 1) + 1000 * torch.arange(rows)[:, None]
     got = ieee_gluon_tma.lane_major(x.to(torch.bfloat16).float(), lanes, bk, -7.0)
     s = ieee_gluon_tma.steps_per_lane(k, lanes, bk)
@@ -191,6 +193,10 @@ def test_lane_major_operands_hold_each_lanes_k_in_order_then_the_padding(k, lane
         assert (part[len(ks):] == -7.0).all(), lane
     columns = x.to(torch.bfloat16).float().t().contiguous().t()   # k strided: a transposed operand
     assert torch.equal(ieee_gluon_tma.lane_major(columns, lanes, bk, -7.0)[:, :rows], got[:, :rows])
+    if INTERPRETED:   # got came from the Triton pass: torch's copies give the same
+        monkeypatch.setattr(ieee_gluon_tma.config, "interpreter_requested", lambda: False)
+        other = ieee_gluon_tma.lane_major(x.to(torch.bfloat16), lanes, bk, -7.0)
+        assert torch.equal(other[:, :rows], got[:, :rows])
 
 
 def test_chains_over_lane_major_operands_have_the_orders_bits():

@@ -23,7 +23,10 @@ Plain 2-d launches (one batch); compiled for sm_90 on (TMA, mbarriers).
 from __future__ import annotations
 
 import torch
+import triton
+import triton.language as tl
 
+from .. import config
 from .ieee_gluon import _fma_step, _store_lane_sums, gl, gluon, launch_options, mbarrier
 from .ieee_kernels import grouped_pid
 
@@ -62,6 +65,12 @@ def lane_major(x: torch.Tensor, lanes, bk: int, pad: float) -> torch.Tensor:
     S = steps_per_lane(K, lanes, bk)
     J = -(-K // (block * L))                         # blocks a lane, the last ones padded
     r4 = -(-R // 4) * 4
+    if x.is_cuda or config.interpreter_requested():  # one pass, read and written in tiles
+        out = torch.empty((L * S * bk, r4), dtype=torch.float32, device=x.device)
+        grid = (triton.cdiv(L * S * bk, _LM_BO), triton.cdiv(R, _LM_BR))
+        _lane_major_kernel[grid](x, out, R, K, x.stride(0), x.stride(1), S * bk, J * block, r4, float(pad),
+                                 L=L, BLOCK=block, BO=_LM_BO, BR=_LM_BR)
+        return out
     out = torch.empty((L, S * bk, r4), dtype=torch.float32, device=x.device)
     if J * block < S * bk:
         out[:, J * block:].fill_(pad)
@@ -73,6 +82,28 @@ def lane_major(x: torch.Tensor, lanes, bk: int, pad: float) -> torch.Tensor:
     # [R, J, L, block] -> [L, J, block, R]: lane, its blocks in order, the block's k, then row
     out[:, :J * block, :R].copy_(src.reshape(R, J, L, block).permute(2, 1, 3, 0).reshape(L, J * block, R))
     return out.view(L * S * bk, r4)
+
+
+#: :func:`_lane_major_kernel`'s tile: output rows (k) by columns (rows of ``x``).
+_LM_BO, _LM_BR = 64, 64
+
+
+@triton.jit
+def _lane_major_kernel(x_ptr, out_ptr, R, K, s_xr, s_xk, per_lane, filled, r4, pad, L: tl.constexpr,
+                       BLOCK: tl.constexpr, BO: tl.constexpr, BR: tl.constexpr):
+    """:func:`lane_major` in one pass: output row ``o`` (lane ``o // per_lane``, its
+    ``i``-th k) takes ``x[:, k]`` with ``k = ((i // BLOCK) * L + lane) * BLOCK + i % BLOCK``
+    where ``i < filled`` and ``k < K``, else ``pad``; a ``[BR, BO]`` tile of ``x`` read
+    along k (runs of ``BLOCK`` contiguous k), written transposed along the rows."""
+    o = tl.program_id(0).to(tl.int64) * BO + tl.arange(0, BO)
+    r = tl.program_id(1).to(tl.int64) * BR + tl.arange(0, BR)
+    lane = o // per_lane
+    i = o % per_lane
+    k = ((i // BLOCK) * L + lane) * BLOCK + i % BLOCK
+    real = (i < filled) & (k < K)
+    v = tl.load(x_ptr + r[:, None] * s_xr + k[None, :] * s_xk, mask=(r[:, None] < R) & real[None, :], other=pad)
+    v = tl.where(real[None, :], v.to(tl.float32), pad)
+    tl.store(out_ptr + o[:, None] * r4 + r[None, :], tl.trans(v), mask=(o[:, None] < L * per_lane) & (r[None, :] < R))
 
 
 def _layout():
