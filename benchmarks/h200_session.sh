@@ -32,7 +32,7 @@
 #   prefillab (issue 19: benchmarks/prefill_lanes_ab.py, the first pass's variants side by side; PREFILLAB_ARGS)
 #   decodencu (issue 19: ncu of decode at M = 4, K = N = 8192: the table tile, a register-prefetch and an 8-warp TMA tile)
 #   guardgrid (issue 16: the full grid's guard GPU tests: linspace/logspace, softmin, random draws,
-#   unique_consecutive, norm rows, matrix_exp, pinv and pinverse, mode; GUARDGRID_K overrides the -k selection, GUARDGRID_TIMEOUT_S 420)
+#   unique_consecutive, norm rows, matrix_exp, pinv, pinverse and matrix_rank, mode; GUARDGRID_K overrides the -k selection, GUARDGRID_TIMEOUT_S 420)
 #   steps: gputests (all of tests/gpu) oomsweep (float32 backward at 2*2^32: OOM retries) flatab (flat orders and tiles, interleaved rounds) flatncu kernels verify ncu profile guard sweep workers_ab repro corpus oracle_cost demo
 #   (default: all but sweep, workers_ab, repro)
 # workers_ab: the same sub-grid swept once per AB_CONFIGS entry (workers:calibration
@@ -119,7 +119,7 @@ for l in sys.stdin:
     log guard_fix; timeout ${GUARD_TIMEOUT_S:-100} python3 benchmarks/guard_fix_throughput.py --device cuda --out "$O/guard_fix_h200.json" 2>&1 | tail -8 ;;
   guardgrid) log guard_full_grid_tests; timeout ${GUARDGRID_TIMEOUT_S:-420} python3 -m pytest -q -p no:cacheprovider \
       tests/gpu/test_guard_full_grid_faults_gpu.py \
-      -k "${GUARDGRID_K:-rrelu or bernoulli or unique_consecutive or norm_backward or matrix_exp or softmin or linspace or pinv or mode_past}" \
+      -k "${GUARDGRID_K:-rrelu or bernoulli or unique_consecutive or norm_backward or matrix_exp or softmin or linspace or pinv or matrix_rank or mode_past}" \
       --durations=8 > "$O/guard_full_grid_tests.log" 2>&1; tail -14 "$O/guard_full_grid_tests.log" ;;
   demo) log guard_demo; timeout 90 python3 examples/guard_demo.py --device cuda --scale 32 --dtype bfloat16 \
       --out "$O/guard_demo_h200.json" --figure "$O/guard_demo_h200.png" 2>&1 | tail -6 ;;
