@@ -29,6 +29,7 @@
 #   PLAIN_GUARDED=1: each again under `kernelaudit run`, the shipped rules; PLAIN_PER_DTYPE=1: a case per dtype too; PLAIN_DONE: earlier runs' results.json(.gz), space-separated, their settled findings not run again)
 #   gluonncu (issue 19: ncu of the Gluon prefill pass, 4 warps, and the warp-specialized table tile, with shared wavefronts and stall reasons; M = 4096, K = N = 8192)
 #   ldsncu (issue 19: ncu of fma_issue_ab's _outer_lds, the pass's K step without producers, and the warp-specialized pass side by side)
+#   castncu (issue 19: ncu of the cast-once pass, Tiles.cast_once, its cast and the warp-specialized pass side by side)
 #   prefillab (issue 19: benchmarks/prefill_lanes_ab.py, the first pass's variants side by side; PREFILLAB_ARGS)
 #   decodencu (issue 19: ncu of decode at M = 4, K = N = 8192: the table tile, a register-prefetch and an 8-warp TMA tile)
 #   guardgrid (issue 16: the full grid's guard GPU tests: linspace/logspace, softmin, random draws,
@@ -62,6 +63,15 @@ O=${OUT:-/tmp/out}/h200; mkdir -p "$O"
 log() { echo "== $(date -u +%T) $*"; }
 # ncu's shared-memory and FMA-pipe metrics of the prefill passes (gluonncu, ldsncu)
 NCU_SHARED=l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active
+# ncu_pass FILE KERNEL_REGEX PYTHON: ncu's sections, the shared and FMA-pipe metrics and the
+# instruction counts of the kernels matching KERNEL_REGEX in the PYTHON snippet; prints the lines read
+ncu_pass() {
+  timeout ${NCU_TIMEOUT_S:-240} ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats \
+    --section InstructionStats --section SchedulerStats --section MemoryWorkloadAnalysis_Tables \
+    --metrics $NCU_SHARED,smsp__inst_executed.sum,smsp__inst_executed_op_shared_ld.sum,smsp__inst_executed_op_shared_st.sum \
+    -k "regex:$2" python3 -c "$3" > "$1" 2>&1
+  grep -E '^  [a-z_]+|Duration|SM Frequency|Compute \(SM\) Throughput|Registers Per Thread|Achieved Occupancy|Stall|bank_conflicts|wavefronts|pipe_fma|inst_executed|Issue Slots Busy|Executed Ipc|No Eligible|Eligible Warps|Active Warps Per Scheduler' "$1" | tail -90
+}
 # ncu_stalls FILE KERNEL_REGEX PYTHON: each stall reason's cycles a warp spends per instruction
 # it issues, for the kernels matching KERNEL_REGEX in the PYTHON snippet (a run of its own: a
 # metric name this ncu lacks fails only it); prints those above 0.05
@@ -236,12 +246,19 @@ f._outer_lds[(sms,)](a, b, o, ITERS=512, BM=256, BN=128, BK=16, TR=4, TC=4, SYNC
 x = torch.randn(4096, 8192, device='cuda', dtype=torch.bfloat16); w = torch.randn(8192, 8192, device='cuda', dtype=torch.bfloat16)
 gemm.linear(x, w, order='ieee', tiles=f.pass_tiles((4, 4)))
 torch.cuda.synchronize()"
-    timeout ${NCU_TIMEOUT_S:-240} ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats \
-      --section InstructionStats --section SchedulerStats --section MemoryWorkloadAnalysis_Tables \
-      --metrics $NCU_SHARED,smsp__inst_executed.sum,smsp__inst_executed_op_shared_ld.sum,smsp__inst_executed_op_shared_st.sum \
-      -k regex:'^(_outer_lds|lane_sums_ws)' python3 -c "$lds" > "$O/lds_ncu.txt" 2>&1
-    grep -E '^  [a-z_]+|Duration|SM Frequency|Compute \(SM\) Throughput|Registers Per Thread|Achieved Occupancy|Stall|bank_conflicts|wavefronts|pipe_fma|inst_executed|Issue Slots Busy|Executed Ipc|No Eligible|Eligible Warps|Active Warps Per Scheduler' "$O/lds_ncu.txt" | tail -90
+    ncu_pass "$O/lds_ncu.txt" '^(_outer_lds|lane_sums_ws)' "$lds"
     ncu_stalls "$O/lds_ncu_stalls.txt" '^(_outer_lds|lane_sums_ws)' "$lds" ;;
+  castncu) log cast_ncu  # issue 19: the cast-once pass (TMA-fed) against the warp-specialized pass, and its cast
+    cast="
+import sys, torch; sys.path.insert(0, 'benchmarks')
+import prefill_lanes_ab as p
+from kernelaudit.repro import gemm
+x = torch.randn(4096, 8192, device='cuda', dtype=torch.bfloat16); w = torch.randn(8192, 8192, device='cuda', dtype=torch.bfloat16)
+for v in ('ws', 'cast_s4'):
+    gemm.linear(x, w, order='ieee', tiles=p.VARIANTS[v])
+torch.cuda.synchronize()"
+    ncu_pass "$O/cast_ncu.txt" '^(lane_sums_ws|lane_sums_tma|_lane_major)' "$cast"
+    ncu_stalls "$O/cast_ncu_stalls.txt" '^(lane_sums_ws|lane_sums_tma)' "$cast" ;;
   prefillab) log prefill_lanes_ab  # issue 19: the prefill first pass's variants side by side
     timeout ${PREFILLAB_TIMEOUT_S:-240} python3 benchmarks/prefill_lanes_ab.py --out "$O/prefill_lanes_ab.json" \
       ${PREFILLAB_ARGS:-} 2>&1 | tail -12 ;;

@@ -6,7 +6,7 @@
 # LIMIT_S: the call's limit in seconds (default 540); the sweep takes what the rest leaves.
 #   1. issue 19: the cast-once prefill pass (Tiles.cast_once: operands cast to fp32 once,
 #      fed by TMA) against the table tile, 3, 4 and 6 stages (benchmarks/prefill_lanes_ab.py),
-#      and its GPU bit tests;
+#      ncu of it beside the table tile where its bits are the table's, and its GPU bit tests;
 #   2. issue 16: linalg.matrix_rank's finding as plain torch and under the guard (the
 #      snippet now runs with the sweep workers' allocator settings);
 #   3. on an H200 (more than 100 GB): the act16 decode timing, and the sweep retries the
@@ -21,6 +21,11 @@ X=${OUT:-/tmp/out}/extra
 mkdir -p "$X"
 PREFILLAB_TIMEOUT_S=150 PREFILLAB_ARGS="--variants ws,cast_s3,cast_s4,cast_s6 --rounds 5" \
   bash benchmarks/h200_session.sh prefillab
+# where the cast-once pass's time goes, once its bits are the table's (the step packed its JSON away)
+if tar xzf "${OUT:-/tmp/out}/h200_results.tgz" -O h200/prefill_lanes_ab.json 2>/dev/null | python3 -c \
+    "import json, sys; sys.exit(0 if json.load(sys.stdin)['rows']['cast_s4']['same_bits'] else 1)"; then
+  NCU_TIMEOUT_S=150 bash benchmarks/h200_session.sh castncu
+fi
 timeout 150 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_repro_ieee_tiled_gpu.py -k "cast_once" \
   > "$X/gpu_tests.log" 2>&1
 tail -4 "$X/gpu_tests.log"
