@@ -144,7 +144,6 @@ def compile_for(tiles, lanes, capability: int = 90, m: int = 4096, n: int = 8192
     """:func:`lane_sums_tma_kernel` compiled for ``sm_<capability>`` as a launch of
     ``tiles`` in ``lanes``' order takes it, on any machine (Triton's own ptxas, no GPU):
     the descriptors of CPU stand-ins of the lane-major operands give its signature."""
-    import triton
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
 
