@@ -220,6 +220,25 @@ if gl is not None:
             i = g * GROUP + h
             mbarrier.wait(ready.index(i % STAGES), (i // STAGES) & 1)
 
+    if hasattr(gl.shared_memory_descriptor, "reinterpret"):   # the name from 3.7 on (3.6: _reinterpret)
+        @gluon.jit
+        def _plain_rows(stage, BK: gl.constexpr, BC: gl.constexpr):
+            """One fp32 stage ``[BK, BC]`` read as plain rows, whatever layout it was written in."""
+            return stage.reinterpret(gl.float32, [BK, BC], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
+    else:
+        @gluon.jit
+        def _plain_rows(stage, BK: gl.constexpr, BC: gl.constexpr):
+            """One fp32 stage ``[BK, BC]`` read as plain rows, whatever layout it was written in."""
+            return stage._reinterpret(gl.float32, [BK, BC], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
+
+    @gluon.jit
+    def _ws_step(acc, sa, sb, s, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, acc_l: gl.constexpr):
+        """:func:`_fma_step` from stage ``s``, read as plain rows: the producers' stores wrote
+        them so, and so does an unswizzled TMA copy (:mod:`.ieee_gluon_tma`), though the NVMMA
+        layout it copies into is read otherwise by Triton 3.6 (in 16-byte column blocks)."""
+        return _fma_step(acc, _plain_rows(sa.index(s), BK, BM).permute((1, 0)), _plain_rows(sb.index(s), BK, BN),
+                         BK, acc_l)
+
     @gluon.jit
     def _ws_fma(sa, sb, ready, empty, n_steps, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
                 STAGES: gl.constexpr, acc_l: gl.constexpr, GROUP: gl.constexpr):
@@ -235,7 +254,7 @@ if gl is not None:
             for i in range(n_steps):
                 s = i % STAGES
                 mbarrier.wait(ready.index(s), (i // STAGES) & 1)
-                acc = _fma_step(acc, sa.index(s).permute((1, 0)), sb.index(s), BK, acc_l)
+                acc = _ws_step(acc, sa, sb, s, BM, BN, BK, acc_l)
                 mbarrier.arrive(empty.index(s), count=1)   # after a barrier of these warps (Gluon's)
         else:
             n_groups = gl.cdiv(n_steps, GROUP)
@@ -244,7 +263,7 @@ if gl is not None:
             for g in range(n_groups):
                 for h in range(gl.minimum(n_steps - g * GROUP, GROUP)):
                     s = (g * GROUP + h) % STAGES
-                    acc = _fma_step(acc, sa.index(s).permute((1, 0)), sb.index(s), BK, acc_l)
+                    acc = _ws_step(acc, sa, sb, s, BM, BN, BK, acc_l)
                 if g + 1 < n_groups:
                     _ws_wait_group(ready, g + 1, n_steps, GROUP, STAGES)
                 mbarrier.arrive(empty.index(g % (STAGES // GROUP)), count=1)

@@ -12,7 +12,7 @@ j * LB + LB - 1`` (``j mod LANES == l``) in increasing ``j``, then ``+0.0`` for 
 operand, K-major (k rows, then the tile's rows or columns), which one TMA copy moves
 into a shared stage: a single producer warp issues the copies and no thread of the
 program loads, converts or stores an operand. The FMA warps run the same
-:func:`.ieee_gluon._fma_step` chains in the same k order from +0.0 (a padded step is
+:func:`.ieee_gluon._ws_fma` chains in the same k order from +0.0 (a padded step is
 ``fma(+0, -1, acc) = acc``), so the bits are the order's, as with every first pass.
 
 The cast costs a pass over each operand per call (:func:`lane_major`, one tiled Triton
@@ -29,7 +29,7 @@ import triton
 import triton.language as tl
 
 from .. import config
-from .ieee_gluon import _fma_step, _store_lane_sums, gl, gluon, launch_options, mbarrier
+from .ieee_gluon import _store_lane_sums, _ws_fma, gl, gluon, launch_options, mbarrier
 from .ieee_kernels import grouped_pid
 
 try:  # TMA in Gluon (Triton 3.4 on)
@@ -163,17 +163,6 @@ def compile_for(tiles, lanes, capability: int = 90, m: int = 4096, n: int = 8192
 
 
 if gl is not None and tma is not None:
-    if hasattr(gl.shared_memory_descriptor, "reinterpret"):   # the name from 3.7 on (3.6: _reinterpret)
-        @gluon.jit
-        def _plain_rows(stage, BK: gl.constexpr, BC: gl.constexpr):
-            """One stage as plain rows: the bytes TMA wrote, unswizzled."""
-            return stage.reinterpret(gl.float32, [BK, BC], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
-    else:
-        @gluon.jit
-        def _plain_rows(stage, BK: gl.constexpr, BC: gl.constexpr):
-            """One stage as plain rows: the bytes TMA wrote, unswizzled."""
-            return stage._reinterpret(gl.float32, [BK, BC], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
-
     @gluon.jit
     def _tma_load(a_desc, b_desc, sa, sb, ready, empty, n_steps, k0, m0, n0, BK: gl.constexpr,
                   STAGES: gl.constexpr):
@@ -186,24 +175,6 @@ if gl is not None and tma is not None:
             mbarrier.expect(ready.index(s), a_desc.block_type.nbytes + b_desc.block_type.nbytes)
             _tma_copy(a_desc, [k0 + i * BK, m0], ready.index(s), sa.index(s))
             _tma_copy(b_desc, [k0 + i * BK, n0], ready.index(s), sb.index(s))
-
-    @gluon.jit
-    def _tma_fma(sa, sb, ready, empty, n_steps, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
-                 STAGES: gl.constexpr, acc_l: gl.constexpr):
-        """The FMA warps (:func:`.ieee_gluon._ws_fma`'s one-step hand-back): wait for stage
-        ``i % STAGES``, run its step from the stage read as plain rows, hand it back. Not
-        through the NVMMA layout TMA copied into: Triton 3.6 reads an unswizzled NVMMA
-        buffer in 16-byte column blocks (its sm_90 loads' offsets; 3.9 reads rows), so read
-        that way this pass gave other bits than the table's on an H100 (2026-12-07); and a
-        swizzled layout cannot be sliced a k row at a time."""
-        acc = gl.zeros([BM, BN], gl.float32, layout=acc_l)
-        for i in range(n_steps):
-            s = i % STAGES
-            mbarrier.wait(ready.index(s), (i // STAGES) & 1)
-            acc = _fma_step(acc, _plain_rows(sa.index(s), BK, BM).permute((1, 0)), _plain_rows(sb.index(s), BK, BN),
-                            BK, acc_l)
-            mbarrier.arrive(empty.index(s), count=1)
-        return (acc,)
 
     @gluon.jit
     def lane_sums_tma_kernel(a_desc, b_desc, p_ptr, M, N, n_steps, s_pl, s_pm, BM: gl.constexpr,
@@ -225,7 +196,7 @@ if gl is not None and tma is not None:
             mbarrier.init(ready.index(s), count=1)
             mbarrier.init(empty.index(s), count=1)
         acc, = gl.warp_specialize([
-            (_tma_fma, (sa, sb, ready, empty, n_steps, BM, BN, BK, STAGES, acc_l)),
+            (_ws_fma, (sa, sb, ready, empty, n_steps, BM, BN, BK, STAGES, acc_l, 1)),   # reads plain rows
             (_tma_load, (a_desc, b_desc, sa, sb, ready, empty, n_steps, lane * n_steps * BK, pid_m * BM,
                          pid_n * BN, BK, STAGES)),
         ], [1], [24])   # one producer warp at setmaxnreg's least: addresses and a counter
