@@ -149,7 +149,7 @@ def test_grouped_hand_backs_compile_for_sm90_to_a_step_loop_without_barriers():
 
 @pytest.mark.skipif(INTERPRETED, reason="runs in a child process without the Triton interpreter")
 def test_cast_once_lane_sums_compile_for_sm90_to_fma_warps_fed_by_tma_alone():
-    """``cast_once`` on the table's prefill tile: the operands reach shared memory by TMA
+    """``cast_once`` on the table's prefill row: the operands reach shared memory by TMA
     alone (no global load in the kernel), the FMA warps' K loop is the same 2,048 FFMA from
     96 LDS.128 a step with no shared store, nothing spills, and its shared loads read the
     offsets the warp-specialized pass reads (whose bits the GPU tests prove): the stages
@@ -158,7 +158,10 @@ def test_cast_once_lane_sums_compile_for_sm90_to_fma_warps_fed_by_tma_alone():
     import re
 
     pytest.importorskip("triton.backends.nvidia")
-    tiles = Tiles(256, 128, 16, 8, 3, group_m=8, split_lanes=True, gluon=True, cast_once=True)
+    from kernelaudit.repro.tiles import IEEE_LANES_TABLE
+
+    tiles = IEEE_LANES_TABLE[("prefill", "large")]
+    assert tiles.cast_once and tiles.loader_warps   # the producer warps: the pass of other launches
     sass = read_cubin(ieee_gluon_tma.compile_for(tiles, Lanes(8, 8)).asm["cubin"])
     ops, loop = sass.opcodes(), sass.loop_opcodes()
     assert any(o.startswith("UTMALDG") for o in ops) and not any(o.startswith("LDG") for o in ops), sorted(set(ops))
@@ -169,7 +172,7 @@ def test_cast_once_lane_sums_compile_for_sm90_to_fma_warps_fed_by_tma_alone():
     def offsets(s: Sass) -> set[str]:   # a load's address, its registers unnamed: R+R+0x100
         return {re.sub(r"U?R\d+", "R", re.search(r"\[(.*?)\]", line).group(1))
                 for _, op, line in s._loop() if op.startswith("LDS")}
-    ws = read_cubin(ieee_gluon.compile_for(dataclasses.replace(tiles, cast_once=False, loader_warps=4),
+    ws = read_cubin(ieee_gluon.compile_for(dataclasses.replace(tiles, cast_once=False),
                                            Lanes(8, 8)).asm["cubin"])
     assert offsets(sass) == offsets(ws) and len(offsets(sass)) > 8, (sorted(offsets(sass)), sorted(offsets(ws)))
 
@@ -180,8 +183,8 @@ def test_lane_major_operands_hold_each_lanes_k_in_order_then_the_padding(k, lane
     """``cast_once``'s layout: lane ``l``'s k (the order's, :func:`emulate.lane_ks`) in
     increasing order from row ``l * S * bk``, the padding value to whole K steps after
     them, every row of ``x`` a column (rounded up to 4 columns for TMA), in fp32; the
-    Triton pass (CUDA tensors, here the interpreter) and torch's copies (a CPU tensor
-    without the interpreter) alike."""
+    Triton pass (CUDA tensors, here the interpreter) with int32 and int64 offsets and
+    torch's copies (a CPU tensor without the interpreter) alike."""
     x = (torch.arange(k, dtype=torch.float32) + 1).repeat(rows, 1) + 1000 * torch.arange(rows)[:, None]
     got = ieee_gluon_tma.lane_major(x.to(torch.bfloat16).float(), lanes, bk, -7.0)
     s = ieee_gluon_tma.steps_per_lane(k, lanes, bk)
@@ -193,7 +196,9 @@ def test_lane_major_operands_hold_each_lanes_k_in_order_then_the_padding(k, lane
         assert (part[len(ks):] == -7.0).all(), lane
     columns = x.to(torch.bfloat16).float().t().contiguous().t()   # k strided: a transposed operand
     assert torch.equal(ieee_gluon_tma.lane_major(columns, lanes, bk, -7.0)[:, :rows], got[:, :rows])
-    if INTERPRETED:   # got came from the Triton pass: torch's copies give the same
+    if INTERPRETED:   # got came from the Triton pass: its int64 offsets and torch's copies give the same
+        monkeypatch.setattr(ieee_gluon_tma, "_needs_int64", lambda x, out_numel: True)
+        assert torch.equal(ieee_gluon_tma.lane_major(x.to(torch.bfloat16), lanes, bk, -7.0)[:, :rows], got[:, :rows])
         monkeypatch.setattr(ieee_gluon_tma.config, "interpreter_requested", lambda: False)
         other = ieee_gluon_tma.lane_major(x.to(torch.bfloat16), lanes, bk, -7.0)
         assert torch.equal(other[:, :rows], got[:, :rows])
@@ -222,12 +227,16 @@ def test_chains_over_lane_major_operands_have_the_orders_bits():
         assert acc[1, 2] == 0 and acc[1, 2].signbit(), acc[1, 2]
 
 
-def test_cast_once_needs_the_gluon_prefill_pass_without_producer_warps():
+def test_cast_once_needs_the_gluon_split_lanes_pass_with_stages():
+    """``cast_once`` needs Gluon, ``split_lanes`` and two stages or more; producer warps may
+    stand beside it (they feed the launches it cannot take), as in the table's prefill row."""
     from kernelaudit.errors import InvalidArgument
+    from kernelaudit.repro.tiles import IEEE_LANES_TABLE
 
     ok = Tiles(256, 128, 16, 8, 4, split_lanes=True, gluon=True, cast_once=True)
-    assert ok.cast_once
-    for bad in (dict(gluon=False), dict(loader_warps=4), dict(num_stages=1)):
+    assert ok.cast_once and dataclasses.replace(ok, loader_warps=4).loader_warps == 4
+    assert IEEE_LANES_TABLE[("prefill", "large")].cast_once
+    for bad in (dict(gluon=False), dict(split_lanes=False, tiled=True), dict(num_stages=1)):
         with pytest.raises(InvalidArgument, match="cast_once"):
             dataclasses.replace(ok, **bad)
 

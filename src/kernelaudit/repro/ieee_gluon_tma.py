@@ -70,9 +70,12 @@ def lane_major(x: torch.Tensor, lanes, bk: int, pad: float) -> torch.Tensor:
     r4 = -(-R // 4) * 4
     if x.is_cuda or config.interpreter_requested():  # one pass, read and written in tiles
         out = torch.empty((L * S * bk, r4), dtype=torch.float32, device=x.device)
-        grid = (triton.cdiv(L * S * bk, _LM_BO), triton.cdiv(R, _LM_BR))
-        _lane_major_kernel[grid](x, out, R, K, x.stride(0), x.stride(1), S * bk, J * block, r4, float(pad),
-                                 L=L, BLOCK=block, BO=_LM_BO, BR=_LM_BR)
+        if J * block < S * bk:   # each lane's rows past its last block: the padding alone
+            out.view(L, S * bk, r4)[:, J * block:].fill_(pad)
+        wide = _needs_int64(x, L * S * bk * r4)
+        grid = (triton.cdiv(J * L * block, _LM_BK), triton.cdiv(R, _LM_BR))
+        _lane_major_kernel[grid](x, out, R, K, x.stride(0), x.stride(1), S * bk, r4, float(pad),
+                                 L=L, BLOCK=block, BK=_LM_BK, BR=_LM_BR, WIDE=wide)
         return out
     out = torch.empty((L, S * bk, r4), dtype=torch.float32, device=x.device)
     if J * block < S * bk:
@@ -87,26 +90,37 @@ def lane_major(x: torch.Tensor, lanes, bk: int, pad: float) -> torch.Tensor:
     return out.view(L * S * bk, r4)
 
 
-#: :func:`_lane_major_kernel`'s tile: output rows (k) by columns (rows of ``x``).
-_LM_BO, _LM_BR = 64, 64
+def _needs_int64(x: torch.Tensor, out_numel: int) -> bool:
+    """Whether :func:`_lane_major_kernel` needs int64 offsets: an element of ``x`` or of
+    the output past 2^31 - 1. Elsewhere int32 (fewer registers, more programs an SM)."""
+    R, K = x.shape
+    return max((R - 1) * abs(x.stride(0)) + (K - 1) * abs(x.stride(1)), out_numel) >= 2 ** 31
+
+
+#: :func:`_lane_major_kernel`'s tile: k of ``x`` (contiguous runs of a lane's blocks) by its rows.
+_LM_BK, _LM_BR = 64, 64
 
 
 @triton.jit
-def _lane_major_kernel(x_ptr, out_ptr, R, K, s_xr, s_xk, per_lane, filled, r4, pad, L: tl.constexpr,
-                       BLOCK: tl.constexpr, BO: tl.constexpr, BR: tl.constexpr):
-    """:func:`lane_major` in one pass: output row ``o`` (lane ``o // per_lane``, its
-    ``i``-th k) takes ``x[:, k]`` with ``k = ((i // BLOCK) * L + lane) * BLOCK + i % BLOCK``
-    where ``i < filled`` and ``k < K``, else ``pad``; a ``[BR, BO]`` tile of ``x`` read
-    along k (runs of ``BLOCK`` contiguous k), written transposed along the rows."""
-    o = tl.program_id(0).to(tl.int64) * BO + tl.arange(0, BO)
-    r = tl.program_id(1).to(tl.int64) * BR + tl.arange(0, BR)
-    lane = o // per_lane
-    i = o % per_lane
-    k = ((i // BLOCK) * L + lane) * BLOCK + i % BLOCK
-    real = (i < filled) & (k < K)
-    v = tl.load(x_ptr + r[:, None] * s_xr + k[None, :] * s_xk, mask=(r[:, None] < R) & real[None, :], other=pad)
-    v = tl.where(real[None, :], v.to(tl.float32), pad)
-    tl.store(out_ptr + o[:, None] * r4 + r[None, :], tl.trans(v), mask=(o[:, None] < L * per_lane) & (r[None, :] < R))
+def _lane_major_kernel(x_ptr, out_ptr, R, K, s_xr, s_xk, per_lane, r4, pad, L: tl.constexpr,
+                       BLOCK: tl.constexpr, BK: tl.constexpr, BR: tl.constexpr, WIDE: tl.constexpr):
+    """:func:`lane_major` in one pass over ``x``'s k up to whole blocks of every lane:
+    ``x[:, k]`` (``pad`` from ``K`` on) goes to output row ``lane * per_lane + j * BLOCK +
+    k % BLOCK``, where ``k // BLOCK = j * L + lane``. A ``[BR, BK]`` tile of ``x`` is read
+    along k (so a row's 16-bit k come in whole sectors, not a lane block's 16 bytes at a
+    time) and written as ``BK`` output rows of ``BR`` contiguous floats."""
+    pk = tl.program_id(0)
+    pr = tl.program_id(1)
+    if WIDE:
+        pk = pk.to(tl.int64)
+        pr = pr.to(tl.int64)
+    k = pk * BK + tl.arange(0, BK)
+    r = pr * BR + tl.arange(0, BR)
+    q = k // BLOCK
+    o = (q % L) * per_lane + (q // L) * BLOCK + k % BLOCK
+    v = tl.load(x_ptr + r[:, None] * s_xr + k[None, :] * s_xk, mask=(r[:, None] < R) & (k[None, :] < K), other=pad)
+    v = tl.where(k[None, :] < K, v.to(tl.float32), pad)
+    tl.store(out_ptr + o[None, :] * r4 + r[:, None], v, mask=r[:, None] < R)
 
 
 def _layout():
