@@ -190,7 +190,8 @@ class Tiles:
     #: ``split_lanes`` with ``gluon`` (prefill, sm_90 on, one batch): the launch casts both
     #: operands to fp32 once in memory (exact), each lane's k side by side, and one producer
     #: warp feeds ``num_stages`` shared stages by TMA (:mod:`.ieee_gluon_tma`): no thread
-    #: loads, upcasts or stores an operand. The same bits.
+    #: loads, upcasts or stores an operand. The same bits. Launches it cannot take (several
+    #: batches, before Hopper) run the pass ``loader_warps`` and the rest describe.
     cast_once: bool = False
 
     def __post_init__(self) -> None:
@@ -254,12 +255,10 @@ class Tiles:
             raise InvalidArgument(f"Cannot have handback_steps={self.handback_steps} with num_stages="
                                   f"{self.num_stages}: allowed values are 1, or a divisor of num_stages at most "
                                   "half of it")
-        if self.cast_once and not (self.gluon and self.split_lanes and self.num_stages >= 2
-                                   and not self.loader_warps):
+        if self.cast_once and not (self.gluon and self.split_lanes and self.num_stages >= 2):
             raise InvalidArgument(f"Cannot have cast_once=True without gluon=True, split_lanes=True and "
-                                  f"num_stages >= 2, or with loader_warps={self.loader_warps} (got gluon="
-                                  f"{self.gluon}, split_lanes={self.split_lanes}, num_stages={self.num_stages}): "
-                                  "allowed values are cast_once=False")
+                                  f"num_stages >= 2 (got gluon={self.gluon}, split_lanes={self.split_lanes}, "
+                                  f"num_stages={self.num_stages}): allowed values are cast_once=False")
         if self.act16 and not (self.tiled and self.tma):
             raise InvalidArgument("Cannot have act16=True without tiled=True and tma=True: allowed values are "
                                   "act16=False, or act16=True on a K-lanes TMA tile")
@@ -342,7 +341,10 @@ IEEE_TABLE: dict[tuple[str, str], Tiles] = {
 #: ``tl.dot`` first pass 24.7-25.3). Large N: warp-specialized since 2026-12-06 (4
 #: producer warps feed 8 FMA warps, ``loader_warps``): 43.2 TFLOP/s at M = 4096 against
 #: 41.1 for the 4-warp tile in the same run, the fastest of twenty-two
-#: (``benchmarks/results/2026-12-06-h200-warp-specialized-prefill-segment-11/``). Where
+#: (``benchmarks/results/2026-12-06-h200-warp-specialized-prefill-segment-11/``); fed by
+#: TMA from operands cast once (``cast_once``) where a launch allows it since 2026-12-07:
+#: 45.3 TFLOP/s against 42.8 on an H100 with its first cast pass, the casts taking 0.88 ms
+#: of 12.1 (``benchmarks/results/2026-12-07-h100-prefill-cast-once-matrix-rank-plain/``). Where
 #: Gluon cannot run, the Triton first pass runs the same tile (same bits); before Hopper,
 #: the Gluon pass without producer warps.
 IEEE_LANES_TABLE: dict[tuple[str, str], Tiles] = {
@@ -358,7 +360,7 @@ IEEE_LANES_TABLE: dict[tuple[str, str], Tiles] = {
     ("decode16", "large"): Tiles(16, 32, 64, num_warps=4, num_stages=4, tiled=True, tma=True, act16=True),
     ("prefill", "small"): Tiles(128, 128, 16, num_warps=4, num_stages=1, group_m=8, split_lanes=True, gluon=True),
     ("prefill", "large"): Tiles(256, 128, 16, num_warps=8, num_stages=3, group_m=8, split_lanes=True, gluon=True,
-                                loader_warps=4),
+                                loader_warps=4, cast_once=True),
 }
 
 #: The ``ieee`` order per shape: (size class of N, size class of K, weight dtype class)
