@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import repro_gemm  # noqa: E402  (the FMA ceiling and weights of the repro benchmark)
 
 from kernelaudit.repro import gemm  # noqa: E402
-from kernelaudit.repro.tiles import Tiles  # noqa: E402
+from kernelaudit.repro.tiles import IEEE_LANES_TABLE, Tiles  # noqa: E402
 
 #: name -> the first pass's tiles (the table's warp-specialized row and the 4-warp row).
 #: (Lanes paired on an operand's shared address, the threads 2 x 16 down the rows, were
@@ -71,6 +71,10 @@ VARIANTS = {
     "cast_s3": Tiles(256, 128, 16, 8, 3, split_lanes=True, gluon=True, group_m=8, cast_once=True),
     "cast_s4": Tiles(256, 128, 16, 8, 4, split_lanes=True, gluon=True, group_m=8, cast_once=True),
     "cast_s6": Tiles(256, 128, 16, 8, 6, split_lanes=True, gluon=True, group_m=8, cast_once=True),
+    # (H100, 2026-12-07, the first cast pass: 45.1-45.3 TFLOP/s at 3, 4 and 6 stages against ws's
+    # 42.8, the casts 0.88 ms of the call: benchmarks/results/2026-12-07-h100-prefill-cast-once-matrix-rank-plain.)
+    # The table's prefill row (cast_once where a launch allows it, since 2026-12-07)
+    "table": IEEE_LANES_TABLE[("prefill", "large")],
 }
 
 
