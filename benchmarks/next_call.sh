@@ -7,7 +7,8 @@
 #   1. issue 19: the table's prefill row, fed by TMA from operands cast once (the cast pass
 #      now reads whole sectors along k), against the warp-specialized tile at M = 4096, 1024
 #      and 8192 (benchmarks/prefill_lanes_ab.py; the casts timed alone), ncu of the passes
-#      and the casts (h200_session.sh castncu), and the GPU bit tests of the table's rows;
+#      and the casts (h200_session.sh castncu; NEXT_NCU=0 leaves it out), and the GPU bit
+#      tests of the table's rows;
 #   2. on an H200 (more than 100 GB): the act16 decode timing, and the sweep retries the
 #      cases an H100 skipped for memory (--memory-plan try);
 #   3. issue 16: the full grid's slow pass resumed (runs/h200z) until 60 s before LIMIT_S.
@@ -23,7 +24,7 @@ for m in 4096 1024 8192; do
     --out "$X/prefill_ab_m$m.json" > "$X/prefill_ab_m$m.log" 2>&1
   tail -5 "$X/prefill_ab_m$m.log"
 done
-NCU_TIMEOUT_S=150 bash benchmarks/h200_session.sh castncu
+[ "${NEXT_NCU:-1}" = 1 ] && NCU_TIMEOUT_S=150 bash benchmarks/h200_session.sh castncu
 timeout 170 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_repro_ieee_tiled_gpu.py \
   -k "cast_once or compiled_lanes_linear" > "$X/gpu_tests.log" 2>&1
 tail -4 "$X/gpu_tests.log"
