@@ -15,11 +15,14 @@ program loads, converts or stores an operand. The FMA warps run the same
 :func:`.ieee_gluon._ws_fma` chains in the same k order from +0.0 (a padded step is
 ``fma(+0, -1, acc) = acc``), so the bits are the order's, as with every first pass.
 
+On an H100 (2026-12-07) this pass kept the FMA pipe 76.7% busy and ran 10.81 ms at
+M = 4096, K = N = 8192 (the warp-specialized pass 12.32 ms), the same bits.
 The cast costs a pass over each operand per call (:func:`lane_major`, one tiled Triton
-pass on CUDA): at M = 4096, K = N = 8192, bf16, 0.19 GB read and 0.38 GB written, about
-0.2 ms at an H100's bandwidth against the pass's 12.7 ms. Prefill only (the table's
-rows from M = 1024): decode reads the weights once, where a cast would double the bytes.
-Plain 2-d launches (one batch); compiled for sm_90 on (TMA, mbarriers).
+pass on CUDA): at those sizes, bf16, 0.19 GB read and 0.38 GB written, about 0.2 ms at an
+H100's bandwidth (a first version, reading a lane block's 16 bytes at a time, took
+0.88 ms). Prefill only (the table's rows from M = 1024): decode reads the weights once,
+where a cast would double the bytes. Plain 2-d launches (one batch); compiled for sm_90
+on (TMA, mbarriers).
 """
 
 from __future__ import annotations
