@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# One device call for what issues 16 and 19 have left (as of 2026-12-07, third session),
+# One device call for what issues 16 and 19 have left (as of 2026-12-07),
 # fitted to the GPU it lands on and to the call's time limit.
 # Usage (device tool, carry [".kb", "runs/h200z"]):
 #   . benchmarks/device_env.sh && bash benchmarks/next_call.sh LIMIT_S
 # LIMIT_S: the call's limit in seconds (default 540); the sweep takes what the rest leaves.
 #   1. issue 19: the table's prefill row, fed by TMA from operands cast once (the cast pass
 #      now reads whole sectors along k), against the warp-specialized tile at M = 4096, 1024
-#      and 8192 (benchmarks/prefill_lanes_ab.py; the casts timed alone), ncu of the passes
+#      and 8192 (benchmarks/prefill_lanes_ab.py; the casts timed alone; at 4096 the 2 x 4
+#      thread tile too), ncu of the passes
 #      and the casts (h200_session.sh castncu; NEXT_NCU=0 leaves it out), and the GPU bit
 #      tests of the table's rows;
 #   2. on an H200 (more than 100 GB): the act16 decode timing, and the sweep retries the
@@ -20,7 +21,8 @@ mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -
 X=${OUT:-/tmp/out}/extra
 mkdir -p "$X"
 for m in 4096 1024 8192; do
-  timeout 150 python3 benchmarks/prefill_lanes_ab.py --m $m --variants ws,table,cast_s3 --rounds 5 \
+  v=ws,table; [ $m = 4096 ] && v=ws,table,cast_tt24
+  timeout 150 python3 benchmarks/prefill_lanes_ab.py --m $m --variants $v --rounds 5 \
     --out "$X/prefill_ab_m$m.json" > "$X/prefill_ab_m$m.log" 2>&1
   tail -5 "$X/prefill_ab_m$m.log"
 done

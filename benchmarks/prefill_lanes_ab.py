@@ -73,6 +73,11 @@ VARIANTS = {
     "cast_s6": Tiles(256, 128, 16, 8, 6, split_lanes=True, gluon=True, group_m=8, cast_once=True),
     # (H100, 2026-12-07, the first cast pass: 45.1-45.3 TFLOP/s at 3, 4 and 6 stages against ws's
     # 42.8, the casts 0.88 ms of the call: benchmarks/results/2026-12-07-h100-prefill-cast-once-matrix-rank-plain.)
+    # cast-once with the thread tile whose K step ran fastest alone from shared memory (2 x 4:
+    # 0.819 of the ceiling against 0.800 at 4 x 4, H100, 2026-12-07; sm_90, Triton 3.6: 160
+    # LDS a step against 96, 168 registers, no spills)
+    "cast_tt24": Tiles(256, 128, 16, 8, 3, split_lanes=True, gluon=True, group_m=8, cast_once=True,
+                       thread_tile=(2, 4)),
     # The table's prefill row (cast_once where a launch allows it, since 2026-12-07)
     "table": IEEE_LANES_TABLE[("prefill", "large")],
 }
