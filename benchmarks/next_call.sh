@@ -28,7 +28,7 @@ for m in 4096 1024 8192; do
 done
 [ "${NEXT_NCU:-1}" = 1 ] && NCU_TIMEOUT_S=150 bash benchmarks/h200_session.sh castncu
 timeout 170 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_repro_ieee_tiled_gpu.py \
-  -k "cast_once or compiled_lanes_linear" > "$X/gpu_tests.log" 2>&1
+  -k "cast_once or compiled_lanes_linear or table_prefill_row" > "$X/gpu_tests.log" 2>&1
 tail -4 "$X/gpu_tests.log"
 if [ "${mem:-0}" -gt 100000 ]; then
   GEMM_SECTIONS=decode GEMM_ARGS="--decode-ms 1,2,4,16" GEMM_TIMEOUT_S=150 GEMM_TESTS=0 \

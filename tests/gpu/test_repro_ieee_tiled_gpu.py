@@ -215,6 +215,28 @@ def test_cast_once_lane_sums_equal_cpu_emulator_bit_for_bit(tiles_args, m, k, n,
         assert any(compiled), "the TMA kernel never compiled: another first pass ran"
 
 
+def test_table_prefill_row_runs_cast_once_in_2d_and_producer_warps_in_bmm():
+    """The table's large-N prefill row (``cast_once`` beside ``loader_warps``): a plain
+    ``linear`` at prefill sizes runs the TMA kernel, a ``bmm`` (several batches, which the
+    cast-once pass does not take) the warp-specialized pass; both the emulator's bits."""
+    from kernelaudit.repro import emulate, gemm, ieee_gluon, ieee_gluon_tma
+    from kernelaudit.repro.tiles import pick
+
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("TMA and warp specialization need sm_90 on")
+    x, w = _draw((300, 2048), torch.bfloat16, 41, 10.0), _draw((1100, 2048), torch.bfloat16, 42)
+    t = pick("ieee", 1100, 2048, torch.bfloat16, m=300)
+    assert t.cast_once and t.loader_warps, t
+    got = gemm.linear(x.cuda(), w.cuda()).cpu()
+    assert emulate.bit_mismatches(got, emulate.linear_ieee(x, w)) == 0
+    assert any(c[0] for c in ieee_gluon_tma.lane_sums_tma_kernel.device_caches.values())
+    a, bb = _draw((3, 300, 1100), torch.bfloat16, 43), _draw((3, 1100, 1030), torch.bfloat16, 44)
+    assert pick("ieee", 1030, 1100, torch.bfloat16, m=300).cast_once
+    got = gemm.bmm(a.cuda(), bb.cuda()).cpu()
+    assert emulate.bit_mismatches(got, emulate.bmm_ieee(a, bb)) == 0
+    assert any(c[0] for c in ieee_gluon.lane_sums_ws_kernel.device_caches.values())
+
+
 def test_gluon_lane_sums_bmm_and_signed_zeros():
     """Batched operands (bmm, per-batch strides) and an all -0.0 result through the Gluon
     first pass and the tree, bit for bit."""
