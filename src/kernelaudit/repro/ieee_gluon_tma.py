@@ -71,18 +71,14 @@ def lane_major(x: torch.Tensor, lanes, bk: int, pad: float) -> torch.Tensor:
     S = steps_per_lane(K, lanes, bk)
     J = -(-K // (block * L))                         # blocks a lane, the last ones padded
     r4 = -(-R // 4) * 4
+    out = torch.empty((L, S * bk, r4), dtype=torch.float32, device=x.device)
+    if J * block < S * bk:   # each lane's rows past its last block: the padding alone
+        out[:, J * block:].fill_(pad)
     if x.is_cuda or config.interpreter_requested():  # one pass, read and written in tiles
-        out = torch.empty((L * S * bk, r4), dtype=torch.float32, device=x.device)
-        if J * block < S * bk:   # each lane's rows past its last block: the padding alone
-            out.view(L, S * bk, r4)[:, J * block:].fill_(pad)
-        wide = _needs_int64(x, L * S * bk * r4)
         grid = (triton.cdiv(J * L * block, _LM_BK), triton.cdiv(R, _LM_BR))
         _lane_major_kernel[grid](x, out, R, K, x.stride(0), x.stride(1), S * bk, r4, float(pad),
-                                 L=L, BLOCK=block, BK=_LM_BK, BR=_LM_BR, WIDE=wide)
-        return out
-    out = torch.empty((L, S * bk, r4), dtype=torch.float32, device=x.device)
-    if J * block < S * bk:
-        out[:, J * block:].fill_(pad)
+                                 L=L, BLOCK=block, BK=_LM_BK, BR=_LM_BR, WIDE=_needs_int64(x, out.numel()))
+        return out.view(L * S * bk, r4)
     if K == J * L * block:
         src = x
     else:
