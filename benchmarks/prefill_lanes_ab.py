@@ -1,5 +1,6 @@
 """``ieee`` prefill first-pass variants side by side on one GPU (issue 19): the table's
-warp-specialized tile and the 4-warp tile (add a variant to :data:`VARIANTS` to try one),
+prefill row, the warp-specialized tile, the 4-warp tile, the cast-once passes and more
+(add a variant to :data:`VARIANTS` to try one),
 interleaved rounds, beside CastFloat32 (and the ceilings of the same run: the FMA rate,
 cuBLAS fp32 and bf16); every variant's output must have
 the bits of the first (they compute one order), else the run fails.
@@ -30,7 +31,8 @@ import repro_gemm  # noqa: E402  (the FMA ceiling and weights of the repro bench
 from kernelaudit.repro import gemm  # noqa: E402
 from kernelaudit.repro.tiles import IEEE_LANES_TABLE, Tiles  # noqa: E402
 
-#: name -> the first pass's tiles (the table's warp-specialized row and the 4-warp row).
+#: name -> the first pass's tiles (``ws``: the warp-specialized tile, the table's large-N
+#: prefill row until 2026-12-07; ``table``: the row now; ``w4``: the 4-warp tile).
 #: (Lanes paired on an operand's shared address, the threads 2 x 16 down the rows, were
 #: tried on an H100 on 2026-12-06: 25% fewer shared-load wavefronts, no fewer stalls,
 #: 39.6 TFLOP/s against 42.9: benchmarks/results/2026-12-06-h100-prefill-stalls-slow-pass/.)
