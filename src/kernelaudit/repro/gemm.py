@@ -433,7 +433,7 @@ def _launch_split_lanes(a3, b3, bias3, out3, tiles: Tiles, lanes: Lanes, alpha: 
     sums = torch.empty((L, B0, B, rows, N), dtype=torch.float32, device=a3.device)
     s_pl, s_p0, s_pb, s_pm, _ = sums.stride()
     b_lm = None   # Tiles.cast_once: b cast once for every row block
-    if gluon and ieee_gluon_tma.usable(a3, tiles) and torch.cuda.get_device_capability(a3.device)[0] >= 9:
+    if gluon and ieee_gluon_tma.usable(a3, tiles):
         b_lm = ieee_gluon_tma.lane_major(b3[0, 0].t(), lanes, tiles.bk, -1.0)
     for m0 in range(0, M, rows):
         m1 = min(M, m0 + rows)
@@ -442,7 +442,7 @@ def _launch_split_lanes(a3, b3, bias3, out3, tiles: Tiles, lanes: Lanes, alpha: 
         mc = m1 - m0
         tiles_mn = triton.cdiv(mc, tiles.bm) * triton.cdiv(N, tiles.bn)
         if b_lm is not None:
-            ieee_gluon_tma.launch(a_v[0, 0], b3[0, 0], sums, tiles, lanes, b_lm)
+            ieee_gluon_tma.launch(a_v[0, 0], b_lm, N, sums, tiles, lanes)
         elif gluon:
             ieee_gluon.launch((tiles_mn * L, B, B0), (a_v, b3, sums, mc, N, K, *a_v.stride()[1:], *b3.stride()[1:],
                                                       a_v.stride(0), b3.stride(0), s_pl, s_p0, s_pb, s_pm),

@@ -46,8 +46,9 @@ except (ImportError, AttributeError):  # pragma: no cover - an old Triton
 
 def usable(a3: torch.Tensor, tiles) -> bool:
     """Whether a launch can take the cast-once feeding: ``cast_once`` set, Gluon and TMA
-    present, one batch (a plain 2-d launch)."""
-    return bool(tiles.cast_once) and tma is not None and a3.shape[0] == 1 and a3.shape[1] == 1
+    present, one batch (a plain 2-d launch) on a CUDA device of sm_90 on."""
+    return (bool(tiles.cast_once) and tma is not None and a3.shape[0] == 1 and a3.shape[1] == 1
+            and a3.device.type == "cuda" and torch.cuda.get_device_capability(a3.device)[0] >= 9)
 
 
 def steps_per_lane(K: int, lanes, bk: int) -> int:
@@ -135,14 +136,11 @@ def descriptors(a_lm: torch.Tensor, b_lm: torch.Tensor, tiles):
             TensorDescriptor.from_tensor(b_lm, [tiles.bk, tiles.bn], lay))
 
 
-def launch(a2: torch.Tensor, b2: torch.Tensor, sums: torch.Tensor, tiles, lanes, b_lm=None) -> None:
-    """Lane ``l``'s fp32 chain of ``a2 @ b2`` ([M, K] and [K, N], any strides) into
-    ``sums[l, 0, 0]`` ([LANES, 1, 1, >= M, N]), every (tile, lane) a program.
-    ``b_lm``: ``b2`` already :func:`lane_major` (a launch in row blocks casts it once)."""
+def launch(a2: torch.Tensor, b_lm: torch.Tensor, N: int, sums: torch.Tensor, tiles, lanes) -> None:
+    """Lane ``l``'s fp32 chain of ``a2 @ b`` (``a2`` [M, K], any strides; ``b`` [K, N] given
+    as ``b_lm``, its :func:`lane_major` with padding -1, cast once for every row block)
+    into ``sums[l, 0, 0]`` ([LANES, 1, 1, >= M, N]), every (tile, lane) a program."""
     M, K = a2.shape
-    N = b2.shape[1]
-    if b_lm is None:
-        b_lm = lane_major(b2.t(), lanes, tiles.bk, -1.0)
     a_lm = lane_major(a2, lanes, tiles.bk, 0.0)
     a_desc, b_desc = descriptors(a_lm, b_lm, tiles)
     s_pl, s_p0, s_pb, s_pm, _ = sums.stride()
