@@ -343,8 +343,9 @@ IEEE_TABLE: dict[tuple[str, str], Tiles] = {
 #: 41.1 for the 4-warp tile in the same run, the fastest of twenty-two
 #: (``benchmarks/results/2026-12-06-h200-warp-specialized-prefill-segment-11/``); fed by
 #: TMA from operands cast once (``cast_once``) where a launch allows it since 2026-12-07:
-#: 45.3 TFLOP/s against 42.8 on an H100 with its first cast pass, the casts taking 0.88 ms
-#: of 12.1 (``benchmarks/results/2026-12-07-h100-prefill-cast-once-matrix-rank-plain/``). Where
+#: 47.9 TFLOP/s against 42.9 on an H100 at M = 4096 (45.4 and 48.5 at M = 1024 and 8192),
+#: the casts 0.21 ms of 11.47 (``benchmarks/results/2026-12-07-h100-prefill-fast-cast-svdvals-wrong/``);
+#: a 2 x 4 ``thread_tile`` gained 0.9% there and lost 2% in the warp-specialized pass. Where
 #: Gluon cannot run, the Triton first pass runs the same tile (same bits); before Hopper,
 #: the Gluon pass without producer warps.
 IEEE_LANES_TABLE: dict[tuple[str, str], Tiles] = {
