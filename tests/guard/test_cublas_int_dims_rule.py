@@ -153,3 +153,27 @@ def test_the_grid_addmm_call_gives_bare_gradients_under_the_guard():
     assert st.fixed >= 3 and st.refused == 0, st.summary()   # forward, and the backward's mm
     for x, y in zip(got, bare):
         torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-5)
+
+
+def test_the_grid_multi_dot_call_reaches_the_mm_rules_forward_and_backward():
+    # the grid's linalg.multi_dot([A (N x 2), B (2 x 1)]) with N past INT_MAX raised
+    # cuBLAS's own check bare (H100, 2026-12-07, float32 and float16): multi_dot of two
+    # matrices is mm through the dispatcher, so the mm rules see it, and its backward's
+    # products (N rows; k = N) too. The rules at a small limit on the CPU.
+    n = 300
+    g = torch.Generator().manual_seed(13)
+    a, b, up = torch.randn(n, 2, generator=g), torch.randn(2, 1, generator=g), torch.randn(n, 1, generator=g)
+    rules = [dataclasses.replace(r, when={**r.when, "at_least": 128}) for r in _rules({"mm"})]
+
+    def run():
+        xs = [t.clone().requires_grad_() for t in (a, b)]
+        out = torch.linalg.multi_dot(xs)
+        out.backward(up)
+        return [out.detach(), *(x.grad for x in xs)]
+    bare = run()
+    with guarding("fix", rules=rules) as engine:
+        got = run()
+    st = engine.stats()
+    assert st.fixed >= 3 and st.refused == 0, st.summary()   # the forward, grad A's and grad B's mm
+    for x, y in zip(got, bare):
+        torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-5)

@@ -20,6 +20,8 @@ COVERED_BY = {
     "norm.nuc": "pinverse",                                      # the batched SVD (_linalg_svd, svdvals)
     "linalg.cond": "pinverse",
     "linalg.matrix_rank": "pinverse",                            # svdvals past 2^32 elements: silently wrong
+    "linalg.svdvals": "pinverse",                                # past 2^31 elements: silently wrong
+    "linalg.multi_dot": "mm",                                    # two matrices: mm, cuBLAS's int dims
 }
 #: Finding op -> why no rule is shipped for it.
 NOT_FIXED = {
