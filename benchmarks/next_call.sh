@@ -9,8 +9,9 @@
 #      linalg.multi_dot; NEXT_PLAIN=0 leaves it out);
 #   2. on an H200 (more than 100 GB): issue 19's prefill row against the warp-specialized
 #      tile at M = 1024, 4096 and 8192 (benchmarks/prefill_lanes_ab.py; NEXT_PREFILL=1 runs
-#      it on an H100 too, where 2026-12-07 measured it) and the act16 decode timing; the
-#      sweep retries the cases an H100 skipped for memory (--memory-plan try);
+#      it on an H100 too, where 2026-12-07 measured it; NEXT_PREFILL=0 leaves it out) and the
+#      act16 decode timing (NEXT_DECODE=0 leaves it out); the sweep retries the cases an H100
+#      skipped for memory (--memory-plan try);
 #   3. the GPU bit tests of the table's prefill rows (NEXT_TESTS=1; they passed on an H100
 #      on 2026-12-07);
 #   4. issue 16: the full grid's slow pass resumed (runs/h200z) until 60 s before LIMIT_S.
@@ -25,7 +26,8 @@ if [ "${NEXT_PLAIN:-1}" = 1 ]; then
   PLAIN_OPS=${NEXT_PLAIN_OPS:-linalg.svdvals,linalg.multi_dot} PLAIN_GUARDED=1 PLAIN_TIMEOUT_S=100 \
     PLAIN_UNTIL_S=$((limit / 3)) bash benchmarks/h200_session.sh plain
 fi
-if [ "${mem:-0}" -gt 100000 ] || [ "${NEXT_PREFILL:-0}" = 1 ]; then
+prefill=${NEXT_PREFILL:-}; [ -z "$prefill" ] && { [ "${mem:-0}" -gt 100000 ] && prefill=1 || prefill=0; }
+if [ "$prefill" = 1 ]; then
   for m in 4096 1024 8192; do
     timeout 150 python3 benchmarks/prefill_lanes_ab.py --m $m --variants ws,table --rounds 5 \
       --out "$X/prefill_ab_m$m.json" > "$X/prefill_ab_m$m.log" 2>&1
@@ -37,9 +39,11 @@ if [ "${NEXT_TESTS:-0}" = 1 ]; then
     -k "cast_once or compiled_lanes_linear or table_prefill_row" > "$X/gpu_tests.log" 2>&1
   tail -4 "$X/gpu_tests.log"
 fi
-if [ "${mem:-0}" -gt 100000 ]; then
+if [ "${mem:-0}" -gt 100000 ] && [ "${NEXT_DECODE:-1}" = 1 ]; then
   GEMM_SECTIONS=decode GEMM_ARGS="--decode-ms 1,2,4,16" GEMM_TIMEOUT_S=150 GEMM_TESTS=0 \
     bash benchmarks/h200_session.sh gemm
+fi
+if [ "${mem:-0}" -gt 100000 ]; then
   export SWEEP_ARGS="--memory-plan try"
 fi
 left=$((limit - SECONDS - 60))
