@@ -28,7 +28,11 @@ records its error and the next one runs):
     PYTHONPATH=src python benchmarks/repro_gemm.py --out $OUT
     PYTHONPATH=src python benchmarks/repro_gemm.py --out /tmp/smoke --smoke   # CPU dry run
 
-(``--sections sweep,perf`` still runs the previous tile sweep and perf table.)
+(``--sections sweep,perf`` still runs the previous tile sweep and perf table.) The tables'
+other rows: ``--sections decode --decode-kn 4096 --n 512`` (the ``ieee`` small-N decode
+rows), ``--sections prefill --prefill-ms 4096 --n 512`` (its small-N prefill row),
+``--sections decode --decode-kn 512 --n 4096`` (K under 1024: the sequential order's rows),
+``--sections mma_rows`` (the ``mma`` rows but large/large).
 """
 
 from __future__ import annotations
@@ -84,7 +88,9 @@ SMOKE = {"decode": (1024,), "ms": (1, 4), "prefill": (64,), "prefill_ms": (40,),
          "pk": 1024, "sweep": (4, 64, 64, 64, 64, 64),
          "inv_k": 64, "inv_m": 128, "kv": 16, "norm": 64, "heads": 1, "norm_rows": 64,
          "lm": dict(vocab=64, length=32, dim=32, heads=4, hidden=64, layers=1), "lm_batch": (64, 8),
-         "bits_scale": 64}
+         "bits_scale": 64, "mma_ms": (32,),
+         "mma_shapes": {("small", "small"): ((32, 32),), ("small", "large"): ((32, 64),),
+                        ("large", "small"): ((64, 32),)}}
 
 
 def bench(fn, rep_ms: float = 60.0) -> float:
@@ -662,8 +668,11 @@ def decode():
         for m in S["ms"]:
             bucket = tiles_mod.rows_class(m)
             r = int(bucket[len("decode"):])
-            table_order, plan = _ieee_plan(m, kn, lanes_decode_candidates(r),
-                                           decode_candidates(r) + [PREVIOUS_DECODE], other_orders(r))
+            if tiles_mod.ieee_lanes(_n(kn), kn, torch.bfloat16).sequential:   # K under 1024
+                table_order, plan = _ieee_plan(m, kn, decode_candidates(r) + [PREVIOUS_DECODE], [])
+            else:
+                table_order, plan = _ieee_plan(m, kn, lanes_decode_candidates(r),
+                                               decode_candidates(r) + [PREVIOUS_DECODE], other_orders(r))
             row = _measure_row(m, kn, plan, 6 if kn <= 4096 else 3, 4, table_order)
             rows_out.append(row)
             print({k: v for k, v in row.items() if k != "candidates"}, flush=True)
@@ -679,10 +688,11 @@ def decode():
     if lanes_shape:
         tables.append((tiles_mod.IEEE_TABLE, "sequential", least_total_tiles(rows_out, "sequential")))
     table = {}
+    n_class = tiles_mod.size_class(_n(S["decode"][0]))
     for target, prefix, by_bucket in tables:
         for bucket, tiles in by_bucket.items():
-            target[(bucket, "large")] = Tiles(**tiles)
-            table[f"{prefix}/{bucket}"] = tiles
+            target[(bucket, n_class)] = Tiles(**tiles)
+            table[f"{prefix}/{bucket}/{n_class}"] = tiles
     RES["ieee_table_used"] = {f"{r}/{n}": t.__dict__ for (r, n), t in tiles_mod.IEEE_TABLE.items()}
     RES["ieee_lanes_table_used"] = {f"{r}/{n}": t.__dict__ for (r, n), t in tiles_mod.IEEE_LANES_TABLE.items()}
     # which order was fastest at each shape (input to tiles.IEEE_LANES)
@@ -955,7 +965,6 @@ def model_tiles(quick: bool):
     m = batch * plen
     shapes = [(3 * c["dim"], c["dim"]), (c["dim"], c["dim"]), (c["hidden"], c["dim"]), (c["dim"], c["hidden"]),
               (c["vocab"], c["dim"])]
-    calls = {s: 1 for s in shapes}  # per block, and the head once
     rows = []
     for n, k in shapes:
         x = torch.randn(m, k, device=DEV).bfloat16()
@@ -987,6 +996,81 @@ def model_tiles(quick: bool):
            "candidates": [dataclasses.asdict(t) for t in MODEL_MMA_CANDIDATES],
            "best_vs_cublas": round(total["cublas"] / total[best], 3)}
     print(out["model_gemm_ms"], "best", best, out["best_tiles"], "vs cuBLAS", out["best_vs_cublas"], flush=True)
+    return out
+
+
+#: (N, K) shapes of each ``mma`` table row but large/large (its own section, model_tiles):
+#: two of the row's size classes ("small" under 1024), each at M = 1024 and 8192
+MMA_ROW_SHAPES = {("small", "small"): ((256, 512), (768, 768)),
+                  ("small", "large"): ((512, 4096), (768, 8192)),
+                  ("large", "small"): ((4096, 512), (8192, 768))}
+MMA_ROW_MS = (1024, 8192)
+MMA_ROW_CANDIDATES = [Tiles(64, 64, 32, 4, 3), Tiles(64, 64, 64, 4, 4), Tiles(128, 128, 32, 8, 3),
+                      Tiles(64, 128, 64, 4, 3, group_m=8), Tiles(128, 64, 64, 4, 3, group_m=8),
+                      Tiles(128, 128, 64, 8, 3, group_m=8), Tiles(64, 64, 128, 4, 3),
+                      Tiles(128, 256, 64, 8, 3, group_m=8, tma=True)]
+
+
+def _short(t: Tiles) -> str:
+    return f"{t.bm}x{t.bn}x{t.bk} w{t.num_warps} s{t.num_stages}" + (" tma" if t.tma else "")
+
+
+@section("mma_rows")
+def mma_rows():
+    """The ``mma`` table's rows other than large/large: at shapes of each row's size
+    classes (:data:`MMA_ROW_SHAPES`), the table's tile and :data:`MMA_ROW_CANDIDATES`
+    beside cuBLAS bf16 (CUDA graphs over rotated weight copies). Per row, the tile with
+    the least time summed over its shapes, and the table tile's time against it. A
+    tile's bits may differ from another's (``mma`` is fixed per tile, not across tiles):
+    each candidate's equality with the table tile is recorded, not required."""
+    from kernelaudit.repro import tiles as tiles_mod
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    shapes = {key: S.get("mma_shapes", {}).get(key, val) for key, val in MMA_ROW_SHAPES.items()}
+    out = {}
+    for (n_class, k_class), row_shapes in shapes.items():
+        table_tiles = tiles_mod.TABLE[("mma", n_class, k_class)]
+        tiles = [table_tiles] + [t for t in MMA_ROW_CANDIDATES if t != table_tiles]
+        rows = []
+        for n, k in row_shapes:
+            for m in S.get("mma_ms", MMA_ROW_MS):
+                ws = weights(n, k, 4)
+                x = torch.randn(m, k, device=DEV).bfloat16()
+                row = {"m": m, "n": n, "k": k, "cublas_bf16_ms": round(timed(lambda w, x=x: F.linear(x, w), ws)[0], 5),
+                       "tiles": []}
+                ref = gemm.linear(x, ws[0], order="mma", tiles=table_tiles)
+                for t in tiles:
+                    try:
+                        y = gemm.linear(x, ws[0], order="mma", tiles=t)
+                        ms = timed(lambda w, t=t, x=x: gemm.linear(x, w, order="mma", tiles=t), ws)[0]
+                        row["tiles"].append({"tiles": dataclasses.asdict(t), "ms": round(ms, 5),
+                                             "same_bits_as_table": bool(torch.equal(y, ref))})
+                    except Exception as e:  # noqa: BLE001 - a tile that does not compile is a result
+                        row["tiles"].append({"tiles": dataclasses.asdict(t),
+                                             "error": f"{type(e).__name__}: {str(e)[:200]}"})
+                print(f"mma {n_class}/{k_class} m={m} n={n} k={k} cuBLAS {row['cublas_bf16_ms']} ms;",
+                      ", ".join(f"{r.get('ms', 'error')}" for r in row["tiles"]), flush=True)
+                rows.append(row)
+                del ws, x
+        totals = {}
+        for i, t in enumerate(tiles):
+            times = [r["tiles"][i].get("ms") for r in rows]
+            if all(v is not None for v in times):
+                totals[i] = sum(times)
+        cublas = sum(r["cublas_bf16_ms"] for r in rows)
+        best = min(totals, key=totals.get) if totals else None
+        out[f"{n_class}/{k_class}"] = {
+            "rows": rows, "table_tiles": dataclasses.asdict(table_tiles),
+            "best_tiles": dataclasses.asdict(tiles[best]) if best is not None else None,
+            "table_ms_total": round(totals[0], 5) if 0 in totals else None,
+            "best_ms_total": round(totals[best], 5) if best is not None else None,
+            "best_vs_table": round(totals[0] / totals[best], 3) if best is not None and 0 in totals else None,
+            "table_vs_cublas_bf16": round(cublas / totals[0], 3) if 0 in totals else None}
+        r = out[f"{n_class}/{k_class}"]
+        print(f"mma {n_class}/{k_class}: table {_short(table_tiles)} {r['table_ms_total']} ms, best "
+              f"{_short(tiles[best]) if best is not None else None} {r['best_ms_total']} ms "
+              f"({r['best_vs_table']}x the table); the table {r['table_vs_cublas_bf16']}x cuBLAS bf16", flush=True)
+        write_partial()
     return out
 
 
@@ -1069,12 +1153,20 @@ def main(argv=None) -> int:
     p.add_argument("--sections", default="ceilings,decode,prefill,bits,invariance,model")
     p.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU (Triton interpreter): a dry run")
     p.add_argument("--decode-ms", default="", help="the decode section's M values, e.g. 2,4 (default 1,2,4,8,16)")
-    p.add_argument("--decode-kn", default="", help="its K = N values, e.g. 8192 (default 4096,8192)")
+    p.add_argument("--decode-kn", default="", help="its K (and N, unless --n) values, e.g. 8192 (default 4096,8192)")
     p.add_argument("--prefill-ms", default="", help="the prefill section's M values, e.g. 4096 (default 1024,4096,8192)")
+    p.add_argument("--n", type=int, default=0,
+                   help="N of the decode and prefill sections' GEMMs (default: N = K); under 1024 they time "
+                        "the tables' small-N rows")
     a = p.parse_args(argv)
     global DEV, OUT_JSON
     chosen = {}
-    for flag, key, allowed in (("--decode-ms", "ms", (1, 2, 4, 8, 16)), ("--decode-kn", "decode", (4096, 8192)),
+    if a.n and (a.n < 16 or a.n % 16):
+        p.error(f"--n={a.n}: allowed values are multiples of 16 from 16 (or 0: N = K)")
+    if a.n:
+        chosen["n"] = a.n
+    for flag, key, allowed in (("--decode-ms", "ms", (1, 2, 4, 8, 16)),
+                                ("--decode-kn", "decode", (512, 768, 1024, 2048, 4096, 8192)),
                                 ("--prefill-ms", "prefill_ms", (1024, 4096, 8192))):
         given = getattr(a, flag[2:].replace("-", "_"))
         if given:
@@ -1106,7 +1198,7 @@ def main(argv=None) -> int:
     run = {"ceilings": ceilings, "clocks": clocks, "sweep": lambda: sweep(a.quick), "perf": perf_from_sweep,
            "decode": decode, "prefill": prefill, "bits": bits, "invariance": lambda: invariance(a.out, a.quick),
            "model": lambda: model(a.quick), "profile": lambda: profile(a.quick),
-           "model_tiles": lambda: model_tiles(a.quick)}
+           "model_tiles": lambda: model_tiles(a.quick), "mma_rows": mma_rows}
     if not steps or set(steps) - set(run):
         p.error(f"--sections={a.sections!r}: allowed values are comma-separated {', '.join(run)}")
     for s in steps:

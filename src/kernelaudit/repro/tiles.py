@@ -398,7 +398,8 @@ SPLIT_LANES_SCRATCH_BYTES = 1 << 30
 INTERPRETER_IEEE = Tiles(64, 64, 16)
 
 
-def _size_class(n: int) -> str:
+def size_class(n: int) -> str:
+    """The tables' size class of N or K: "small" under 1024, else "large"."""
     return "small" if n < 1024 else "large"
 
 
@@ -423,7 +424,7 @@ def dtype_class(dtype) -> str:
 def ieee_lanes(n: int, k: int, dtype) -> Lanes:
     """The ``ieee`` order of a shape: N, K and the weight dtype, nothing else (no M, no
     device), so a row's bits are the same at every batch size and on every GPU."""
-    return IEEE_LANES[(_size_class(n), _size_class(k), dtype_class(dtype))]
+    return IEEE_LANES[(size_class(n), size_class(k), dtype_class(dtype))]
 
 
 def pick(order: str, n: int, k: int, dtype, *, m: int | None = None, lanes: Lanes | None = None) -> Tiles:
@@ -434,5 +435,5 @@ def pick(order: str, n: int, k: int, dtype, *, m: int | None = None, lanes: Lane
     if order == "ieee":
         lanes = lanes if lanes is not None else ieee_lanes(n, k, dtype)
         table = IEEE_TABLE if lanes.sequential else IEEE_LANES_TABLE
-        return table[(rows_class(m), _size_class(n))]
-    return TABLE[(order, _size_class(n), _size_class(k))]
+        return table[(rows_class(m), size_class(n))]
+    return TABLE[(order, size_class(n), size_class(k))]
