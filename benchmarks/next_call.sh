@@ -13,7 +13,8 @@
 #      act16 decode timing (NEXT_DECODE=0 leaves it out); the sweep retries the cases an H100
 #      skipped for memory (--memory-plan try);
 #   3. the GPU bit tests of the table's prefill rows (NEXT_TESTS=1; they passed on an H100
-#      on 2026-12-07);
+#      on 2026-12-07); the tile tables' other rows timed per shape (NEXT_TABLES=1:
+#      h200_session.sh tables);
 #   4. issue 16: the full grid's slow pass resumed (runs/h200z) until 60 s before LIMIT_S.
 # Outputs: $OUT/h200_results.tgz (each h200_session.sh step: plain/, the sweep's store for
 # benchmarks/take_store.sh), $OUT/extra/prefill_ab_m<M>.json and .log, $OUT/extra/gpu_tests.log.
@@ -38,6 +39,9 @@ if [ "${NEXT_TESTS:-0}" = 1 ]; then
   timeout 170 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_repro_ieee_tiled_gpu.py \
     -k "cast_once or compiled_lanes_linear or table_prefill_row" > "$X/gpu_tests.log" 2>&1
   tail -4 "$X/gpu_tests.log"
+fi
+if [ "${NEXT_TABLES:-0}" = 1 ]; then
+  bash benchmarks/h200_session.sh tables
 fi
 if [ "${mem:-0}" -gt 100000 ] && [ "${NEXT_DECODE:-1}" = 1 ]; then
   GEMM_SECTIONS=decode GEMM_ARGS="--decode-ms 1,2,4,16" GEMM_TIMEOUT_S=150 GEMM_TESTS=0 \
