@@ -281,11 +281,20 @@ class Tiles:
 #: benchmarks/results/2026-12-04-h200-repro-tma-tiles): the persistent TMA kernel
 #: (:mod:`.mma_tma`) at 128 x 256 x 64, 3 stages, 3.99 ms for the model's GEMMs against
 #: 5.21 for the best plain tile and 3.83 with cuBLAS (0.96x), every tile with the same
-#: bits. Launches TMA cannot describe run the plain kernel at the same tile.
+#: bits. Launches TMA cannot describe run the plain kernel at the same tile. The other
+#: rows: the least time summed over two shapes of the row's classes at M = 1024 and 8192
+#: among eight tiles (``repro_gemm.py --sections mma_rows``, H100, 2026-12-07,
+#: benchmarks/results/2026-12-07-h100-svdvals-guarded-mma-rows-slow-pass/tables/): 1.32x,
+#: 1.49x and 1.39x faster than the 2026-12-03 tiles they replaced, 0.65x, 0.63x and 0.80x
+#: cuBLAS bf16 there, every tile with the same bits as the old one at every shape. At
+#: small/small the fastest (64 x 128 x 64, 4 warps) beat 128 x 128 x 64 by 3%, but under
+#: the interpreter (CI), whose ``tl.dot`` is numpy's matmul, its 64 x 64 by 64 x 128 block
+#: product is not the same for a row at every position of the block: the order would not
+#: be batch-invariant there.
 TABLE: dict[tuple[str, str, str], Tiles] = {
-    ("mma", "small", "small"): Tiles(64, 64, 32, num_warps=4, num_stages=3),
-    ("mma", "small", "large"): Tiles(64, 64, 64, num_warps=4, num_stages=4),
-    ("mma", "large", "small"): Tiles(128, 128, 32, num_warps=8, num_stages=3),
+    ("mma", "small", "small"): Tiles(128, 128, 64, num_warps=8, num_stages=3, group_m=8),
+    ("mma", "small", "large"): Tiles(128, 128, 64, num_warps=8, num_stages=3, group_m=8),
+    ("mma", "large", "small"): Tiles(128, 256, 64, num_warps=8, num_stages=3, group_m=8, tma=True),
     ("mma", "large", "large"): Tiles(128, 256, 64, num_warps=8, num_stages=3, group_m=8, tma=True),
 }
 
@@ -333,9 +342,15 @@ IEEE_TABLE: dict[tuple[str, str], Tiles] = {
 #: that held M = 4; 0.93-1.01x cuBLAS bf16 at M = 4 where the fp32-stage tile gave
 #: 0.76-0.82x, ``benchmarks/results/2026-12-06-h100-repro-decode-act16/``); ``bk`` = 256
 #: at 8 or 16 rows spilled (1.1-3.8 ms against 0.05-0.18 ms at ``bk`` = 64, 2026-12-04).
-#: Small-N rows: the 2026-12-04 tiles, not timed apart. Prefill rows: ``split_lanes`` with
-#: its first pass in Gluon (:mod:`.ieee_gluon`: each lane's fp32 chains from shared memory
-#: into 4 x 4 register tiles, into scratch; then the pairwise tree in an epilogue), the
+#: Small-N rows: the 2026-12-04 tiles, but decode1 (the large row's tile: 0.0061 ms
+#: against 0.0094 at N = 512, K = 4096 on an H100, 2026-12-07, the fastest of 14 there; at 2
+#: rows the table's tile was within 4% of the best; 4-16 rows not timed apart) and prefill
+#: (the warp-specialized tile: 0.820 ms against 0.900 for the 4-warp tile at M = 4096, N =
+#: 512, K = 8192, the fastest of 21; ``cast_once`` not timed there;
+#: benchmarks/results/2026-12-07-h100-svdvals-guarded-mma-rows-slow-pass/tables/).
+#: Prefill rows: ``split_lanes`` with its first pass in Gluon (:mod:`.ieee_gluon`: each
+#: lane's fp32 chains from shared memory into 4 x 4 register tiles, into scratch; then the
+#: pairwise tree in an epilogue), the
 #: fastest of sixteen at M = 1024, 4096, 8192 and K = N = 8192 on the H200 (2026-12-05,
 #: 39.4-41.5 TFLOP/s, 60-63% of the measured FMA ceiling, 0.82-0.83x CastFloat32; the
 #: ``tl.dot`` first pass 24.7-25.3). Large N: warp-specialized since 2026-12-06 (4
@@ -349,7 +364,7 @@ IEEE_TABLE: dict[tuple[str, str], Tiles] = {
 #: Gluon cannot run, the Triton first pass runs the same tile (same bits); before Hopper,
 #: the Gluon pass without producer warps.
 IEEE_LANES_TABLE: dict[tuple[str, str], Tiles] = {
-    ("decode1", "small"): Tiles(1, 32, 512, num_warps=8, num_stages=1, tiled=True, prefetch=True),
+    ("decode1", "small"): Tiles(1, 16, 512, num_warps=4, num_stages=1, tiled=True, prefetch=True),
     ("decode2", "small"): Tiles(2, 16, 256, num_warps=4, num_stages=1, tiled=True, prefetch=True),
     ("decode4", "small"): Tiles(4, 16, 256, num_warps=4, num_stages=1, tiled=True, prefetch=True),
     ("decode8", "small"): Tiles(8, 16, 64, num_warps=4, num_stages=1, tiled=True, prefetch=True),
@@ -359,7 +374,8 @@ IEEE_LANES_TABLE: dict[tuple[str, str], Tiles] = {
     ("decode4", "large"): Tiles(4, 16, 256, num_warps=4, num_stages=3, tiled=True, tma=True, act16=True),
     ("decode8", "large"): Tiles(8, 16, 128, num_warps=4, num_stages=4, tiled=True, tma=True, act16=True),
     ("decode16", "large"): Tiles(16, 32, 64, num_warps=4, num_stages=4, tiled=True, tma=True, act16=True),
-    ("prefill", "small"): Tiles(128, 128, 16, num_warps=4, num_stages=1, group_m=8, split_lanes=True, gluon=True),
+    ("prefill", "small"): Tiles(256, 128, 16, num_warps=8, num_stages=3, group_m=8, split_lanes=True, gluon=True,
+                                loader_warps=4),
     ("prefill", "large"): Tiles(256, 128, 16, num_warps=8, num_stages=3, group_m=8, split_lanes=True, gluon=True,
                                 loader_warps=4, cast_once=True),
 }
