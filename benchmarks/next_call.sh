@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# One device call for what issues 16 and 19 have left (as of the 2026-12-07 stop),
+# One device call for what issues 16 and 19 have left (as of the 2026-12-07 16:00 stop),
 # fitted to the GPU it lands on and to the call's time limit.
 # Usage (device tool, carry [".kb", "runs/h200z"]):
 #   . benchmarks/device_env.sh && bash benchmarks/next_call.sh LIMIT_S
 # LIMIT_S: the call's limit in seconds (default 540); the sweep takes what the rest leaves.
 #   1. issue 16: the newest findings as plain torch and again under `kernelaudit run`
-#      (h200_session.sh plain, guarded; NEXT_PLAIN_OPS, default linalg.svdvals and
-#      linalg.multi_dot; NEXT_PLAIN=0 leaves it out);
+#      (h200_session.sh plain, guarded; NEXT_PLAIN_OPS, default linalg.svdvals: its backward
+#      past 2^31, the forward run on 2026-12-07 settled by NEXT_PLAIN_DONE;
+#      NEXT_PLAIN=0 leaves it out);
 #   2. on an H200 (more than 100 GB): issue 19's prefill row against the warp-specialized
 #      tile at M = 1024, 4096 and 8192 (benchmarks/prefill_lanes_ab.py; NEXT_PREFILL=1 runs
 #      it on an H100 too, where 2026-12-07 measured it; NEXT_PREFILL=0 leaves it out) and the
@@ -14,7 +15,8 @@
 #      skipped for memory (--memory-plan try);
 #   3. the GPU bit tests of the table's prefill rows (NEXT_TESTS=1; they passed on an H100
 #      on 2026-12-07); the tile tables' other rows timed per shape (NEXT_TABLES=1:
-#      h200_session.sh tables);
+#      h200_session.sh tables; what 2026-12-07 left: TABLES=smalln_decode
+#      TABLES_DECODE_MS=4,8,16);
 #   4. issue 16: the full grid's slow pass resumed (runs/h200z) until 60 s before LIMIT_S.
 # Outputs: $OUT/h200_results.tgz (each h200_session.sh step: plain/, the sweep's store for
 # benchmarks/take_store.sh), $OUT/extra/prefill_ab_m<M>.json and .log, $OUT/extra/gpu_tests.log.
@@ -24,8 +26,9 @@ mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -
 X=${OUT:-/tmp/out}/extra
 mkdir -p "$X"
 if [ "${NEXT_PLAIN:-1}" = 1 ]; then
-  PLAIN_OPS=${NEXT_PLAIN_OPS:-linalg.svdvals,linalg.multi_dot} PLAIN_GUARDED=1 PLAIN_TIMEOUT_S=100 \
-    PLAIN_UNTIL_S=$((limit / 3)) bash benchmarks/h200_session.sh plain
+  PLAIN_OPS=${NEXT_PLAIN_OPS:-linalg.svdvals} PLAIN_GUARDED=1 PLAIN_TIMEOUT_S=100 PLAIN_UNTIL_S=$((limit / 3)) \
+    PLAIN_DONE=${NEXT_PLAIN_DONE-benchmarks/results/2026-12-07-h100-svdvals-guarded-mma-rows-slow-pass/plain/results.json} \
+    bash benchmarks/h200_session.sh plain
 fi
 prefill=${NEXT_PREFILL:-}; [ -z "$prefill" ] && { [ "${mem:-0}" -gt 100000 ] && prefill=1 || prefill=0; }
 if [ "$prefill" = 1 ]; then
