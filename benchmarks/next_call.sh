@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
-# One device call for what issues 16 and 19 have left (as of the 2026-12-07 16:00 stop),
+# One device call for what issues 16 and 19 have left (as of the 2026-12-07 stop),
 # fitted to the GPU it lands on and to the call's time limit.
 # Usage (device tool, carry [".kb", "runs/h200z"]):
 #   . benchmarks/device_env.sh && bash benchmarks/next_call.sh LIMIT_S
 # LIMIT_S: the call's limit in seconds (default 540); the sweep takes what the rest leaves.
-#   1. issue 16: the newest findings as plain torch and again under `kernelaudit run`
-#      (h200_session.sh plain, guarded; NEXT_PLAIN_OPS, default linalg.svdvals: its backward
-#      past 2^31, the forward run on 2026-12-07 settled by NEXT_PLAIN_DONE;
-#      NEXT_PLAIN=0 leaves it out);
+#   1. issue 16, NEXT_PLAIN=1 (no finding waits for it at the 2026-12-07 stop): the
+#      findings of NEXT_PLAIN_OPS as plain torch and again under `kernelaudit run`
+#      (h200_session.sh plain, guarded), but those NEXT_PLAIN_DONE's results settled;
 #   2. on an H200 (more than 100 GB): issue 19's prefill row against the warp-specialized
 #      tile at M = 1024, 4096 and 8192 (benchmarks/prefill_lanes_ab.py; NEXT_PREFILL=1 runs
 #      it on an H100 too, where 2026-12-07 measured it; NEXT_PREFILL=0 leaves it out) and the
@@ -25,9 +24,10 @@ limit=${1:-540}
 mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
 X=${OUT:-/tmp/out}/extra
 mkdir -p "$X"
-if [ "${NEXT_PLAIN:-1}" = 1 ]; then
-  PLAIN_OPS=${NEXT_PLAIN_OPS:-linalg.svdvals} PLAIN_GUARDED=1 PLAIN_TIMEOUT_S=100 PLAIN_UNTIL_S=$((limit / 3)) \
-    PLAIN_DONE=${NEXT_PLAIN_DONE-benchmarks/results/2026-12-07-h100-svdvals-guarded-mma-rows-slow-pass/plain/results.json} \
+if [ "${NEXT_PLAIN:-0}" = 1 ]; then
+  R=benchmarks/results/2026-12-07-h100-svdvals-guarded-mma-rows-slow-pass
+  PLAIN_OPS=${NEXT_PLAIN_OPS:-} PLAIN_GUARDED=1 PLAIN_TIMEOUT_S=100 PLAIN_UNTIL_S=$((limit / 3)) \
+    PLAIN_DONE=${NEXT_PLAIN_DONE-$R/plain/results.json $R/plain_call3/results.json} \
     bash benchmarks/h200_session.sh plain
 fi
 prefill=${NEXT_PREFILL:-}; [ -z "$prefill" ] && { [ "${mem:-0}" -gt 100000 ] && prefill=1 || prefill=0; }
