@@ -1153,7 +1153,8 @@ def main(argv=None) -> int:
     p.add_argument("--sections", default="ceilings,decode,prefill,bits,invariance,model")
     p.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU (Triton interpreter): a dry run")
     p.add_argument("--decode-ms", default="", help="the decode section's M values, e.g. 2,4 (default 1,2,4,8,16)")
-    p.add_argument("--decode-kn", default="", help="its K (and N, unless --n) values, e.g. 8192 (default 4096,8192)")
+    p.add_argument("--decode-kn", default="",
+                   help="its K (and N, unless --n) values, e.g. 8192 (default 4096,8192)")
     p.add_argument("--prefill-ms", default="", help="the prefill section's M values, e.g. 4096 (default 1024,4096,8192)")
     p.add_argument("--n", type=int, default=0,
                    help="N of the decode and prefill sections' GEMMs (default: N = K); under 1024 they time "

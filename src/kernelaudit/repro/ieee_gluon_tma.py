@@ -20,9 +20,9 @@ M = 4096, K = N = 8192 (the warp-specialized pass 12.32 ms), the same bits.
 The cast costs a pass over each operand per call (:func:`lane_major`, one tiled Triton
 pass on CUDA): at those sizes, bf16, 0.19 GB read and 0.38 GB written, 0.21 ms on an
 H100 at 78-80% of its DRAM bandwidth (ncu, 2026-12-07; a first version, reading a lane
-block's 16 bytes at a time, took 0.88 ms). Prefill only (the table's rows from M = 1024): decode reads the weights once,
-where a cast would double the bytes. Plain 2-d launches (one batch); compiled for sm_90
-on (TMA, mbarriers).
+block's 16 bytes at a time, took 0.88 ms). Prefill only (the table's rows from
+M = 1024): decode reads the weights once, where a cast would double the bytes. Plain
+2-d launches (one batch); compiled for sm_90 on (TMA, mbarriers).
 """
 
 from __future__ import annotations
