@@ -38,6 +38,17 @@ def test_cases_skipped_for_memory_on_a_smaller_device_run_again_on_a_larger_one(
     assert run_sweep(SPEC, tmp_path, device="cpu", memory_limit=1024, resume=True).ran == 0
 
 
+def test_cases_tried_again_for_memory_run_the_ops_in_turns_from_their_smallest(tmp_path):
+    spec = dataclasses.replace(SPEC, thresholds=("2^31", "2^32"))
+    run_sweep(spec, tmp_path, device="cpu", memory_limit=1024)
+    first = [r["case"]["id"] for r in RunStore.open(tmp_path).records()]
+    assert [i.split("/")[0] for i in first] == ["add", "sum", "add", "sum"]   # 2^32 first, then 2^31
+    run_sweep(spec, tmp_path, device="cpu", memory_limit=2**30, resume=True)
+    again = [r["case"] for r in RunStore.open(tmp_path).records()][len(first):]
+    assert [(c["op"], c["threshold"]) for c in again] == [("add", "2^31"), ("sum", "2^31"),
+                                                          ("add", "2^32"), ("sum", "2^32")]
+
+
 def _edit_manifest(path, edit) -> None:
     m = json.loads((path / "manifest.json").read_text())
     edit(m)

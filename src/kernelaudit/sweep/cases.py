@@ -282,3 +282,15 @@ def bracket_key(c: Case) -> tuple:
     """What a ``below`` control shares with the cases above its limit: everything but the
     position (and the batch it sets)."""
     return (c.op, c.dtype, c.layout, c.series, c.threshold, c.direction, c.seed, c.scale, c.axis)
+
+
+def in_turns(cases: Iterable[Case]) -> list[Case]:
+    """``cases`` with the ops taken in turns: every op's smallest case (by crossing
+    tensor), in the order the ops first appear, then every op's second, and so on. A run
+    cut short by its device call's time then has probed every op, from its cheapest
+    case, instead of spending the call on one op's dozens of cases."""
+    by_op: dict[str, list[Case]] = {}
+    for c in cases:
+        by_op.setdefault(c.op, []).append(c)
+    turns = [sorted(cs, key=lambda c: c.crossing_numel) for cs in by_op.values()]
+    return [cs[i] for i in range(max(map(len, turns), default=0)) for cs in turns if i < len(cs)]

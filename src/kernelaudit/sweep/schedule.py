@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from .cases import Case, GridSpec, bracket_key, calibration_batch, grid, warm_batch
+from .cases import Case, GridSpec, bracket_key, calibration_batch, grid, in_turns, warm_batch
 from .memory import MEMORY_PLANS, asked_bytes
 from ..faults import FAULT_MODELS
 from ..errors import InvalidArgument, check_choice, check_choices, resolve_device
@@ -107,7 +107,9 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
     ``memory_plan`` (:data:`.memory.MEMORY_PLANS`): ``strict`` skips a case whose
     pessimistic estimate exceeds the memory available; ``try`` runs it where the call's
     own tensors fit (an allocation that fails is recorded as a skip for memory), and a
-    resumed run tries the cases the strict plan skipped.
+    resumed run tries the cases the strict plan skipped. A resumed run's new cases run
+    first (:data:`SCHEDULE` order), then those it judges again (for memory, ``rerun``,
+    a longer timeout), the ops in turns (:func:`.cases.in_turns`).
 
     ``reference``: ``device`` computes the float64 reference on the device under test,
     in chunks far below the thresholds; ``cpu`` computes it on the CPU.
@@ -180,8 +182,11 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
     if resume:
         done |= _record_twins(store, cases, done, frozenset(latest.keys() - done))
     tolerances: dict = dict(store.manifest().get("tolerances", {}))
-    # 2^32 first: a run cut short by its time budget still maps the main boundary.
-    todo = sorted((c for c in cases if c.key not in done), key=_schedule_rank)
+    # 2^32 first: a run cut short by its time budget still maps the main boundary. Cases
+    # judged before and tried again (skipped for memory on a smaller device, --rerun) come
+    # after the new ones, the ops in turns: a retry cut short has reached every op.
+    todo = sorted((c for c in cases if c.key not in done and c.key not in latest), key=_schedule_rank)
+    todo += in_turns(c for c in cases if c.key not in done and c.key in latest)
     cfg = WorkerConfig(device=device, fault_model=fault_model, memory_limit=memory_limit, mode=mode,
                        ref_device="cpu" if reference == "cpu" else None, memory_plan=memory_plan)
     need_cal = sorted({k for k in (c.tolerance_key for c in todo) if k not in tolerances or k in retry_cal})

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from .cases import Case
+from .cases import Case, in_turns
 from .store import RunStore
 from .worker import DEFAULT_CASE_TIMEOUT_S
 from ..verdict import Verdict
@@ -131,13 +131,12 @@ def slow_cases(latest: dict, planned: list[Case], slow_timeout_s: float) -> list
     second, ...), so that a pass cut short by its device call's time has probed every op
     instead of spending it on one op's dozens of cases (the full grid's held 56 of one)."""
     slowest = longest_timeouts(latest)
-    by_op: dict[str, list[Case]] = {}
+    runs = []
     for c in planned:
         r = latest.get(c.key)
         d = (r["verdict"].get("details") or {}) if r is not None else {}
         if float(d.get("projected_s") or 0.0) > slow_timeout_s:
             continue
         if unheld_under(d, c.op, slowest, slow_timeout_s):
-            by_op.setdefault(c.op, []).append(c)
-    turns = [sorted(cs, key=lambda c: c.crossing_numel) for cs in by_op.values()]
-    return [cs[i] for i in range(max(map(len, turns), default=0)) for cs in turns if i < len(cs)]
+            runs.append(c)
+    return in_turns(runs)
