@@ -28,7 +28,8 @@
 #   the call in small chunks; PLAIN_OPS, PLAIN_TIMEOUT_S (150 a snippet), PLAIN_UNTIL_S (420: no snippet starts later),
 #   PLAIN_GUARDED=1: each again under `kernelaudit run`, the shipped rules; PLAIN_PER_DTYPE=1: a case per dtype too; PLAIN_DONE: earlier runs' results.json(.gz), space-separated, their settled findings not run again)
 #   tables (issue 19: benchmarks/repro_gemm.py on the tile tables' small-N, small-K and mma rows, $O/tables/; TABLES_TIMEOUT_S, 150 each;
-#   TABLES picks runs, e.g. "smalln_decode"; TABLES_DECODE_MS the small-N decode M values, default 1,2,4,8,16)
+#   TABLES picks runs, e.g. "smalln_decode"; TABLES_DECODE_MS the small-N decode M values, default 1,2,4,8,16;
+#   smallsmall_decode: the sequential order's small-N decode rows, K = N = 512)
 #   gluonncu (issue 19: ncu of the Gluon prefill pass, 4 warps, and the warp-specialized table tile, with shared wavefronts and stall reasons; M = 4096, K = N = 8192)
 #   ldsncu (issue 19: ncu of fma_issue_ab's _outer_lds, the pass's K step without producers, and the warp-specialized pass side by side)
 #   castncu (issue 19: ncu of the cast-once pass, Tiles.cast_once, its cast and the warp-specialized pass side by side)
@@ -219,9 +220,10 @@ PY
   tables) log repro_tables  # issue 19: the tile tables' rows other than the large ones, timed per shape
     for spec in "smalln_decode:--sections decode --decode-kn 4096 --n 512 --decode-ms ${TABLES_DECODE_MS:-1,2,4,8,16}" \
                 "smalln_prefill:--sections prefill --prefill-ms 4096 --n 512" \
-                "smallk_decode:--sections decode --decode-kn 512 --n 4096" "mma_rows:--sections mma_rows"; do
+                "smallk_decode:--sections decode --decode-kn 512 --n 4096" "mma_rows:--sections mma_rows" \
+                "smallsmall_decode:--sections decode --decode-kn 512 --n 512"; do
       name=${spec%%:*}
-      case " ${TABLES:-smalln_decode smalln_prefill smallk_decode mma_rows} " in *" $name "*) ;; *) continue ;; esac
+      case " ${TABLES:-smalln_decode smalln_prefill smallk_decode mma_rows smallsmall_decode} " in *" $name "*) ;; *) continue ;; esac
       timeout ${TABLES_TIMEOUT_S:-150} python3 benchmarks/repro_gemm.py --out "$O/tables/$name" ${spec#*:} \
         > "$O/tables_$name.log" 2>&1; echo "tables $name rc=$?"; grep -E "^mma .*table|'table_order'" "$O/tables_$name.log" | cut -c1-300 | tail -6
     done ;;
