@@ -185,6 +185,23 @@ def test_a_rerun_that_a_smaller_device_cannot_hold_keeps_the_judged_verdict(tmp_
     assert any("the earlier judged verdict stands" in n for n in run.notes)
 
 
+def test_a_timed_out_case_that_a_longer_timeout_finds_too_big_is_a_memory_skip_not_a_timeout():
+    from kernelaudit.sweep.runfile import supersedes
+    from kernelaudit.sweep.timeouts import slow_cases
+    from kernelaudit.sweep.cases import grid
+
+    case = grid(SPEC)[0]
+    timed_out = {"case": case.to_json(), "verdict": {"status": "error", "message": "timed out after 20 s",
+                                                     "details": {"timed_out": True, "timeout_s": 20.0}}}
+    too_big = {"case": case.to_json(), "verdict": {"status": "skipped", "message": "needs about 92.0 GiB",
+                                                   "details": {"needed_bytes": 92 << 30}}}
+    wrong = {"case": case.to_json(), "verdict": {"status": "wrong", "details": {}}}
+    assert supersedes(too_big, timed_out)          # the larger GPU's retry, not every slow pass
+    assert not supersedes(too_big, wrong)          # a finding stays
+    assert slow_cases({case.key: timed_out}, [case], 120.0) == [case]
+    assert slow_cases({case.key: too_big}, [case], 120.0) == []
+
+
 def test_the_try_memory_plan_runs_what_the_estimate_refuses_where_the_tensors_fit(tmp_path):
     from kernelaudit.sweep.cases import grid
     from kernelaudit.sweep.memory import estimate_bytes, floor_bytes

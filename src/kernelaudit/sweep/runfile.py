@@ -58,14 +58,22 @@ def not_run(verdict: dict[str, Any]) -> bool:
         "needed_bytes" in d or d.get("out_of_memory") or d.get("after_timeout"))
 
 
+def judged(verdict: dict[str, Any]) -> bool:
+    """Whether ``verdict`` judged the op (:data:`JUDGED`), a timeout aside: a case killed
+    at its time limit says the op did not finish there, not what it gives."""
+    return verdict.get("status") in JUDGED and not (verdict.get("details") or {}).get("timed_out")
+
+
 def supersedes(later: dict[str, Any], earlier: dict[str, Any]) -> bool:
     """Whether record ``later`` of a case replaces record ``earlier`` of the same case
     (both ``{"case", "verdict", ...}``): always, but where the later one did not run
     (:func:`not_run`, for example ``--rerun wrong`` resumed on a GPU with less memory)
-    and the earlier one judged the op. The judged verdict then stands, and the skip is
-    kept beside it as ``"not_rerun"`` (its message and time): a finding is not lost
-    to a smaller machine."""
-    return not (not_run(later["verdict"]) and earlier["verdict"].get("status") in JUDGED)
+    and the earlier one judged the op (:func:`judged`). The judged verdict then stands,
+    and the skip is kept beside it as ``"not_rerun"`` (its message and time): a finding
+    is not lost to a smaller machine. A timeout is no judgement: a case that timed out,
+    then under a longer timeout ran out of memory, is the memory skip (a larger GPU
+    runs it), not a timeout every slow pass runs again."""
+    return not (not_run(later["verdict"]) and judged(earlier["verdict"]))
 
 
 def kept_over(later: dict[str, Any], earlier: dict[str, Any]) -> dict[str, Any]:
