@@ -379,3 +379,17 @@ def test_the_tables_large_n_decode_tiles_give_the_emulators_bits(m, bits_equal, 
     assert t.tma and t.act16, t   # the rows this test is for
     lanes = ieee_lanes(n, k, w.dtype)
     assert bits_equal(gemm.linear(x, w, tiles=t)[:, :64], emulate.linear_ieee(x, w[:64], lanes=lanes))
+
+
+@pytest.mark.parametrize("m", [4, pytest.param(8, marks=pytest.mark.slow)])
+def test_the_tables_small_n_decode_tiles_give_the_emulators_bits(m, bits_equal, draw):
+    """The small-N decode rows of ``IEEE_LANES_TABLE`` for 4 and 8 rows (8 columns a
+    program, 2 warps, since 2026-12-07) at K = 1024, N = 512: the table's own tiles,
+    through the interpreter, equal the emulator in the shape's order (first 64 columns)."""
+    k, n = 1024, 512
+    w = draw((n, k), torch.bfloat16, 13)
+    x = draw((m, k), torch.bfloat16, 14)
+    t = pick("ieee", n, k, w.dtype, m=m)
+    assert (t.bn, t.num_warps, t.prefetch) == (8, 2, True), t   # the rows this test is for
+    lanes = ieee_lanes(n, k, w.dtype)
+    assert bits_equal(gemm.linear(x, w, tiles=t)[:, :64], emulate.linear_ieee(x, w[:64], lanes=lanes))

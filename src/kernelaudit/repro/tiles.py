@@ -344,7 +344,10 @@ IEEE_TABLE: dict[tuple[str, str], Tiles] = {
 #: at 8 or 16 rows spilled (1.1-3.8 ms against 0.05-0.18 ms at ``bk`` = 64, 2026-12-04).
 #: Small-N rows: the 2026-12-04 tiles, but decode1 (the large row's tile: 0.0061 ms
 #: against 0.0094 at N = 512, K = 4096 on an H100, 2026-12-07, the fastest of 14 there; at 2
-#: rows the table's tile was within 4% of the best; 4-16 rows not timed apart) and prefill
+#: rows the table's tile was within 4% of the best), decode4 and decode8 (8 columns a
+#: program, 2 warps: 0.0085 and 0.0129 ms against 0.0104 and 0.0167 for the 2026-12-04
+#: tiles, the fastest of 39 each; at 16 rows the table's tile was within 3% of the best;
+#: H100, 2026-12-07, benchmarks/results/2026-12-07-h100-pinv-singular-wrong-small-n-decode/) and prefill
 #: (the warp-specialized tile: 0.820 ms against 0.900 for the 4-warp tile at M = 4096, N =
 #: 512, K = 8192, the fastest of 21; ``cast_once`` not timed there;
 #: benchmarks/results/2026-12-07-h100-svdvals-guarded-mma-rows-slow-pass/tables/).
@@ -366,8 +369,8 @@ IEEE_TABLE: dict[tuple[str, str], Tiles] = {
 IEEE_LANES_TABLE: dict[tuple[str, str], Tiles] = {
     ("decode1", "small"): Tiles(1, 16, 512, num_warps=4, num_stages=1, tiled=True, prefetch=True),
     ("decode2", "small"): Tiles(2, 16, 256, num_warps=4, num_stages=1, tiled=True, prefetch=True),
-    ("decode4", "small"): Tiles(4, 16, 256, num_warps=4, num_stages=1, tiled=True, prefetch=True),
-    ("decode8", "small"): Tiles(8, 16, 64, num_warps=4, num_stages=1, tiled=True, prefetch=True),
+    ("decode4", "small"): Tiles(4, 8, 128, num_warps=2, num_stages=1, tiled=True, prefetch=True),
+    ("decode8", "small"): Tiles(8, 8, 128, num_warps=2, num_stages=1, tiled=True, prefetch=True),
     ("decode16", "small"): Tiles(16, 16, 64, num_warps=4, num_stages=1, tiled=True, prefetch=True),
     ("decode1", "large"): Tiles(1, 16, 512, num_warps=4, num_stages=1, tiled=True, prefetch=True),
     ("decode2", "large"): Tiles(2, 16, 256, num_warps=4, num_stages=4, tiled=True, tma=True, act16=True),
