@@ -195,3 +195,33 @@ def test_matrix_rank_of_a_batch_is_fixed_by_the_batched_svd_rule():
         got = torch.linalg.matrix_rank(a)
     assert (engine.stats().fixed, engine.stats().refused) == (1, 0), engine.stats().summary()
     assert torch.equal(got, want)
+
+
+def test_pinv_of_a_batch_of_rank_one_matrices_is_fixed_by_the_batched_svd_rule():
+    """The full grid's ``linalg.pinv.singular`` float32 case (``pinv(a @ b.mT)`` of
+    238,609,320 rank-one 3 x 3 matrices, just past 2^31 elements) came back **silently
+    wrong** on an H100 (relative error 1.73 in 3 of 7,953,644 batches): ``linalg.pinv``
+    reaches the batched SVD (``_linalg_svd``), so the same rule, moved to the CPU at a
+    small size, fixes it, forward and backward, with the bare call's answer."""
+    from kernelaudit.guard.intercept import guarding
+
+    _, small = _batched_rule_on_the_cpu()
+    g = torch.Generator().manual_seed(10)
+    a, b = torch.rand(600, 3, 1, generator=g), torch.rand(600, 3, 1, generator=g)
+    x = a @ b.mT
+    assert x.numel() >= small.when["at_least"]
+    want = torch.linalg.pinv(x)
+    with guarding("fix", rules=[small]) as engine:
+        got = torch.linalg.pinv(x)
+    assert (engine.stats().fixed, engine.stats().refused) == (1, 0), engine.stats().summary()
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5 * float(want.abs().max()))
+    # the backward through the factors, as the sweep's case runs it (rank kept)
+    fa, fb = a.clone().requires_grad_(), b.clone().requires_grad_()
+    torch.linalg.pinv(fa @ fb.mT).sum().backward()
+    want_grads = (fa.grad, fb.grad)
+    fa.grad = fb.grad = None
+    with guarding("fix", rules=[small]) as engine:
+        torch.linalg.pinv(fa @ fb.mT).sum().backward()
+    assert engine.stats().fixed == 1, engine.stats().summary()
+    for got_grad, want_grad in zip((fa.grad, fb.grad), want_grads):
+        torch.testing.assert_close(got_grad, want_grad, rtol=1e-4, atol=1e-4 * float(want_grad.abs().max()))
