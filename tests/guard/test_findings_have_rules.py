@@ -21,6 +21,7 @@ COVERED_BY = {
     "linalg.cond": "pinverse",
     "linalg.matrix_rank": "pinverse",                            # svdvals past 2^32 elements: silently wrong
     "linalg.svdvals": "pinverse",                                # past 2^31 elements: silently wrong
+    "linalg.pinv.singular": "pinverse",                          # pinv(a @ b.mT): the same _linalg_svd
     "linalg.multi_dot": "mm",                                    # two matrices: mm, cuBLAS's int dims
 }
 #: Finding op -> why no rule is shipped for it.
