@@ -53,6 +53,24 @@ def test_the_plain_torch_code_of_a_case_runs_and_makes_the_cases_outputs(op, dir
     assert [g.shape for g in got] == [w.shape for w in want]
 
 
+def test_the_op_databases_own_functions_written_out_give_its_bits_and_render():
+    from kernelaudit.sweep.ops.plain import OPINFO_CODE
+    from kernelaudit.sweep.ops.recipe import make_call
+
+    ops = [n for n, s in derived_specs().items() if s.extra.get("recipe", {}).get("fn") in OPINFO_CODE]
+    assert "linalg.pinv.singular" in ops and len(ops) >= 5
+    for op in ops:
+        case = _case(op, "fwd", scale=10, threshold="2^31")
+        recipe = case.spec.extra["recipe"]
+        _, views = device_inputs(placed_operands(case), "cpu", grad=False)
+        want = _as_tuple(case.spec.call(*views))
+        written = eval(OPINFO_CODE[recipe["fn"]], {"torch": torch})  # noqa: S307 - the table under test
+        got = make_call(recipe, fn=written)(*views)
+        assert len(got) == len(want) and all(torch.equal(g, w) for g, w in zip(got, want)), op
+        code = plain_torch(case, device="cpu")
+        assert code is not None and "op = lambda" in code and "out = op(" in code, op
+
+
 def test_the_softmin_finding_renders_the_transposed_storage_and_its_backward():
     # the full grid's softmin finding: float16, (5, n) moved from (n, 5) storage, past 2^32
     code = plain_torch(_case("nn.functional.softmin", "bwd", scale=32, dtype="float16"))

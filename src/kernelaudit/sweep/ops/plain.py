@@ -24,6 +24,19 @@ from .recipe import CONDITIONING, widen_factor, widenable
 DOMAIN_CODE = {"none": "", "pos": ".abs() + 0.5", "ge1": ".abs() + 1.5", "half": " * 0.5", "ge2": ".abs() + 2.5"}
 
 
+#: The op database's own functions (``opinfo:NAME|VARIANT`` recipes, lambdas inside
+#: ``op_db``) as plain torch, copied from torch 2.11's ``common_methods_invocations``;
+#: ``tests/sweep/test_plain_torch.py`` checks each gives the op database's bits.
+OPINFO_CODE = {
+    "opinfo:linalg.pinv|singular": "lambda a, b: torch.linalg.pinv(a @ b.mT)",
+    "opinfo:linalg.lstsq|grad_oriented": "lambda a, b, driver: torch.linalg.lstsq(a, b, driver=driver)[:2]",
+    **{f"opinfo:polygamma|polygamma_n_{n}": "lambda x, n, **kwargs: torch.polygamma(n, x, **kwargs)"
+       for n in range(5)},
+    "opinfo:special.polygamma|special_polygamma_n_0":
+        "lambda x, n, **kwargs: torch.special.polygamma(n, x, **kwargs)",
+}
+
+
 #: Elements of the scaled operands in one chunk of :func:`plain_check`'s comparison.
 CHECK_CHUNK = 2**24
 
@@ -35,8 +48,8 @@ CHECK_TOL = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 5e-2, "float64": 1e-1
 
 def plain_torch(case: Case, device: str = "cuda", shapes=None) -> str | None:
     """Plain-torch code that runs ``case``'s call (None where the op is not a derived one,
-    its function is only reachable through the op database, or its domain has no
-    one-line form). ``shapes``: the operands' storage shapes the sweep recorded; None
+    its function is only reachable through the op database and not in
+    :data:`OPINFO_CODE`, or its domain has no one-line form). ``shapes``: the operands' storage shapes the sweep recorded; None
     where this torch's recipe makes others (its op database's sample changed since the
     run), so the code never shows a call that did not run."""
     parts = _parts(case, device, shapes)
@@ -159,7 +172,7 @@ def _parts(case: Case, device: str, shapes):
     """The tensor lines (imports, device, dtype, operands), the call's argument list and
     the recipe of ``case``; None where it has no plain rendering (see :func:`plain_torch`)."""
     recipe = case.spec.extra.get("recipe")
-    if recipe is None or recipe["fn"].startswith("opinfo:"):
+    if recipe is None or (recipe["fn"].startswith("opinfo:") and recipe["fn"] not in OPINFO_CODE):
         return None
     domain = CONDITIONING.get(case.op, recipe.get("domain", "none"))
     if domain not in DOMAIN_CODE:
@@ -167,6 +180,9 @@ def _parts(case: Case, device: str, shapes):
     k = widen_factor(recipe, case.thresholds) if widenable(case.spec.family, recipe) else 1
     bwd = case.direction == "bwd"
     lines = ["import torch", f"dev, dt = {device!r}, torch.{case.dtype}"]
+    if recipe["fn"] in OPINFO_CODE:  # a function only the op database holds, written out
+        lines.append(f"op = {OPINFO_CODE[recipe['fn']]}  # {case.op} in PyTorch's op database")
+        recipe = {**recipe, "fn": "op"}
     views, made = {}, []
     for i, od in enumerate(recipe["operands"]):
         shape = list(od["shape"])
