@@ -4,9 +4,9 @@
 # Usage (device tool, carry [".kb", "runs/h200z"]):
 #   . benchmarks/device_env.sh && bash benchmarks/next_call.sh LIMIT_S
 # LIMIT_S: the call's limit in seconds (default 540); the sweep takes what the rest leaves.
-#   1. issue 16, NEXT_PLAIN=1 (no finding waits for it at the 2026-12-07 stop): the
-#      findings of NEXT_PLAIN_OPS as plain torch and again under `kernelaudit run`
-#      (h200_session.sh plain, guarded), but those NEXT_PLAIN_DONE's results settled;
+#   1. issue 16, NEXT_PLAIN=1 (waiting at the 2026-12-07 stop: NEXT_PLAIN_OPS=linalg.pinv.singular,
+#      about 100 s a run): the findings of NEXT_PLAIN_OPS as plain torch and again under
+#      `kernelaudit run` (h200_session.sh plain, guarded), but those NEXT_PLAIN_DONE's results settled;
 #   2. on an H200 (more than 100 GB): issue 19's prefill row against the warp-specialized
 #      tile at M = 1024, 4096 and 8192 (benchmarks/prefill_lanes_ab.py; NEXT_PREFILL=1 runs
 #      it on an H100 too, where 2026-12-07 measured it; NEXT_PREFILL=0 leaves it out) and the
@@ -16,7 +16,9 @@
 #      on 2026-12-07); the tile tables' other rows timed per shape (NEXT_TABLES=1:
 #      h200_session.sh tables; what 2026-12-07 left: TABLES=smalln_decode
 #      TABLES_DECODE_MS=4,8,16);
-#   4. issue 16: the full grid's slow pass resumed (runs/h200z) until 60 s before LIMIT_S.
+#   4. issue 16: the full grid resumed (runs/h200z) until 60 s before LIMIT_S: on an H200 the
+#      cases H100s skipped for memory (448 at the 2026-12-07 stop, each op's smallest first,
+#      the ops in turns); the slow pass at 120 s has nothing left (92 cases need 600 s).
 # Outputs: $OUT/h200_results.tgz (each h200_session.sh step: plain/, the sweep's store for
 # benchmarks/take_store.sh), $OUT/extra/prefill_ab_m<M>.json and .log, $OUT/extra/gpu_tests.log.
 set -u
