@@ -71,6 +71,15 @@ def test_the_op_databases_own_functions_written_out_give_its_bits_and_render():
         assert code is not None and "op = lambda" in code and "out = op(" in code, op
 
 
+def test_reaching_the_op_databases_functions_leaves_the_backends_flags_settable():
+    from kernelaudit.sweep.ops.recipe import resolve_fn
+
+    resolve_fn("opinfo:linalg.pinv|singular")   # imports torch's test utilities
+    was = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = not was    # raises where the import froze the flags
+    torch.backends.cudnn.allow_tf32 = was
+
+
 def test_the_softmin_finding_renders_the_transposed_storage_and_its_backward():
     # the full grid's softmin finding: float16, (5, n) moved from (n, 5) storage, past 2^32
     code = plain_torch(_case("nn.functional.softmin", "bwd", scale=32, dtype="float16"))

@@ -141,7 +141,14 @@ def resolve_fn(ref: str) -> Callable:
 
 @lru_cache(maxsize=1)
 def _opinfo_entries() -> dict:
+    frozen = torch.backends.flags_frozen()
     from torch.testing._internal.common_methods_invocations import op_db
+    if not frozen and torch.backends.flags_frozen():
+        # importing torch's test utilities freezes the backends' flags for the whole process
+        # (common_utils calls disable_global_flags): a later `torch.backends.cudnn.allow_tf32
+        # = False` in the caller's code, or in a judged kernel, would raise. Give them back.
+        # (torch.backends is a module wrapper: the flag lives in its functions' globals)
+        torch.backends.flags_frozen.__globals__["__allow_nonbracketed_mutation_flag"] = True
     return {(o.name, o.variant_test_name): o for o in op_db}
 
 
