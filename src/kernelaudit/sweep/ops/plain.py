@@ -49,9 +49,10 @@ CHECK_TOL = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 5e-2, "float64": 1e-1
 def plain_torch(case: Case, device: str = "cuda", shapes=None) -> str | None:
     """Plain-torch code that runs ``case``'s call (None where the op is not a derived one,
     its function is only reachable through the op database and not in
-    :data:`OPINFO_CODE`, or its domain has no one-line form). ``shapes``: the operands' storage shapes the sweep recorded; None
-    where this torch's recipe makes others (its op database's sample changed since the
-    run), so the code never shows a call that did not run."""
+    :data:`OPINFO_CODE`, or its domain has no one-line form). ``shapes``: the operands'
+    storage shapes the sweep recorded; None where this torch's recipe makes others (its
+    op database's sample changed since the run), so the code never shows a call that did
+    not run."""
     parts = _parts(case, device, shapes)
     if parts is None:
         return None
