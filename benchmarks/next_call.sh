@@ -9,7 +9,8 @@
 #      `kernelaudit run` (h200_session.sh plain, guarded), but those NEXT_PLAIN_DONE's results settled;
 #   2. on an H200 (more than 100 GB): issue 19's prefill row against the warp-specialized
 #      tile at M = 1024, 4096 and 8192 (benchmarks/prefill_lanes_ab.py; NEXT_PREFILL=1 runs
-#      it on an H100 too, where 2026-12-07 measured it; NEXT_PREFILL=0 leaves it out) and the
+#      it on an H100 too, where 2026-12-07 measured it; NEXT_PREFILL=0 leaves it out;
+#      NEXT_PREFILL_MS picks the M values, default "4096 1024 8192") and the
 #      act16 decode timing (NEXT_DECODE=0 leaves it out); the sweep retries the cases an H100
 #      skipped for memory (--memory-plan try);
 #   3. the GPU bit tests of the table's prefill rows (NEXT_TESTS=1; they passed on an H100
@@ -33,7 +34,7 @@ if [ "${NEXT_PLAIN:-0}" = 1 ]; then
 fi
 prefill=${NEXT_PREFILL:-}; [ -z "$prefill" ] && { [ "${mem:-0}" -gt 100000 ] && prefill=1 || prefill=0; }
 if [ "$prefill" = 1 ]; then
-  for m in 4096 1024 8192; do
+  for m in ${NEXT_PREFILL_MS:-4096 1024 8192}; do
     timeout 150 python3 benchmarks/prefill_lanes_ab.py --m $m --variants ws,table --rounds 5 \
       --out "$X/prefill_ab_m$m.json" > "$X/prefill_ab_m$m.log" 2>&1
     tail -4 "$X/prefill_ab_m$m.log"
