@@ -29,7 +29,9 @@
 #   PLAIN_GUARDED=1: each again under `kernelaudit run`, the shipped rules; PLAIN_PER_DTYPE=1: a case per dtype too; PLAIN_DONE: earlier runs' results.json(.gz), space-separated, their settled findings not run again)
 #   tables (issue 19: benchmarks/repro_gemm.py on the tile tables' small-N, small-K and mma rows, $O/tables/; TABLES_TIMEOUT_S, 150 each;
 #   TABLES picks runs, e.g. "smalln_decode"; TABLES_DECODE_MS the small-N decode M values, default 1,2,4,8,16;
-#   smallsmall_decode: the sequential order's small-N decode rows, K = N = 512)
+#   smallsmall_decode: the sequential order's small-N decode rows, K = N = 512; smallk_prefill and
+#   smallsmall_prefill: the sequential order's prefill rows, K = 512, N = 4096 and 512; fp32w_decode and
+#   fp32w_prefill: the fp32-weight order's rows (8 x 4 lanes), K = N = 4096 at M = 1, 4, 16 and 8192 at M = 4096)
 #   gluonncu (issue 19: ncu of the Gluon prefill pass, 4 warps, and the warp-specialized table tile, with shared wavefronts and stall reasons; M = 4096, K = N = 8192)
 #   ldsncu (issue 19: ncu of fma_issue_ab's _outer_lds, the pass's K step without producers, and the warp-specialized pass side by side)
 #   castncu (issue 19: ncu of the cast-once pass, Tiles.cast_once, its cast and the warp-specialized pass side by side)
@@ -221,7 +223,11 @@ PY
     for spec in "smalln_decode:--sections decode --decode-kn 4096 --n 512 --decode-ms ${TABLES_DECODE_MS:-1,2,4,8,16}" \
                 "smalln_prefill:--sections prefill --prefill-ms 4096 --n 512" \
                 "smallk_decode:--sections decode --decode-kn 512 --n 4096" "mma_rows:--sections mma_rows" \
-                "smallsmall_decode:--sections decode --decode-kn 512 --n 512"; do
+                "smallsmall_decode:--sections decode --decode-kn 512 --n 512" \
+                "smallk_prefill:--sections prefill --prefill-ms 4096 --prefill-k 512 --n 4096" \
+                "smallsmall_prefill:--sections prefill --prefill-ms 4096 --prefill-k 512 --n 512" \
+                "fp32w_decode:--sections decode --decode-kn 4096 --decode-ms 1,4,16 --weight-dtype float32" \
+                "fp32w_prefill:--sections prefill --prefill-ms 4096 --weight-dtype float32"; do
       name=${spec%%:*}
       case " ${TABLES:-smalln_decode smalln_prefill smallk_decode mma_rows smallsmall_decode} " in *" $name "*) ;; *) continue ;; esac
       timeout ${TABLES_TIMEOUT_S:-150} python3 benchmarks/repro_gemm.py --out "$O/tables/$name" ${spec#*:} \

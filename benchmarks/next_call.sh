@@ -15,7 +15,8 @@
 #      skipped for memory (--memory-plan try);
 #   3. the GPU bit tests of the table's prefill rows (NEXT_TESTS=1; they passed on an H100
 #      on 2026-12-07); the tile tables' other rows timed per shape (NEXT_TABLES=1:
-#      h200_session.sh tables; TABLES picks runs: every decode row was timed by 2026-12-07);
+#      h200_session.sh tables; TABLES picks runs: every bf16 decode row was timed by 2026-12-07;
+#      left: TABLES="smallk_prefill smallsmall_prefill fp32w_decode fp32w_prefill");
 #   4. issue 16: the full grid resumed (runs/h200z) until 60 s before LIMIT_S: on an H200 the
 #      cases H100s skipped for memory (448 at the 2026-12-07 stop, each op's smallest first,
 #      the ops in turns); the slow pass at 120 s has nothing left (92 cases need 600 s).

@@ -83,7 +83,7 @@ S = {"decode": (4096, 8192), "ms": (1, 2, 4, 8, 16), "prefill": (1024, 2048, 409
      "sweep": (4, 8192, 2048, 4096, 4096, 8192), "inv_k": 4096, "inv_m": 8192, "kv": 512, "norm": 4096,
      "heads": 16, "norm_rows": 1024,
      "lm": dict(vocab=8192, length=256, dim=2048, heads=16, hidden=8192, layers=4), "lm_batch": (64, 128),
-     "bits_scale": 1}
+     "bits_scale": 1, "wdtype": torch.bfloat16}
 SMOKE = {"decode": (1024,), "ms": (1, 4), "prefill": (64,), "prefill_ms": (40,), "n": 24,
          "pk": 1024, "sweep": (4, 64, 64, 64, 64, 64),
          "inv_k": 64, "inv_m": 128, "kv": 16, "norm": 64, "heads": 1, "norm_rows": 64,
@@ -187,10 +187,11 @@ def clocks(seconds: float = 3.0):
 
 
 # -- operands ---------------------------------------------------------------------------------
-def weights(n, k, copies, dtype=torch.bfloat16):
-    """``copies`` weight sets [N, K] (rotated so that L2, ~60 MB, never holds the next one)."""
+def weights(n, k, copies, dtype=None):
+    """``copies`` weight sets [N, K] (rotated so that L2, ~60 MB, never holds the next one),
+    in ``dtype`` (default the run's ``--weight-dtype``)."""
     g = torch.Generator(device=DEV).manual_seed(n + k)
-    return [torch.randn(n, k, device=DEV, generator=g).to(dtype) for _ in range(copies)]
+    return [torch.randn(n, k, device=DEV, generator=g).to(dtype or S["wdtype"]) for _ in range(copies)]
 
 
 def rotating(fn, ws):
@@ -530,6 +531,10 @@ def _contenders(x, m, kn, plan):
     out = {"cublas_bf16": (lambda w: F.linear(x, w), None, None),
            "cast_fp32": (lambda w: F.linear(x32, w.float()), None, None),
            "mma": (lambda w: gemm.linear(x, w, order="mma"), None, None)}
+    if S["wdtype"].itemsize == 4:
+        # fp32 weights: cast_fp32 is cuBLAS's fp32 GEMM on them as they are (nothing to
+        # cast); no bf16 GEMM and no mma order (16-bit weights only) to set beside them
+        del out["cublas_bf16"], out["mma"]
     for name, t, lanes in plan:
         out[name] = ((lambda w, t=t, lanes=lanes: gemm.linear(x, w, order="ieee", tiles=t, lanes=lanes)), t, lanes)
     return out
@@ -546,20 +551,21 @@ def _ieee_plan(m, kn, candidates, sequential, others=()):
     candidates) when the table's order is not sequential already."""
     from kernelaudit.repro import tiles as tiles_mod
 
-    table_order = tiles_mod.ieee_lanes(_n(kn), kn, torch.bfloat16)
-    plan = [("ieee_table", tiles_mod.pick("ieee", _n(kn), kn, torch.bfloat16, m=m), table_order)]
+    table_order = tiles_mod.ieee_lanes(_n(kn), kn, S["wdtype"])
+    plan = [("ieee_table", tiles_mod.pick("ieee", _n(kn), kn, S["wdtype"], m=m), table_order)]
     plan += [(f"ieee_cand{i}", t, table_order) for i, t in enumerate(candidates)]
     for i, (lanes, t) in enumerate(others):
         plan.append((f"ieee_{_order_name(lanes)}_cand{i}", t, lanes))
     if not table_order.sequential:
         seq = tiles_mod.SEQUENTIAL
-        plan.append(("seq_table", tiles_mod.pick("ieee", _n(kn), kn, torch.bfloat16, m=m, lanes=seq), seq))
+        plan.append(("seq_table", tiles_mod.pick("ieee", _n(kn), kn, S["wdtype"], m=m, lanes=seq), seq))
         plan += [(f"seq_cand{i}", t, seq) for i, t in enumerate(sequential)]
     return table_order, plan
 
 
 def _measure_row(m, kn, plan, copies, rounds, table_order, emulate_cols: int = 64):
-    """Time every contender on [m, kn] x [kn, kn] (bf16); the ieee ones are grouped by
+    """Time every contender on [m, kn] x [kn, kn] (bf16 activations, ``--weight-dtype``
+    weights); the ieee ones are grouped by
     order: each must give its order's first entry's bits, and that entry's first
     ``emulate_cols`` columns must equal the CPU emulator in that order."""
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -668,7 +674,7 @@ def decode():
         for m in S["ms"]:
             bucket = tiles_mod.rows_class(m)
             r = int(bucket[len("decode"):])
-            if tiles_mod.ieee_lanes(_n(kn), kn, torch.bfloat16).sequential:   # K under 1024
+            if tiles_mod.ieee_lanes(_n(kn), kn, S["wdtype"]).sequential:   # K under 1024
                 table_order, plan = _ieee_plan(m, kn, decode_candidates(r) + [PREVIOUS_DECODE], [])
             else:
                 table_order, plan = _ieee_plan(m, kn, lanes_decode_candidates(r),
@@ -682,7 +688,7 @@ def decode():
     # the tables the later sections use: per bucket and order, the tile with the least time
     # summed over every K of the bucket (2026-12-06: "the tile that won most shapes" took a
     # tile that won at K = 4096 by 5% and lost at 8192 by 37%)
-    lanes_shape = not tiles_mod.ieee_lanes(_n(S["decode"][0]), S["decode"][0], torch.bfloat16).sequential
+    lanes_shape = not tiles_mod.ieee_lanes(_n(S["decode"][0]), S["decode"][0], S["wdtype"]).sequential
     own = least_total_tiles(rows_out)   # in the shapes' own order: the table the goals are judged on
     tables = [(tiles_mod.IEEE_LANES_TABLE, "lanes", own) if lanes_shape else (tiles_mod.IEEE_TABLE, "sequential", own)]
     if lanes_shape:
@@ -719,17 +725,24 @@ def decode():
 
 @section("prefill")
 def prefill():
-    """M = 1024..8192 x K = N = 8192: the table's order (K lanes: ``split_lanes``, the
-    Gluon first pass since 2026-12-05) with its candidates, beside the sequential order's
-    table row (the dot path of 2026-12-04), a register-tiled candidate and the Gluon pass
-    with one lane at 8 and 4 warps (4 warps won the K-lanes order on 2026-12-05)."""
+    """M = 1024..8192 x K = N = 8192 (``--prefill-k``, ``--n``): the table's order (K
+    lanes: ``split_lanes``, the Gluon first pass since 2026-12-05) with its candidates,
+    beside the sequential order's table row (the dot path of 2026-12-04), a register-tiled
+    candidate and the Gluon pass with one lane at 8 and 4 warps (4 warps won the K-lanes
+    order on 2026-12-05). Where the table's order is sequential (K under 1024) its
+    candidates are the dot and register-tiled tiles."""
+    from kernelaudit.repro import tiles as tiles_mod
+
     ceiling = fma_ceiling_tflops() if DEV == "cuda" else None
     rows_out = []
     for m in S["prefill_ms"]:
         kn = S["pk"]
-        table_order, plan = _ieee_plan(m, kn, LANES_PREFILL_CANDIDATES, PREFILL_CANDIDATES[2:3] + [
-            Tiles(128, 128, 16, 8, 1, split_lanes=True, gluon=True, group_m=8),
-            Tiles(128, 128, 16, 4, 1, split_lanes=True, gluon=True, group_m=8)])
+        if tiles_mod.ieee_lanes(_n(kn), kn, S["wdtype"]).sequential:
+            table_order, plan = _ieee_plan(m, kn, IEEE_PREFILL + PREFILL_CANDIDATES, [])
+        else:
+            table_order, plan = _ieee_plan(m, kn, LANES_PREFILL_CANDIDATES, PREFILL_CANDIDATES[2:3] + [
+                Tiles(128, 128, 16, 8, 1, split_lanes=True, gluon=True, group_m=8),
+                Tiles(128, 128, 16, 4, 1, split_lanes=True, gluon=True, group_m=8)])
         row = _measure_row(m, kn, plan, 2, 1, table_order, emulate_cols=16 if m <= 1024 else 0)
         if ceiling:
             for c in row["candidates"]:
@@ -1154,6 +1167,12 @@ def main(argv=None) -> int:
     p.add_argument("--sections", default="ceilings,decode,prefill,bits,invariance,model")
     p.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU (Triton interpreter): a dry run")
     p.add_argument("--decode-ms", default="", help="the decode section's M values, e.g. 2,4 (default 1,2,4,8,16)")
+    p.add_argument("--prefill-k", type=int, default=0,
+                   help="K (and N, unless --n) of the prefill section (default 8192); under 1024 the "
+                        "sequential order's prefill rows")
+    p.add_argument("--weight-dtype", default="bfloat16", choices=("bfloat16", "float32"),
+                   help="the decode and prefill sections' weights (default bfloat16; float32: the "
+                        "tables' fp32-weight order, against cuBLAS's fp32 GEMM)")
     p.add_argument("--decode-kn", default="",
                    help="its K (and N, unless --n) values, e.g. 8192 (default 4096,8192)")
     p.add_argument("--prefill-ms", default="", help="the prefill section's M values, e.g. 4096 (default 1024,4096,8192)")
@@ -1167,6 +1186,11 @@ def main(argv=None) -> int:
         p.error(f"--n={a.n}: allowed values are multiples of 16 from 16 (or 0: N = K)")
     if a.n:
         chosen["n"] = a.n
+    if a.prefill_k:
+        if a.prefill_k not in (512, 768, 1024, 2048, 4096, 8192):
+            p.error(f"--prefill-k={a.prefill_k}: allowed values are 512, 768, 1024, 2048, 4096, 8192")
+        chosen["pk"] = a.prefill_k
+    chosen["wdtype"] = getattr(torch, a.weight_dtype)
     for flag, key, allowed in (("--decode-ms", "ms", (1, 2, 4, 8, 16)),
                                 ("--decode-kn", "decode", (512, 768, 1024, 2048, 4096, 8192)),
                                 ("--prefill-ms", "prefill_ms", (1024, 4096, 8192))):
@@ -1190,7 +1214,8 @@ def main(argv=None) -> int:
     RES["env"] = {"device": torch.cuda.get_device_name() if DEV == "cuda" else "cpu (smoke)",
                   "torch": torch.__version__, "triton": triton.__version__,
                   "cuda": torch.version.cuda, "python": platform.python_version(),
-                  "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "argv": sys.argv}
+                  "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "argv": sys.argv,
+                  "weight_dtype": str(S["wdtype"]).removeprefix("torch.")}
     steps = [s for s in a.sections.split(",") if s]
 
     def perf_from_sweep():
