@@ -346,3 +346,31 @@ def test_a_resume_runs_the_cases_an_older_rule_held_back_behind_a_case_over_twic
     small = {c.key for c in cases if c.axis == "dim"}
     assert small and all(2 * c.crossing_numel < slow.crossing_numel for c in cases if c.key in small)
     assert _done_on(store, capacity=0, case_timeout_s=20.0) == {slow.key, big.key}
+
+
+def test_a_case_its_ops_judged_case_projects_past_the_slow_timeout_is_left_out_and_listed(tmp_path):
+    """The full grid's batched ``qr`` took 3.3 s in its op for 65,532 matrices: its cases
+    from 2^31 bytes, held back after a timeout, need 1,500 s and more each; a slow pass
+    at 600 s would see each time out again. The op's largest judged case projects it
+    (its whole time per crossing element), and smaller waiting cases still run."""
+    from kernelaudit.sweep.timeouts import case_rates, projected_beyond, projection
+
+    store = _store(tmp_path)
+    add = [c for c in _cases("add") if c.dtype == "float32"]        # 2^31-, 2^31+, 2^32-, 2^32+
+    judged, slow, held = add[0], add[1], add[3]
+    timing = {"inputs_s": 4.0, "op_s": 24.0, "judge_s": 12.0}        # 40 s for judged's elements
+    store.append(judged, Verdict(Status.OK, "rel", 0.0, 1e-5, details={"timing": timing}), 40.0)
+    store.append(slow, Verdict.error("timed out after 20 s (worker killed)", timed_out=True, timeout_s=20.0), 20.0)
+    store.append(held, TimedOut(store).verdict(held), 0.0)
+    latest = store.latest()
+    rate, source = case_rates(latest)[("add", "fwd")]
+    assert source == judged.id and rate == pytest.approx(40.0 / judged.crossing_numel)
+    seconds, _ = projection(held.to_json(), case_rates(latest))
+    assert seconds == pytest.approx(40.0 * held.crossing_numel / judged.crossing_numel)   # about 80 s
+    between = (40.0 * slow.crossing_numel / judged.crossing_numel + seconds) / 2          # slow fits, held not
+    assert [c for c, _, _ in projected_beyond(latest, add, between)] == [held]
+    assert slow_cases(latest, add, between) == [slow]
+    assert slow_cases(latest, add, 2 * seconds) == [slow, held]
+    assert projected_beyond(latest, add, 2 * seconds) == []
+    # no judged case of the direction: no projection, nothing left out for it
+    assert projection(next(c for c in _cases("add", "bwd")).to_json(), case_rates(latest)) is None

@@ -25,7 +25,7 @@ from .rules_out import UNCALIBRATED, uncalibrated
 from .runfile import supersedes
 from .store import RunStore, environment, now
 from ..thresholds import Thresholds
-from .timeouts import TimedOut, held_by, holding_cases, longest_timeouts, slow_cases, unheld_under
+from .timeouts import TimedOut, held_by, holding_cases, longest_timeouts, projected_beyond, slow_cases, unheld_under
 from .tolerance import CALIBRATION_FACTOR, calibrated
 from ..verdict import Status, Verdict
 
@@ -223,9 +223,13 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
 
     def slow_pass_cases() -> list[Case]:
         """The cases the slow pass runs (:func:`.timeouts.slow_cases`), added to the progress."""
-        more = slow_cases(store.latest(), cases, slow_timeout_s)
+        latest = store.latest()
+        more = slow_cases(latest, cases, slow_timeout_s)
+        beyond = projected_beyond(latest, cases, slow_timeout_s)
+        segment["slow_pass_projected_beyond"] = len(beyond)
         if more:
-            tick(total=total + len(more), description=f"slow pass: {len(more)} cases, {slow_timeout_s:g} s each")
+            tick(total=total + len(more), description=f"slow pass: {len(more)} cases, {slow_timeout_s:g} s each"
+                 + (f" ({len(beyond)} projected past it left out)" if beyond else ""))
         return more
 
     try:

@@ -110,6 +110,43 @@ class TimedOut:
                                f"--case-timeout SECONDS", after_timeout=slow.id)
 
 
+#: The statuses of a judged case whose phase times project an op's later cases
+#: (:func:`case_rates`): the op ran to the end and its output was judged.
+_JUDGED = ("ok", "wrong")
+
+
+def case_rates(latest: dict) -> dict[tuple[str, str], tuple[float, str]]:
+    """(op, direction) -> (seconds a crossing element, id of the case it comes from), from
+    ``latest`` (a store's :meth:`~.RunStore.latest`): the whole case's timed phases
+    (inputs, op, judgement) over its crossing elements, for the judged case (ok or wrong)
+    of that op and direction with the most crossing elements and a time recorded. The
+    largest, as a small case's fixed costs (a launch, a worker's first call) inflate its
+    time per element; an op whose time per element jumps past a limit (a performance
+    cliff, :mod:`.report.cliffs`) runs longer than this projects."""
+    best: dict[tuple[str, str], tuple[int, float, str]] = {}
+    for r in latest.values():
+        v, c = r["verdict"], r["case"]
+        timing = (v.get("details") or {}).get("timing") or {}
+        seconds = sum(float(t) for t in timing.values() if isinstance(t, (int, float)))
+        numel = int(c.get("crossing_numel") or 0)
+        if v.get("status") not in _JUDGED or seconds <= 0 or numel <= 0:
+            continue
+        key = (c["op"], c.get("direction", "fwd"))
+        if key not in best or numel > best[key][0]:
+            best[key] = (numel, seconds, c["id"])
+    return {key: (seconds / numel, cid) for key, (numel, seconds, cid) in best.items()}
+
+
+def projection(case: dict, rates: dict[tuple[str, str], tuple[float, str]]) -> tuple[float, str] | None:
+    """(seconds the case ``case`` (a case's JSON) is projected to take, id of the case the
+    rate comes from) by :func:`case_rates`, or None where no case of its op and direction
+    was judged with a time. Linear in the crossing elements (int64 maths: Python ints)."""
+    rate = rates.get((case["op"], case.get("direction", "fwd")))
+    if rate is None:
+        return None
+    return rate[0] * int(case.get("crossing_numel") or 0), rate[1]
+
+
 def unheld_under(details: dict, op: str, slowest: dict[str, float], timeout_s: float) -> bool:
     """Whether a case whose verdict ``details`` say it timed out, or was held back after a
     case of its op did (``after_timeout``), runs again under ``timeout_s``: its op's longest
@@ -124,19 +161,43 @@ def slow_cases(latest: dict, planned: list[Case], slow_timeout_s: float) -> list
     held back by a case of its op that did (``after_timeout``), where the op's longest
     timeout so far is shorter (:func:`unheld_under`); less a case whose judgement, when
     it timed out, projected more than ``slow_timeout_s`` for it (``projected_s``,
-    :class:`.phase.Tracker`): it would time out again, and ``--case-timeout`` longer than
-    its projection runs it. Each op's cases from the smallest crossing tensor up, so that a slow op's cheap cases
+    :class:`.phase.Tracker`), or whose time the op's largest judged case projects past
+    it (:func:`projection`; :func:`projected_beyond` lists them): it would time out
+    again, and ``--case-timeout`` longer than its projection runs it. Each op's cases from the smallest crossing tensor up, so that a slow op's cheap cases
     are judged before its largest can time out again and hold back the rest; the ops
     taken in turns (every op's smallest case, in the plan's order of ops, then every op's
     second, ...), so that a pass cut short by its device call's time has probed every op
     instead of spending it on one op's dozens of cases (the full grid's held 56 of one)."""
+    beyond = {c.key for c, _, _ in projected_beyond(latest, planned, slow_timeout_s)}
     slowest = longest_timeouts(latest)
     runs = []
     for c in planned:
         r = latest.get(c.key)
         d = (r["verdict"].get("details") or {}) if r is not None else {}
-        if float(d.get("projected_s") or 0.0) > slow_timeout_s:
+        if float(d.get("projected_s") or 0.0) > slow_timeout_s or c.key in beyond:
             continue
         if unheld_under(d, c.op, slowest, slow_timeout_s):
             runs.append(c)
     return in_turns(runs)
+
+
+def projected_beyond(latest: dict, planned: list[Case], timeout_s: float) -> list[tuple[Case, float, str]]:
+    """(case, projected seconds, id of the case the rate comes from) for each planned
+    case waiting on a longer timeout (timed out, or held back after a case of its op did:
+    ``after_timeout``) whose time the op's largest judged case projects past
+    ``timeout_s`` (:func:`case_rates`, :func:`projection`), in the plan's order: a slow
+    pass at ``timeout_s`` would see it time out again. On the full grid of 2026-12-07, the
+    batched ``qr``, ``linalg.qr`` and ``ldl_factor(_ex)`` cases from 2^31 bytes: 1,504 to
+    50,044 s each (70 to 290 us a 5 x 5 matrix over the whole case, from their cases at
+    a dimension of 2^16)."""
+    rates = case_rates(latest)
+    out = []
+    for c in planned:
+        r = latest.get(c.key)
+        d = (r["verdict"].get("details") or {}) if r is not None else {}
+        if not (d.get("timed_out") or d.get("after_timeout")):
+            continue
+        p = projection(r["case"], rates)
+        if p is not None and p[0] > timeout_s:
+            out.append((c, p[0], p[1]))
+    return out
