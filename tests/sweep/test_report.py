@@ -659,3 +659,32 @@ def test_cliffs_find_an_op_that_slows_or_hangs_past_a_limit_and_nothing_else(tmp
     assert "Performance cliffs" in out and f">= {6000 * sizes(hang):.0f}" in out
     html = report.render_html(run)
     assert "Performance cliffs" in html and "&gt;= 120" in html
+
+
+def test_cases_waiting_on_a_longer_timeout_are_listed_with_the_time_their_op_projects(tmp_path):
+    from kernelaudit.sweep.report.waiting import total_line, waiting
+
+    held = Verdict.skipped("not run: slow/float16/contig/out/2^31+/fwd timed out",
+                           after_timeout="slow/float16/contig/out/2^31+/fwd")
+    judged = case(op="slow", size="2^31-")
+    lines = [
+        _timed(judged, 99.9),                                        # 100 s with its judgement
+        _timed(case(op="slow", size="2^31+"), timeout_s=20.0),       # timed out: projected ~100 s
+        line(case(op="slow", size="2^32+"), held),                   # held back: projected ~200 s
+        _timed(case(op="alone", size="2^32+"), timeout_s=20.0),      # nothing judged: no projection
+        _timed(case(op="fine", size="2^32+"), 1.0),                  # judged: not waiting
+    ]
+    run = load_run(store(tmp_path, lines))
+    slow, alone = waiting(run)
+    per_element = 100.0 / judged["crossing_numel"]
+    assert (slow.op, slow.timed_out, slow.held_back, slow.unknown, slow.source) == ("slow", 1, 1, 0, judged["id"])
+    assert slow.projected == pytest.approx((per_element * case(op="slow", size="2^31+")["crossing_numel"],
+                                            per_element * case(op="slow", size="2^32+")["crossing_numel"]))
+    assert (alone.op, alone.timed_out, alone.projected, alone.unknown) == ("alone", 1, (), 1)
+    assert total_line([slow, alone]) == f"3 cases: 2 projected, {slow.total_s / 3600:.1f} h together " \
+                                        f"(the longest {max(slow.projected) / 3600:.1f} h), 1 without a projection"
+    console = Console(width=200, record=True)
+    print_summary(run, console)
+    out = console.export_text()
+    assert "Waiting on a longer timeout" in out and f"{slow.total_s:,.0f}" in out
+    assert "Waiting on a longer timeout" in report.render_html(run)

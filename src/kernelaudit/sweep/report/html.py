@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ...verdict import Status
 from .cliffs import CAPTION, COLUMNS, cliffs
+from .waiting import CAPTION as WAITING_CAPTION, COLUMNS as WAITING_COLUMNS, total_line, waiting
 from .counts import STATUS_ORDER, by_op, count, counts_per_op, plain_repro, progress_text, reasons, wall_text
 from .grid import STATUS_COLOURS
 from .run import Run
@@ -59,6 +60,12 @@ def render_html(run: Run, images: dict[str, Path] | None = None) -> str:
     if steep:
         parts += ["<h2>Performance cliffs</h2>", f"<p>{escape(CAPTION[0].upper() + CAPTION[1:])}.</p>",
                   _table(list(COLUMNS), [[escape(x) for x in c.row()] for c in steep], numeric={5, 7, 8})]
+    slow = waiting(run)
+    if slow:
+        parts += ["<h2>Waiting on a longer timeout</h2>",
+                  f"<p>{escape(WAITING_CAPTION[0].upper() + WAITING_CAPTION[1:])}: {escape(total_line(slow))}.</p>",
+                  _table(list(WAITING_COLUMNS), [[escape(x) for x in w.row()] for w in slow],
+                         numeric={1, 2, 3, 4, 5, 6})]
     parts += ["<h2>Tolerances</h2>", _tolerances(run)]
     parts += ["<h2>All cases</h2>", _all_cases(run), "</body></html>"]
     return "\n".join(parts)

@@ -2,7 +2,7 @@
 
 In order: what ran (device, versions, fault model, scale, progress), the counts per
 status overall and per op, where the time went and the performance cliffs (:mod:`.cliffs`),
-skip reasons and error messages grouped, then every ``wrong`` and
+the cases waiting on a longer timeout (:mod:`.waiting`), skip reasons and error messages grouped, then every ``wrong`` and
 ``error`` case with its evidence, one table per op so a thousand cases stay readable.
 """
 
@@ -19,6 +19,7 @@ from .cliffs import CAPTION, COLUMNS, Cliff, cliffs
 from .counts import (PHASES, STATUS_ORDER, by_op, count, counts_per_op, plain_repro, progress_text, reasons,
                      time_per_op, wall_text)
 from .run import CaseRecord, Run
+from .waiting import CAPTION as WAITING_CAPTION, COLUMNS as WAITING_COLUMNS, Waiting, total_line, waiting
 
 #: The narrowest terminal the summary prints plain-torch code in: its lines are not
 #: wrapped (to be copied whole), and a narrower one gets a pointer to the HTML report.
@@ -44,6 +45,9 @@ def print_summary(run: Run, console: Console | None = None) -> None:
     steep = cliffs(run)
     if steep:
         console.print(_cliffs_table(steep))
+    slow = waiting(run)
+    if slow:
+        console.print(_waiting_table(slow))
     for status in (Status.SKIPPED, Status.ERROR):
         grouped = reasons(run, status)
         if grouped:
@@ -155,6 +159,17 @@ def _cliffs_table(steep: list[Cliff]) -> Table:
         table.add_column(name, justify="right" if name in ("s", "x per element") else "left")
     for c in steep:
         table.add_row(*c.row())
+    return table
+
+
+def _waiting_table(ops: list[Waiting]) -> Table:
+    """The ops whose cases wait on a longer timeout (:mod:`.waiting`), most seconds first."""
+    table = Table(title=f"Waiting on a longer timeout ({WAITING_CAPTION})", title_justify="left",
+                  caption=total_line(ops), caption_justify="left")
+    for name in WAITING_COLUMNS:
+        table.add_column(name, justify="left" if name in ("op", "from case") else "right")
+    for w in ops:
+        table.add_row(*w.row())
     return table
 
 
