@@ -224,8 +224,8 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
     def slow_pass_cases() -> list[Case]:
         """The cases the slow pass runs (:func:`.timeouts.slow_cases`), added to the progress."""
         latest = store.latest()
-        more = slow_cases(latest, cases, slow_timeout_s)
-        beyond = projected_beyond(latest, cases, slow_timeout_s)
+        beyond = {c.key for c, _, _ in projected_beyond(latest, cases, slow_timeout_s)}
+        more = slow_cases(latest, cases, slow_timeout_s, beyond)
         segment["slow_pass_projected_beyond"] = len(beyond)
         if more:
             tick(total=total + len(more), description=f"slow pass: {len(more)} cases, {slow_timeout_s:g} s each"

@@ -155,20 +155,23 @@ def unheld_under(details: dict, op: str, slowest: dict[str, float], timeout_s: f
     return bool(details.get("timed_out") or details.get("after_timeout")) and slowest.get(op, 0.0) < timeout_s
 
 
-def slow_cases(latest: dict, planned: list[Case], slow_timeout_s: float) -> list[Case]:
+def slow_cases(latest: dict, planned: list[Case], slow_timeout_s: float,
+               beyond: set[str] | None = None) -> list[Case]:
     """The planned cases a slow pass with ``slow_timeout_s`` a case runs: those whose
     last verdict in ``latest`` (a store's :meth:`~.RunStore.latest`) timed out, or was
     held back by a case of its op that did (``after_timeout``), where the op's longest
     timeout so far is shorter (:func:`unheld_under`); less a case whose judgement, when
     it timed out, projected more than ``slow_timeout_s`` for it (``projected_s``,
     :class:`.phase.Tracker`), or whose time the op's largest judged case projects past
-    it (:func:`projection`; :func:`projected_beyond` lists them): it would time out
-    again, and ``--case-timeout`` longer than its projection runs it. Each op's cases from the smallest crossing tensor up, so that a slow op's cheap cases
-    are judged before its largest can time out again and hold back the rest; the ops
+    it (the keys ``beyond``, else those of :func:`projected_beyond`): it would time out
+    again, and ``--case-timeout`` longer than its projection runs it. Each op's cases
+    from the smallest crossing tensor up, so that a slow op's cheap cases are judged
+    before its largest can time out again and hold back the rest; the ops
     taken in turns (every op's smallest case, in the plan's order of ops, then every op's
     second, ...), so that a pass cut short by its device call's time has probed every op
     instead of spending it on one op's dozens of cases (the full grid's held 56 of one)."""
-    beyond = {c.key for c, _, _ in projected_beyond(latest, planned, slow_timeout_s)}
+    if beyond is None:
+        beyond = {c.key for c, _, _ in projected_beyond(latest, planned, slow_timeout_s)}
     slowest = longest_timeouts(latest)
     runs = []
     for c in planned:

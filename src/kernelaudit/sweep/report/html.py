@@ -16,10 +16,10 @@ from pathlib import Path
 
 from ...verdict import Status
 from .cliffs import CAPTION, COLUMNS, cliffs
-from .waiting import CAPTION as WAITING_CAPTION, COLUMNS as WAITING_COLUMNS, total_line, waiting
 from .counts import STATUS_ORDER, by_op, count, counts_per_op, plain_repro, progress_text, reasons, wall_text
 from .grid import STATUS_COLOURS
 from .run import Run
+from .waiting import CAPTION as WAITING_CAPTION, COLUMNS as WAITING_COLUMNS, total_line, waiting
 
 _CSS = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; }

@@ -2,8 +2,9 @@
 
 In order: what ran (device, versions, fault model, scale, progress), the counts per
 status overall and per op, where the time went and the performance cliffs (:mod:`.cliffs`),
-the cases waiting on a longer timeout (:mod:`.waiting`), skip reasons and error messages grouped, then every ``wrong`` and
-``error`` case with its evidence, one table per op so a thousand cases stay readable.
+the cases waiting on a longer timeout (:mod:`.waiting`), skip reasons and error messages
+grouped, then every ``wrong`` and ``error`` case with its evidence, one table per op so a
+thousand cases stay readable.
 """
 
 from __future__ import annotations
