@@ -15,7 +15,7 @@ import re
 from .cases import Case, in_turns
 from .store import RunStore
 from .worker import DEFAULT_CASE_TIMEOUT_S
-from ..verdict import Verdict
+from ..verdict import Status, Verdict
 
 
 def timeout_of(verdict: dict) -> float | None:
@@ -110,11 +110,6 @@ class TimedOut:
                                f"--case-timeout SECONDS", after_timeout=slow.id)
 
 
-#: The statuses of a judged case whose phase times project an op's later cases
-#: (:func:`case_rates`): the op ran to the end and its output was judged.
-_JUDGED = ("ok", "wrong")
-
-
 def case_rates(latest: dict) -> dict[tuple[str, str], tuple[float, str]]:
     """(op, direction) -> (seconds a crossing element, id of the case it comes from), from
     ``latest`` (a store's :meth:`~.RunStore.latest`): the whole case's timed phases
@@ -129,7 +124,8 @@ def case_rates(latest: dict) -> dict[tuple[str, str], tuple[float, str]]:
         timing = (v.get("details") or {}).get("timing") or {}
         seconds = sum(float(t) for t in timing.values() if isinstance(t, (int, float)))
         numel = int(c.get("crossing_numel") or 0)
-        if v.get("status") not in _JUDGED or seconds <= 0 or numel <= 0:
+        # ok or wrong: the op ran to the end and its output was judged (an error may not have)
+        if v.get("status") not in (Status.OK.value, Status.WRONG.value) or seconds <= 0 or numel <= 0:
             continue
         key = (c["op"], c.get("direction", "fwd"))
         if key not in best or numel > best[key][0]:

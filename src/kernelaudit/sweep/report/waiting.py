@@ -77,7 +77,7 @@ def waiting(run: Run) -> list[Waiting]:
             if p is None:
                 unknown += 1
                 continue
-            floor = timeout_of(r.verdict.to_json()) or 0.0
+            floor = timeout_of(latest[r.key]["verdict"]) or 0.0
             projected.append(max(p[0], floor))
             source = source or p[1]
         timed_out = sum(bool((r.verdict.details or {}).get("timed_out")) for r in records)
