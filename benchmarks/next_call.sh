@@ -22,8 +22,10 @@
 #      settled; no snippet starts after a third of what is left;
 #   4. issue 16: the full grid resumed (runs/h200z) until 60 s before LIMIT_S: on an H200 the
 #      cases H100s skipped for memory (448 at the 2026-12-07 stop, each op's smallest first,
-#      the ops in turns); the slow pass at 120 s has nothing left (the 92 waiting cases need
-#      600 s and more: `kernelaudit report` projects them).
+#      the ops in turns), and in turns with them the 48 cases of qr, linalg.qr, ldl_factor(_ex) the
+#      store holds with 5 x 5 matrices, planned now with 1,020 x 1,020 ones (an estimated
+#      10 to 250 s a case: those past the 20-s case timeout go to the slow pass at 120 s);
+#      the 44 other waiting cases need 600 s and more (`kernelaudit report` projects them).
 # Outputs: $OUT/h200_results.tgz (each h200_session.sh step: plain/, tables/, the sweep's
 # store for benchmarks/take_store.sh), $OUT/extra/prefill_ab_m<M>.json and .log,
 # $OUT/extra/gpu_tests.log.

@@ -353,7 +353,7 @@ def test_a_case_its_ops_judged_case_projects_past_the_slow_timeout_is_left_out_a
     from 2^31 bytes, held back after a timeout, need 1,500 s and more each; a slow pass
     at 600 s would see each time out again. The op's largest judged case projects it
     (its whole time per crossing element), and smaller waiting cases still run."""
-    from kernelaudit.sweep.timeouts import case_rates, projected_beyond, projection
+    from kernelaudit.sweep.timeouts import case_rates, projected_beyond, projection, rate_key
 
     store = _store(tmp_path)
     add = [c for c in _cases("add") if c.dtype == "float32"]        # 2^31-, 2^31+, 2^32-, 2^32+
@@ -363,7 +363,7 @@ def test_a_case_its_ops_judged_case_projects_past_the_slow_timeout_is_left_out_a
     store.append(slow, Verdict.error("timed out after 20 s (worker killed)", timed_out=True, timeout_s=20.0), 20.0)
     store.append(held, TimedOut(store).verdict(held), 0.0)
     latest = store.latest()
-    rate, source = case_rates(latest)[("add", "fwd")]
+    rate, source = case_rates(latest)[rate_key(judged.to_json())]
     assert source == judged.id and rate == pytest.approx(40.0 / judged.crossing_numel)
     seconds, _ = projection(held.to_json(), case_rates(latest))
     assert seconds == pytest.approx(40.0 * held.crossing_numel / judged.crossing_numel)   # about 80 s

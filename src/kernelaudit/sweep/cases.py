@@ -56,6 +56,9 @@ class Case:
     def tolerance_key(self) -> str:
         """Cases sharing a key share one calibrated tolerance."""
         key = f"{self.op}/{self.dtype}/{self.layout}/{self.direction}"
+        tag = self.spec.shape_tag(self.thresholds) if self.spec.shape_tag is not None else ""
+        if tag:  # batches grown past the sample's shapes calibrate on those shapes
+            key += "/" + tag
         # Axes with tiny per-batch shapes calibrate on those shapes.
         return key + "/tiny" if AXES[self.axis].tiny_shapes else key
 

@@ -25,7 +25,8 @@ from .rules_out import UNCALIBRATED, uncalibrated
 from .runfile import supersedes
 from .store import RunStore, environment, now
 from ..thresholds import Thresholds
-from .timeouts import TimedOut, held_by, holding_cases, longest_timeouts, projected_beyond, slow_cases, unheld_under
+from .timeouts import (TimedOut, held_by, holding_cases, longest_timeouts, projected_beyond, reshaped, slow_cases,
+                       unheld_under)
 from .tolerance import CALIBRATION_FACTOR, calibrated
 from ..verdict import Status, Verdict
 
@@ -178,7 +179,7 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
     retry_cal = _calibrations_to_retry(store.manifest(), manifest, capacity)
     latest = store.latest() if resume else {}   # read once: every record parsed into a Case
     done = (_done_on(store, capacity, frozenset(rerun), case_timeout_s, retry_cal, latest, memory_plan,
-                     manifest.get("cuda_alloc")) if resume else set())
+                     manifest.get("cuda_alloc"), {c.key: c for c in (*cases, *controls)}) if resume else set())
     if resume:
         done |= _record_twins(store, cases, done, frozenset(latest.keys() - done))
     tolerances: dict = dict(store.manifest().get("tolerances", {}))
@@ -362,9 +363,10 @@ def _calibrations_to_retry(m: dict, now: dict, capacity: int) -> set[str]:
 def _done_on(store: RunStore, capacity: int, rerun: frozenset = frozenset(),
              case_timeout_s: float = 0.0, retry_cal: set | frozenset = frozenset(),
              latest: dict | None = None, memory_plan: str = "strict",
-             allocator: str | None = None) -> set[str]:
+             allocator: str | None = None, planned: dict[str, Case] | None = None) -> set[str]:
     """The keys a resumed run does not run again: every recorded case but those whose
-    status is in ``rerun``, those left unjudged by a failed calibration of a key in
+    status is in ``rerun``, those the plan (``planned``: key -> case) now builds with
+    other operand shapes than their record ran with (:func:`.timeouts.reshaped`), those left unjudged by a failed calibration of a key in
     ``retry_cal`` (:func:`_calibrations_to_retry`), those that timed
     out (or were not run after a case of their op did) where the longest timeout a case
     of their op ran out of is shorter than ``case_timeout_s`` (:func:`unheld_under`),
@@ -395,6 +397,8 @@ def _done_on(store: RunStore, capacity: int, rerun: frozenset = frozenset(),
         d = r["verdict"].get("details") or {}
         if r["verdict"]["status"] in rerun:
             continue
+        if planned is not None and key in planned and reshaped(r["case"], planned[key]):
+            continue  # its record is of other shapes: the case as planned now runs
         if unheld_under(d, r["case"]["op"], slow, case_timeout_s):
             continue  # timed out, or held back, under a shorter timeout than this call's
         if (d.get("after_timeout") and (h := holding.get(r["case"]["op"])) is not None

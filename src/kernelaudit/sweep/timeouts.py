@@ -6,6 +6,9 @@ later cases of its op from half its size up (:data:`HOLD_DIVISOR`), so one slow 
 costs a timeout once per size, not once per case; the slow pass (:func:`slow_cases`)
 runs the timed-out and held-back cases after the others under a longer timeout, and a
 resumed sweep with a longer ``--case-timeout`` runs them again (:func:`unheld_under`).
+Each case is projected from its op's largest judged case of the same per-batch shapes
+(:func:`case_rates`); a record of other shapes than the plan builds now
+(:func:`reshaped`) is of another case, and the case runs again.
 """
 
 from __future__ import annotations
@@ -110,15 +113,25 @@ class TimedOut:
                                f"--case-timeout SECONDS", after_timeout=slow.id)
 
 
-def case_rates(latest: dict) -> dict[tuple[str, str], tuple[float, str]]:
-    """(op, direction) -> (seconds a crossing element, id of the case it comes from), from
+RateKey = tuple[str, str, tuple]
+
+
+def rate_key(case: dict) -> RateKey:
+    """(op, direction, per-batch shapes) of a case's JSON: the operands' shapes less the
+    batch dim. Cases of one op with other per-batch shapes (a sample grown on larger
+    limits, :func:`.ops.recipe.grow_factor`) cost another time per element."""
+    return (case["op"], case.get("direction", "fwd"), tuple(tuple(s[1:]) for s in case.get("shapes") or ()))
+
+
+def case_rates(latest: dict) -> dict[RateKey, tuple[float, str]]:
+    """:func:`rate_key` -> (seconds a crossing element, id of the case it comes from), from
     ``latest`` (a store's :meth:`~.RunStore.latest`): the whole case's timed phases
     (inputs, op, judgement) over its crossing elements, for the judged case (ok or wrong)
-    of that op and direction with the most crossing elements and a time recorded. The
-    largest, as a small case's fixed costs (a launch, a worker's first call) inflate its
-    time per element; an op whose time per element jumps past a limit (a performance
-    cliff, :mod:`.report.cliffs`) runs longer than this projects."""
-    best: dict[tuple[str, str], tuple[int, float, str]] = {}
+    of that op, direction and per-batch shapes with the most crossing elements and a time
+    recorded. The largest, as a small case's fixed costs (a launch, a worker's first call)
+    inflate its time per element; an op whose time per element jumps past a limit (a
+    performance cliff, :mod:`.report.cliffs`) runs longer than this projects."""
+    best: dict[RateKey, tuple[int, float, str]] = {}
     for r in latest.values():
         v, c = r["verdict"], r["case"]
         timing = (v.get("details") or {}).get("timing") or {}
@@ -127,20 +140,32 @@ def case_rates(latest: dict) -> dict[tuple[str, str], tuple[float, str]]:
         # ok or wrong: the op ran to the end and its output was judged (an error may not have)
         if v.get("status") not in (Status.OK.value, Status.WRONG.value) or seconds <= 0 or numel <= 0:
             continue
-        key = (c["op"], c.get("direction", "fwd"))
+        key = rate_key(c)
         if key not in best or numel > best[key][0]:
             best[key] = (numel, seconds, c["id"])
     return {key: (seconds / numel, cid) for key, (numel, seconds, cid) in best.items()}
 
 
-def projection(case: dict, rates: dict[tuple[str, str], tuple[float, str]]) -> tuple[float, str] | None:
+def projection(case: dict, rates: dict[RateKey, tuple[float, str]]) -> tuple[float, str] | None:
     """(seconds the case ``case`` (a case's JSON) is projected to take, id of the case the
-    rate comes from) by :func:`case_rates`, or None where no case of its op and direction
-    was judged with a time. Linear in the crossing elements (int64 maths: Python ints)."""
-    rate = rates.get((case["op"], case.get("direction", "fwd")))
+    rate comes from) by :func:`case_rates`, or None where no case of its op, direction and
+    per-batch shapes was judged with a time. Linear in the crossing elements (int64
+    maths: Python ints)."""
+    rate = rates.get(rate_key(case))
     if rate is None:
         return None
     return rate[0] * int(case.get("crossing_numel") or 0), rate[1]
+
+
+def reshaped(recorded: dict, planned: Case) -> bool:
+    """Whether the plan now builds ``planned`` with other operand shapes than its record
+    ``recorded`` (a case's JSON) ran with (a sample grown since,
+    :func:`.ops.recipe.grow_factor`): what the record says of it, a verdict, a timeout or
+    a projection, is of another case, so it runs again."""
+    if "shapes" not in recorded:
+        return False
+    shapes = [list(o.shape) for o in planned.spec.operands(planned.series, planned.batch, planned.thresholds)]
+    return recorded.get("batch") != planned.batch or recorded["shapes"] != shapes
 
 
 def unheld_under(details: dict, op: str, slowest: dict[str, float], timeout_s: float) -> bool:
@@ -173,7 +198,7 @@ def slow_cases(latest: dict, planned: list[Case], slow_timeout_s: float,
     for c in planned:
         r = latest.get(c.key)
         d = (r["verdict"].get("details") or {}) if r is not None else {}
-        if float(d.get("projected_s") or 0.0) > slow_timeout_s or c.key in beyond:
+        if c.key in beyond or (float(d.get("projected_s") or 0.0) > slow_timeout_s and not reshaped(r["case"], c)):
             continue
         if unheld_under(d, c.op, slowest, slow_timeout_s):
             runs.append(c)
@@ -196,7 +221,7 @@ def projected_beyond(latest: dict, planned: list[Case], timeout_s: float) -> lis
         d = (r["verdict"].get("details") or {}) if r is not None else {}
         if not (d.get("timed_out") or d.get("after_timeout")):
             continue
-        p = projection(r["case"], rates)
+        p = projection(c.to_json(), rates)  # the case as planned now (its record may be of other shapes)
         if p is not None and p[0] > timeout_s:
             out.append((c, p[0], p[1]))
     return out

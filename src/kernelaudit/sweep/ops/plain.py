@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..cases import Case
-from .recipe import CONDITIONING, widen_factor, widenable
+from .recipe import CONDITIONING, GROWN_DOMAIN, grow_factor, growable, widen_factor, widenable
 
 #: The value domains of :data:`.recipe.DOMAINS` as code appended to a tensor's expression.
 DOMAIN_CODE = {"none": "", "pos": ".abs() + 0.5", "ge1": ".abs() + 1.5", "half": " * 0.5", "ge2": ".abs() + 2.5"}
@@ -176,6 +176,9 @@ def _parts(case: Case, device: str, shapes):
     if recipe is None or (recipe["fn"].startswith("opinfo:") and recipe["fn"] not in OPINFO_CODE):
         return None
     domain = CONDITIONING.get(case.op, recipe.get("domain", "none"))
+    g = grow_factor(recipe, case.thresholds) if growable(case.op, recipe) else 1
+    if g != 1:
+        domain = GROWN_DOMAIN
     if domain not in DOMAIN_CODE:
         return None
     k = widen_factor(recipe, case.thresholds) if widenable(case.spec.family, recipe) else 1
@@ -189,6 +192,9 @@ def _parts(case: Case, device: str, shapes):
         shape = list(od["shape"])
         if k != 1:
             shape[-1] *= k
+        if g != 1:
+            shape[-2] *= g
+            shape[-1] *= g
         d = od["dim"]
         if d is not None:  # stored batch-first, as the sweep stores it; the op sees it moved back
             shape.insert(0, shape.pop(d) * case.batch)

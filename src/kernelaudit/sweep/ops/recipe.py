@@ -176,18 +176,20 @@ def _flat_outputs(res) -> list[torch.Tensor]:
     return out
 
 
-def make_call(recipe: dict, widen: bool = False, fn: Callable | None = None) -> Callable:
+def make_call(recipe: dict, widen: bool = False, fn: Callable | None = None, grow: bool = False) -> Callable:
     """The call of a derived op: operands arrive batch-first (the scaled dim is dim 0 of
     storage), go back to the sample's dim order, through the domain transform, into the
     function (the recipe's, or ``fn``: a route to its values, :mod:`.routes`); the judged
-    outputs leave batch-first."""
+    outputs leave batch-first. ``grow``: a growable recipe (:func:`growable`), whose
+    grown matrices (larger than the sample's) take :data:`GROWN_DOMAIN`."""
     fn_cache: list = [] if fn is None else [fn]
     operands, outs, template = recipe["operands"], recipe["outs"], recipe["template"]
-    domain = DOMAINS[recipe.get("domain", "none")]
+    sampled, grown = DOMAINS[recipe.get("domain", "none")], DOMAINS[GROWN_DOMAIN]
 
     def call(*tensors):
         if not fn_cache:
             fn_cache.append(resolve_fn(recipe["fn"]))
+        domain = grown if grow and tensors[0].shape[-1] != operands[0]["shape"][-1] else sampled
         ts = []
         for t, od in zip(tensors, operands):
             if od["dim"] is not None:
@@ -263,12 +265,56 @@ def _widened_size(template: list, k: int, tensors: list) -> tuple[Any, list, dic
     return inp, args, kwargs
 
 
-def _operand_objects(recipe: dict, B: int, k: int = 1) -> list[Operand]:
+# -- batched matrices that a CUDA kernel takes one at a time: larger ones ----------------
+#: Batched matrix ops whose CUDA kernels run one matrix at a time (a cuSOLVER call, or
+#: several, per matrix: QR's geqrf and orgqr, LDL's sytrf). On the full grid of
+#: 2026-12-07 they took 70 to 290 us a 5 x 5 matrix (their cases at a dimension of 2^16,
+#: H100 and H200, torch 2.11), every other batched linalg op 2.4 us or less, so the op
+#: database's 5 x 5 samples stacked past 2^31 bytes were projected at 1,504 to 50,044 s a
+#: case (163 h for 48 cases). A call's fixed costs are per matrix, so the same limits are
+#: crossed with larger matrices, far fewer of them.
+GROWN = frozenset({"qr", "linalg.qr", "linalg.ldl_factor", "linalg.ldl_factor_ex"})
+#: The judgement runs the op again in float64 over every batch, so a case took twice its
+#: op: 45 us a 5 x 5 QR, 143 us an LDL factorization. cuSOLVER factorizes column by column
+#: (9 and 29 us a column there), so a matrix of n columns costs about n times that, and a
+#: case of E elements E / n times: from the sample's 5 to 1,020 columns, 200x less.
+#: The largest side a grown matrix reaches (the sample's side times a whole factor).
+GROW_SIDE = 1024
+#: Batches below 2^31 elements a grown sample still leaves (so the limits stay crossable in
+#: many batches, and small ``--scale`` runs and the tiny-shape axes are not grown at all).
+GROW_MIN_BATCHES = 2**6
+#: The domain of grown matrices: diagonally dominant. Random matrices of hundreds of rows
+#: are ill-conditioned: LDL of 256 x 256 ones in [-1, 1) spread their float32 error 7x to 10x
+#: from median to maximum (CPU, float64 reference), 2x diagonally dominant.
+GROWN_DOMAIN = "diagdom"
+
+
+def growable(name: str, recipe: dict) -> bool:
+    """A :data:`GROWN` op's sample: one batch-scaled operand of square matrices."""
+    ops = recipe["operands"]
+    return (name in GROWN and len(ops) == 1 and ops[0]["dim"] == 0 and ops[0]["kind"] == "value"
+            and len(ops[0]["shape"]) == 3 and ops[0]["shape"][1] == ops[0]["shape"][2])
+
+
+def grow_factor(recipe: dict, th) -> int:  # noqa: ANN001 - Thresholds
+    """How much a growable sample's matrix sides are multiplied at thresholds ``th``: at
+    most to :data:`GROW_SIDE`, leaving at least :data:`GROW_MIN_BATCHES` batches below 2^31
+    elements; 1 on an axis that cuts per-batch shapes small (``shape_bits``)."""
+    if th.shape_bits is not None:
+        return 1
+    per, side = int(recipe["per_batch"]), int(recipe["operands"][0]["shape"][-1])
+    return max(1, min(GROW_SIDE // side, math.isqrt(th.t31 // (per * GROW_MIN_BATCHES))))
+
+
+def _operand_objects(recipe: dict, B: int, k: int = 1, g: int = 1) -> list[Operand]:
     ops = []
     for od in recipe["operands"]:
         shape = list(od["shape"])
         if k != 1:  # widenable recipes only: one batch-scaled operand of 3+ dims
             shape[-1] *= k
+        if g != 1:  # growable recipes only: one batch-scaled operand of square matrices
+            shape[-2] *= g
+            shape[-1] *= g
         kw = dict(kind="index", high=od["high"], grad=False) if od["kind"] == "index" else dict(grad=od["grad"])
         if od["dim"] is None:
             ops.append(Operand(tuple(shape), rows_per_batch=None, **kw))
@@ -284,17 +330,27 @@ def spec_from_recipe(name: str, family: str, recipe: dict) -> OpSpec:
     rows = tuple(o["rows"] for o in recipe["outs"])
     if name in CONDITIONING:
         recipe = {**recipe, "domain": CONDITIONING[name]}
-    wide = widenable(family, recipe)
+    wide, grow = widenable(family, recipe), growable(name, recipe)
 
     def k(th) -> int:  # noqa: ANN001
         return widen_factor(recipe, th) if wide else 1
 
+    def g(th) -> int:  # noqa: ANN001
+        return grow_factor(recipe, th) if grow else 1
+
+    def tag(th) -> str:  # noqa: ANN001 - grown matrices calibrate apart from the sample's
+        side = recipe["operands"][0]["shape"][-1] * g(th)
+        return f"{side}x{side}" if g(th) != 1 else ""
+
     return OpSpec(
-        name, family, make_call(recipe, widen=wide), lambda s, B, th: _operand_objects(recipe, B, k(th)),
-        {recipe["series"]: Series(recipe["series"], lambda th: per * k(th))},
+        name, family, make_call(recipe, widen=wide, grow=grow),
+        lambda s, B, th: _operand_objects(recipe, B, k(th), g(th)),
+        {recipe["series"]: Series(recipe["series"], lambda th: per * k(th) * g(th) ** 2)},
         dtypes=tuple(recipe["dtypes"]), directions=judged_directions(name, recipe["directions"]),
         out_rows=lambda s, th: rows, exact=bool(recipe.get("exact")), bwd_outputs=len(rows),
-        ref_call=make_call(recipe, widen=wide, fn=ROUTES[recipe["fn"]]) if recipe["fn"] in ROUTES else None,
+        ref_call=(make_call(recipe, widen=wide, fn=ROUTES[recipe["fn"]], grow=grow) if recipe["fn"] in ROUTES
+                  else None),
+        shape_tag=tag if grow else None,
         notes=f"derived from OpInfo {recipe['opinfo']}", extra={"opinfo": recipe["opinfo"], "recipe": recipe})
 
 

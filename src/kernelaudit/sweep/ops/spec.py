@@ -163,6 +163,10 @@ class OpSpec:
     #: kernel is slow on a chunk's many small problems; it serves the float64 reference and
     #: the bit-equality pre-check alike. None = ``call``.
     ref_call: Callable | None = None
+    #: A label of the per-batch shapes at given thresholds where they differ from the
+    #: sample's (``"510x510"``: :func:`.recipe.grow_factor`), else ``""``: cases of
+    #: differently shaped batches calibrate their tolerances apart. None = never.
+    shape_tag: Callable[[Thresholds], str] | None = None
     notes: str = ""
     # ``extra``: "factory" (a length -> tensor function), "global" (a custom reference
     # in global_refs.py), "dilutes" (reduces the whole crossing tensor to a scalar),
