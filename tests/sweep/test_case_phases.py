@@ -80,15 +80,16 @@ def test_an_unknown_phase_is_refused_with_the_names_allowed():
 
 
 def test_a_case_killed_in_its_judgement_says_how_far_it_got_and_how_long_it_needs():
-    # linalg.solve at scale 25 on the CPU: inputs about 2.1 s, the op 0.3 s, and a judgement
-    # of about 13 s in chunks of 64 batches (25,812 batches): an 8 s timeout falls in it on a
-    # machine (or under a load) 3.4x slower or 1.9x faster than this one (7 s fell in the op
-    # here with the inputs 3x slower under other work)
+    # linalg.inv at scale 23 on the CPU: inputs about 0.6 s, the op 0.07 s, and a
+    # judgement of about 10 s (27,963 batches, each a float64 inverse): a 4 s timeout
+    # falls in it, past the judgement's first progress mark (0.5 s), on a machine (or under
+    # a load) up to 5x slower or 2.5x faster than this one. (linalg.solve at scale 25, a
+    # judgement only 5.5x its inputs, fell before that mark under three workers on 2 cores.)
     from kernelaudit.sweep.worker import WorkerConfig, WorkerPool
 
-    (case,) = grid(GridSpec(ops=("linalg.solve",), dtypes=("float32",), layouts=("contig",), directions=("fwd",),
-                            thresholds=("2^32",), positions=("above",), scale=25))
-    with WorkerPool(WorkerConfig(device="cpu", ref_chunk=64), case_timeout_s=8.0) as pool:
+    (case,) = grid(GridSpec(ops=("linalg.inv",), dtypes=("float32",), layouts=("contig",), directions=("fwd",),
+                            thresholds=("2^32",), positions=("above",), scale=23))
+    with WorkerPool(WorkerConfig(device="cpu", ref_chunk=64), case_timeout_s=4.0) as pool:
         res = pool.run({"case": case.to_json(), "tolerances": None})
     v = res["verdict"]
     d = v["details"]
@@ -96,9 +97,9 @@ def test_a_case_killed_in_its_judgement_says_how_far_it_got_and_how_long_it_need
     assert d["phase"] == "judge", v["message"]
     assert set(d["phases_s"]) == {"plan", "inputs", "op"} and d["phase_s"] > 0
     assert 0 < d["batches_done"] < d["batches"] == case.batch
-    assert d["projected_s"] > 8.0    # the case needs more than it had
-    assert re.match(r"timed out after 8 s \(worker killed\) in the judgement \([\d,]+ of 25,812 batches judged: "
-                    r"about \d+ s for the case at that rate\), [\d.]+ s into it; before it plan", v["message"])
+    assert d["projected_s"] > 4.0    # the case needs more than it had
+    assert re.match(rf"timed out after 4 s \(worker killed\) in the judgement \([\d,]+ of {case.batch:,} batches "
+                    r"judged: about \d+ s for the case at that rate\), [\d.]+ s into it; before it plan", v["message"])
 
 
 def _store(tmp_path) -> RunStore:
