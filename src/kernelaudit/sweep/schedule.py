@@ -366,7 +366,8 @@ def _done_on(store: RunStore, capacity: int, rerun: frozenset = frozenset(),
              allocator: str | None = None, planned: dict[str, Case] | None = None) -> set[str]:
     """The keys a resumed run does not run again: every recorded case but those whose
     status is in ``rerun``, those the plan (``planned``: key -> case) now builds with
-    other operand shapes than their record ran with (:func:`.timeouts.reshaped`), those left unjudged by a failed calibration of a key in
+    other operand shapes than their record ran with (:func:`.timeouts.reshaped`), those
+    left unjudged by a failed calibration of a key in
     ``retry_cal`` (:func:`_calibrations_to_retry`), those that timed
     out (or were not run after a case of their op did) where the longest timeout a case
     of their op ran out of is shorter than ``case_timeout_s`` (:func:`unheld_under`),

@@ -278,7 +278,8 @@ GROWN = frozenset({"qr", "linalg.qr", "linalg.ldl_factor", "linalg.ldl_factor_ex
 #: op: 45 us a 5 x 5 QR, 143 us an LDL factorization. cuSOLVER factorizes column by column
 #: (9 and 29 us a column there), so a matrix of n columns costs about n times that, and a
 #: case of E elements E / n times: from the sample's 5 to 1,020 columns, 200x less.
-#: The largest side a grown matrix reaches (the sample's side times a whole factor).
+#: ``GROW_SIDE``: the largest side a grown matrix reaches (the sample's side times a
+#: whole factor).
 GROW_SIDE = 1024
 #: Batches below 2^31 elements a grown sample still leaves (so the limits stay crossable in
 #: many batches, and small ``--scale`` runs and the tiny-shape axes are not grown at all).
