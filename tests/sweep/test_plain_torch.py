@@ -273,3 +273,23 @@ def test_a_snippet_runs_with_the_allocator_settings_of_a_sweep_worker(tmp_path, 
     assert mod.run_one(code, tmp_path / "a.py", 60)["conf"] == "expandable_segments:True"
     monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:512")
     assert mod.run_one(code, tmp_path / "b.py", 60)["conf"] == "max_split_size_mb:512"
+
+
+@pytest.mark.parametrize("op, scale", [("qr", 20), ("linalg.inv", 12), ("linalg.ldl_factor", 20)])
+def test_a_diagonally_dominant_case_renders_its_domain_and_gives_the_sweeps_bits(op, scale):
+    """Matrix ops judged on diagonally dominant inputs (conditioned, or grown past the
+    sample: ``qr`` and ``ldl_factor`` at scale 20 are 25 x 25) render ``+ n * eye``: from
+    the same draw the plain code's outputs are the sweep call's bit for bit."""
+    case = _case(op, "fwd", scale=scale, threshold="2^31")
+    code = plain_torch(case, device="cpu")
+    assert code is not None and "torch.eye(" in code
+    ns: dict = {}
+    torch.manual_seed(0)
+    exec(compile(code, f"<{case.id}>", "exec"), ns)  # noqa: S102 - the code under test
+    torch.manual_seed(0)
+    raw = torch.rand(ns["x0"].shape) * 2 - 1           # the same draw, before the domain
+    want = _as_tuple(case.spec.call(raw))
+    out = ns["out"]
+    got = [out] if isinstance(out, torch.Tensor) else [o for o in out if isinstance(o, torch.Tensor)]
+    got = [got[o["index"]] for o in case.spec.extra["recipe"]["outs"]]
+    assert len(got) == len(want) and all(torch.equal(g, w) for g, w in zip(got, want))

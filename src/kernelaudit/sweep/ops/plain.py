@@ -21,7 +21,20 @@ from ..cases import Case
 from .recipe import CONDITIONING, GROWN_DOMAIN, grow_factor, growable, widen_factor, widenable
 
 #: The value domains of :data:`.recipe.DOMAINS` as code appended to a tensor's expression.
-DOMAIN_CODE = {"none": "", "pos": ".abs() + 0.5", "ge1": ".abs() + 1.5", "half": " * 0.5", "ge2": ".abs() + 2.5"}
+DOMAIN_CODE = {"none": "", "pos": ".abs() + 0.5", "ge1": ".abs() + 1.5", "half": " * 0.5", "ge2": ".abs() + 2.5",
+               "diagdom": None}   # None: written per operand, from its shape (:func:`_diagdom_code`)
+
+
+def _diagdom_code(shape: list[int], dim: int | None) -> str | None:
+    """``diagdom`` (:data:`.recipe.DOMAINS`) for an operand stored as ``shape``, batch
+    dim ``dim``: ``+ max(m, n) * eye(m, n)`` on its last two dims, as the op sees them;
+    None where storage moves them (a batch dim other than 0: not rendered)."""
+    if len(shape) < 2:
+        return ""
+    if dim not in (None, 0):
+        return None
+    m, n = shape[-2], shape[-1]
+    return f" + {max(m, n)} * torch.eye({m}, {n}, device=dev, dtype=dt)"
 
 
 #: The op database's own functions (``opinfo:NAME|VARIANT`` recipes, lambdas inside
@@ -208,8 +221,11 @@ def _parts(case: Case, device: str, shapes):
                     + (".bool()" if tag == "bool" else "" if tag == "int64" else f".to(torch.{tag})"))
         else:
             expr = f"torch.rand({size}, device=dev, dtype=dt) * 2 - 1"
-            if DOMAIN_CODE[domain]:
-                expr = f"({expr}){DOMAIN_CODE[domain]}"
+            code = DOMAIN_CODE[domain] if DOMAIN_CODE[domain] is not None else _diagdom_code(shape, d)
+            if code is None:
+                return None
+            if code:
+                expr = f"({expr}){code}"
             if bwd and od["grad"]:
                 expr = f"({expr}).requires_grad_()"
         lines.append(f"x{i} = {expr}")
