@@ -77,12 +77,16 @@ def op_seconds(r: CaseRecord) -> tuple[float, bool] | None:
 def cliffs(run: Run, ratio: float = RATIO, min_s: float = MIN_S) -> list[Cliff]:
     """Every pair of ``run``'s cases around one limit whose op time per element above is
     ``ratio`` times or more the time below, the case above having spent ``min_s`` seconds
-    or more in its op (or been killed there), steepest first."""
+    or more in its op (or been killed there), steepest first. A pair has the same
+    per-batch shapes: a store resumed after a sample was grown (larger matrices, far fewer)
+    may hold one side recorded with the old shapes until it runs again."""
     pairs: dict[tuple, dict[str, CaseRecord]] = {}
     for r in run.records:
         position = r.case.get("position")
         if position in ("below", "above"):
-            key = (r.op, r.dtype, r.layout, r.series, r.direction, r.axis, r.case.get("threshold"), r.seed)
+            per_batch = tuple(tuple(s[1:]) for s in r.case.get("shapes") or ())
+            key = (r.op, r.dtype, r.layout, r.series, r.direction, r.axis, r.case.get("threshold"), r.seed,
+                   per_batch)
             pairs.setdefault(key, {})[position] = r
     out = []
     for pair in pairs.values():
