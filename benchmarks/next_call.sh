@@ -23,8 +23,8 @@
 #   4. issue 16: the full grid resumed (runs/h200z) until 60 s before LIMIT_S: on an H200 the
 #      cases H100s skipped for memory (448 at the 2026-12-07 stop, each op's smallest first,
 #      the ops in turns), and in turns with them the 48 cases of qr, linalg.qr, ldl_factor(_ex) the
-#      store holds with 5 x 5 matrices, planned now with 1,020 x 1,020 ones (an estimated
-#      9 to 245 s a case: those past the 20-s case timeout go to the slow pass at 120 s;
+#      store holds with 5 x 5 matrices, planned now with 2,045 x 2,045 ones (an estimated
+#      4 to 122 s a case: those past the 20-s case timeout go to the slow pass at 120 s;
 #      NEXT_SWEEP_ARGS below gives them a longer one);
 #      the 44 other waiting cases need 600 s and more (`kernelaudit report` projects them).
 # Outputs: $OUT/h200_results.tgz (each h200_session.sh step: plain/, tables/, the sweep's
@@ -81,7 +81,7 @@ if [ "$h200" = 1 ]; then
 fi
 # NEXT_SWEEP_ARGS: more options for the sweep step, e.g. the grown QR/LDL cases alone with a
 # longer slow pass: NEXT_SWEEP_ARGS="--ops qr,linalg.qr,linalg.ldl_factor,linalg.ldl_factor_ex
-# --slow-timeout 300" (their 48 cases: an estimated 50 minutes of one GPU together).
+# --slow-timeout 300" (their 48 cases: an estimated 25 minutes of one GPU together).
 export SWEEP_ARGS="${SWEEP_ARGS:-} ${NEXT_SWEEP_ARGS:-}"
 left=$((limit - SECONDS - 60))
 if [ "$left" -gt 60 ]; then

@@ -278,7 +278,7 @@ def test_a_snippet_runs_with_the_allocator_settings_of_a_sweep_worker(tmp_path, 
 @pytest.mark.parametrize("op, scale", [("qr", 20), ("linalg.inv", 12), ("linalg.ldl_factor", 20)])
 def test_a_diagonally_dominant_case_renders_its_domain_and_gives_the_sweeps_bits(op, scale):
     """Matrix ops judged on diagonally dominant inputs (conditioned, or grown past the
-    sample: ``qr`` and ``ldl_factor`` at scale 20 are 25 x 25) render ``+ n * eye``: from
+    sample: ``qr`` and ``ldl_factor`` at scale 20 are 35 x 35) render ``+ n * eye``: from
     the same draw the plain code's outputs are the sweep call's bit for bit."""
     case = _case(op, "fwd", scale=scale, threshold="2^31")
     code = plain_torch(case, device="cpu")

@@ -19,9 +19,9 @@ def test_looped_linalg_samples_are_grown_at_real_scale_and_not_at_small_ones_or_
     series = next(iter(spec.series))
     small, real, tiny = Thresholds(16), Thresholds(32), Thresholds(32, shape_bits=12)
     (x_small,), (x_real,), (x_tiny,) = (spec.operands(series, 2, th) for th in (small, real, tiny))
-    assert x_small.shape[1:] == (5, 5) and x_tiny.shape[1:] == (5, 5) and x_real.shape[1:] == (1020, 1020)
-    assert spec.series[series].per_batch(real) == 204**2 * spec.series[series].per_batch(small)
-    assert (spec.shape_tag(small), spec.shape_tag(real)) == ("", "1020x1020")
+    assert x_small.shape[1:] == (5, 5) and x_tiny.shape[1:] == (5, 5) and x_real.shape[1:] == (2045, 2045)
+    assert spec.series[series].per_batch(real) == 409**2 * spec.series[series].per_batch(small)
+    assert (spec.shape_tag(small), spec.shape_tag(real)) == ("", "2045x2045")
     # an op whose CUDA kernel is batched keeps the sample's matrices
     other = op_spec("cholesky_solve")
     assert all(o.shape[1:] == (5, 5) for o in other.operands(next(iter(other.series)), 2, real))
@@ -32,22 +32,22 @@ def test_grown_cases_calibrate_apart_and_the_dim_axis_keeps_the_samples_matrices
     spec = GridSpec(ops=("linalg.qr",), dtypes=("float32",), layouts=("contig",), directions=("fwd",),
                     thresholds=("2^31",), positions=("above",), axes=("elements", "dim", "bytes"), scale=32)
     keys = {c.axis: c.tolerance_key for c in grid(spec)}
-    assert keys["elements"] == keys["bytes"] == "linalg.qr/float32/contig/fwd/1020x1020"
+    assert keys["elements"] == keys["bytes"] == "linalg.qr/float32/contig/fwd/2045x2045"
     assert keys["dim"] == "linalg.qr/float32/contig/fwd/tiny"
     shapes = {c.axis: c.to_json()["shapes"][0] for c in grid(spec)}
-    assert shapes["dim"][1:] == [5, 5] and shapes["elements"][1:] == [1020, 1020]
-    assert shapes["elements"][0] * 1020 * 1020 > 2**31 > (shapes["elements"][0] - 12) * 1020 * 1020
+    assert shapes["dim"][1:] == [5, 5] and shapes["elements"][1:] == [2045, 2045]
+    assert shapes["elements"][0] * 2045 * 2045 > 2**31 > (shapes["elements"][0] - 12) * 2045 * 2045
 
 
 def test_a_grown_matrix_is_made_diagonally_dominant_and_a_samples_is_not():
     spec = op_spec("linalg.ldl_factor")
-    th = Thresholds(20)          # 2^19 elements: the sample's 5 x 5 grown 5x
+    th = Thresholds(20)          # 2^19 elements: the sample's 5 x 5 grown 7x
     series = next(iter(spec.series))
     (x,) = spec.operands(series, 1, th)
-    assert x.shape == (12, 25, 25)
+    assert x.shape == (12, 35, 35)
     g = torch.rand(x.shape) * 2 - 1
     (out,) = spec.call(g)
-    assert torch.equal(out, torch.linalg.ldl_factor(g + 25 * torch.eye(25))[0])
+    assert torch.equal(out, torch.linalg.ldl_factor(g + 35 * torch.eye(35))[0])
     s = torch.rand(12, 5, 5) * 2 - 1
     (out,) = spec.call(s)
     assert torch.equal(out, torch.linalg.ldl_factor(s)[0])
@@ -63,7 +63,7 @@ def test_a_sweep_of_grown_matrices_is_quiet_on_a_correct_op_and_finds_an_unwritt
                     thresholds=("2^32",), positions=("above",), scale=20)
     res = run_sweep(spec, tmp_path, device="cpu", fault_model=fault_model)
     (rec,) = list(res.store.records())
-    assert rec["case"]["shapes"][0][1:] == [25, 25] and rec["verdict"]["status"] == status
+    assert rec["case"]["shapes"][0][1:] == [35, 35] and rec["verdict"]["status"] == status
 
 
 def _store(tmp_path) -> RunStore:
@@ -86,14 +86,14 @@ def test_a_waiting_case_recorded_with_the_samples_matrices_runs_again_as_now_pla
     cases = list(grid(spec))
     dim = next(c for c in cases if c.axis == "dim")
     grown = [c for c in cases if c.axis == "bytes"]
-    assert grown and all(c.to_json()["shapes"][0][1:] == [1020, 1020] for c in grown)
+    assert grown and all(c.to_json()["shapes"][0][1:] == [2045, 2045] for c in grown)
     store = _store(tmp_path)
     timing = {"inputs_s": 0.5, "op_s": 3.0, "judge_s": 3.0}
     store.append(dim, Verdict(Status.OK, "rel", 0.0, 1e-5, details={"timing": timing}), 6.5)
     # recorded by a sweep that did not grow them: as many 5 x 5 matrices as fill the same bytes
     with monkeypatch.context() as m:
         m.setattr(recipe, "GROW_SIDE", 5)
-        first, *rest = (c.with_batch(c.batch * 204**2) for c in grown)
+        first, *rest = (c.with_batch(c.batch * 409**2) for c in grown)
         assert first.to_json()["shapes"][0][1:] == [5, 5]
         store.append(first, Verdict.error("timed out after 120 s (worker killed)", timed_out=True,
                                           timeout_s=120.0, projected_s=1800.0), 120.0)

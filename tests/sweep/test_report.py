@@ -662,16 +662,16 @@ def test_cliffs_find_an_op_that_slows_or_hangs_past_a_limit_and_nothing_else(tmp
 
 
 def test_a_pair_of_other_per_batch_shapes_is_no_cliff(tmp_path):
-    """A resumed store may hold a grown case below a limit (1,020 x 1,020 matrices, fast
+    """A resumed store may hold a grown case below a limit (2,045 x 2,045 matrices, fast
     per element) beside the case above still recorded with the sample's 5 x 5 ones and
     timed out: two different cases, not a slowdown past the limit."""
     from kernelaudit.sweep.report.cliffs import cliffs
 
     below, above = case(op="qr", size="2^31-"), case(op="qr", size="2^31+")
-    below = {**below, "shapes": [[below["batch"], 1020, 1020]]}
+    below = {**below, "shapes": [[below["batch"], 2045, 2045]]}
     lines = [_timed(below, 0.5), _timed({**above, "shapes": [[above["batch"], 5, 5]]}, timeout_s=120.0)]
     assert cliffs(load_run(store(tmp_path, lines, name="mixed"))) == []
-    lines[1] = _timed({**above, "shapes": [[above["batch"], 1020, 1020]]}, timeout_s=120.0)
+    lines[1] = _timed({**above, "shapes": [[above["batch"], 2045, 2045]]}, timeout_s=120.0)
     assert [c.above.op for c in cliffs(load_run(store(tmp_path, lines, name="same")))] == ["qr"]
 
 

@@ -277,13 +277,13 @@ GROWN = frozenset({"qr", "linalg.qr", "linalg.ldl_factor", "linalg.ldl_factor_ex
 #: The judgement runs the op again in float64 over every batch, so a case took twice its
 #: op: 45 us a 5 x 5 QR, 143 us an LDL factorization. cuSOLVER factorizes column by column
 #: (9 and 29 us a column there), so a matrix of n columns costs about n times that, and a
-#: case of E elements E / n times: from the sample's 5 to 1,020 columns, 200x less.
+#: case of E elements E / n times: from the sample's 5 to 2,045 columns, 409x less.
 #: ``GROW_SIDE``: the largest side a grown matrix reaches (the sample's side times a
 #: whole factor).
-GROW_SIDE = 1024
+GROW_SIDE = 2048
 #: Batches below 2^31 elements a grown sample still leaves (so the limits stay crossable in
 #: many batches, and small ``--scale`` runs and the tiny-shape axes are not grown at all).
-GROW_MIN_BATCHES = 2**6
+GROW_MIN_BATCHES = 2**5
 #: The domain of grown matrices: diagonally dominant. Random matrices of hundreds of rows
 #: are ill-conditioned: LDL of 256 x 256 ones in [-1, 1) spread their float32 error 7x to 10x
 #: from median to maximum (CPU, float64 reference), 2x diagonally dominant.

@@ -164,7 +164,7 @@ class OpSpec:
     #: the bit-equality pre-check alike. None = ``call``.
     ref_call: Callable | None = None
     #: A label of the per-batch shapes at given thresholds where they differ from the
-    #: sample's (``"1020x1020"``: :func:`.recipe.grow_factor`), else ``""``: cases of
+    #: sample's (``"2045x2045"``: :func:`.recipe.grow_factor`), else ``""``: cases of
     #: differently shaped batches calibrate their tolerances apart. None = never.
     shape_tag: Callable[[Thresholds], str] | None = None
     notes: str = ""
