@@ -676,7 +676,7 @@ def test_a_pair_of_other_per_batch_shapes_is_no_cliff(tmp_path):
 
 
 def test_cases_waiting_on_a_longer_timeout_are_listed_with_the_time_their_op_projects(tmp_path):
-    from kernelaudit.sweep.report.waiting import total_line, waiting
+    from kernelaudit.sweep.report.waiting import duration, total_line, waiting
 
     held = Verdict.skipped("not run: slow/float16/contig/out/2^31+/fwd timed out",
                            after_timeout="slow/float16/contig/out/2^31+/fwd")
@@ -695,8 +695,10 @@ def test_cases_waiting_on_a_longer_timeout_are_listed_with_the_time_their_op_pro
     assert slow.projected == pytest.approx((per_element * case(op="slow", size="2^31+")["crossing_numel"],
                                             per_element * case(op="slow", size="2^32+")["crossing_numel"]))
     assert (alone.op, alone.timed_out, alone.projected, alone.unknown) == ("alone", 1, (), 1)
-    assert total_line([slow, alone]) == f"3 cases: 2 projected, {slow.total_s / 3600:.1f} h together " \
-                                        f"(the longest {max(slow.projected) / 3600:.1f} h), 1 without a projection"
+    assert total_line([slow, alone]) == f"3 cases: 2 projected, {duration(slow.total_s)} together " \
+                                        f"(the longest {duration(max(slow.projected))}), 1 without a projection"
+    assert [duration(s) for s in (0.4, 100.0, 152.0, 2460.0, 7200.0, 588240.0)] == [
+        "0 s", "100 s", "3 min", "41 min", "2.0 h", "163.4 h"]
     console = Console(width=200, record=True)
     print_summary(run, console)
     out = console.export_text()

@@ -85,6 +85,15 @@ def waiting(run: Run) -> list[Waiting]:
     return sorted(out, key=lambda w: (not w.projected, -w.total_s))
 
 
+def duration(seconds: float) -> str:
+    """``152 s``, ``41 min`` or ``14.2 h``: seconds under two minutes, minutes under two hours."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 def total_line(ops: list[Waiting]) -> str:
     """``92 cases: 48 projected, 14.2 h together (the longest 4.4 h), 4 without a projection``."""
     cases = sum(w.cases for w in ops)
@@ -92,8 +101,7 @@ def total_line(ops: list[Waiting]) -> str:
     unknown = sum(w.unknown for w in ops)
     text = f"{cases} case{'s' if cases != 1 else ''}"
     if seconds:
-        text += (f": {len(seconds)} projected, {sum(seconds) / 3600:.1f} h together "
-                 f"(the longest {max(seconds) / 3600:.1f} h)")
+        text += f": {len(seconds)} projected, {duration(sum(seconds))} together (the longest {duration(max(seconds))})"
     if unknown:
         text += f"{',' if seconds else ':'} {unknown} without a projection"
     return text
