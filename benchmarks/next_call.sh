@@ -21,12 +21,12 @@
 #      `kernelaudit run` (h200_session.sh plain, guarded), but those NEXT_PLAIN_DONE's results
 #      settled; no snippet starts after a third of what is left;
 #   4. issue 16: the full grid resumed (runs/h200z) until 60 s before LIMIT_S: on an H200 the
-#      cases H100s skipped for memory (448 at the 2026-12-07 stop, each op's smallest first,
-#      the ops in turns), and in turns with them the 48 cases of qr, linalg.qr, ldl_factor(_ex) the
-#      store holds with 5 x 5 matrices, planned now with 2,045 x 2,045 ones (an estimated
-#      4 to 122 s a case: those past the 20-s case timeout go to the slow pass at 120 s;
-#      NEXT_SWEEP_ARGS below gives them a longer one);
-#      the 44 other waiting cases need 600 s and more (`kernelaudit report` projects them).
+#      cases H100s skipped for memory (452 at the 2026-12-07 stop, each op's smallest first,
+#      the ops in turns); the grown QR/LDL cases the 2026-12-07 H100 calls left (2 timed out at
+#      20 s, 9 held back: 24 to 122 s each, past the 20-s case timeout, so the 120-s slow pass
+#      or NEXT_SWEEP_ARGS below);
+#      the other waiting cases (norm.nuc, linalg.cond about 130 s; mode, bernoulli,
+#      cumulative_trapezoid, cummax/cummin.flat stop returning) need --slow-timeout 600.
 # Outputs: $OUT/h200_results.tgz (each h200_session.sh step: plain/, tables/, the sweep's
 # store for benchmarks/take_store.sh), $OUT/extra/prefill_ab_m<M>.json and .log,
 # $OUT/extra/gpu_tests.log.
@@ -81,7 +81,7 @@ if [ "$h200" = 1 ]; then
 fi
 # NEXT_SWEEP_ARGS: more options for the sweep step, e.g. the grown QR/LDL cases alone with a
 # longer slow pass: NEXT_SWEEP_ARGS="--ops qr,linalg.qr,linalg.ldl_factor,linalg.ldl_factor_ex
-# --slow-timeout 300" (their 48 cases: an estimated 25 minutes of one GPU together).
+# --slow-timeout 300" (their 11 cases left: 24 to 122 s each, as their judged cases project).
 export SWEEP_ARGS="${SWEEP_ARGS:-} ${NEXT_SWEEP_ARGS:-}"
 left=$((limit - SECONDS - 60))
 if [ "$left" -gt 60 ]; then
