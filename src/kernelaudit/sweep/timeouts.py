@@ -116,11 +116,17 @@ class TimedOut:
 RateKey = tuple[str, str, tuple]
 
 
+def per_batch_shapes(case: dict) -> tuple:
+    """A case's JSON's operand shapes less the batch dim: what one batch holds. Cases of
+    one op with other per-batch shapes (a sample grown on larger limits,
+    :func:`.ops.recipe.grow_factor`) are other cases: another time per element, no pair
+    around a limit."""
+    return tuple(tuple(s[1:]) for s in case.get("shapes") or ())
+
+
 def rate_key(case: dict) -> RateKey:
-    """(op, direction, per-batch shapes) of a case's JSON: the operands' shapes less the
-    batch dim. Cases of one op with other per-batch shapes (a sample grown on larger
-    limits, :func:`.ops.recipe.grow_factor`) cost another time per element."""
-    return (case["op"], case.get("direction", "fwd"), tuple(tuple(s[1:]) for s in case.get("shapes") or ()))
+    """(op, direction, per-batch shapes) of a case's JSON (:func:`per_batch_shapes`)."""
+    return (case["op"], case.get("direction", "fwd"), per_batch_shapes(case))
 
 
 def case_rates(latest: dict) -> dict[RateKey, tuple[float, str]]:

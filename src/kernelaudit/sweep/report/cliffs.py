@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..timeouts import per_batch_shapes
 from .counts import phase_times
 from .run import CaseRecord, Run
 
@@ -84,9 +85,8 @@ def cliffs(run: Run, ratio: float = RATIO, min_s: float = MIN_S) -> list[Cliff]:
     for r in run.records:
         position = r.case.get("position")
         if position in ("below", "above"):
-            per_batch = tuple(tuple(s[1:]) for s in r.case.get("shapes") or ())
             key = (r.op, r.dtype, r.layout, r.series, r.direction, r.axis, r.case.get("threshold"), r.seed,
-                   per_batch)
+                   per_batch_shapes(r.case))
             pairs.setdefault(key, {})[position] = r
     out = []
     for pair in pairs.values():

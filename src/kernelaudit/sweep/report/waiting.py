@@ -28,7 +28,7 @@ class Waiting:
     timed_out: int
     held_back: int
     projected: tuple[float, ...]   # seconds a case, one per case with a projection
-    unknown: int                   # cases no judged case of their op and direction projects
+    unknown: int                   # cases no judged case of their op, direction and shapes projects
     source: str                    # the id of a case the rate comes from ("" if none)
 
     @property
