@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..cases import Case
-from .recipe import CONDITIONING, GROWN_DOMAIN, grow_factor, growable, widen_factor, widenable
+from .recipe import CONDITIONING, GROWN_DOMAIN, grow_factor, growable, sample_shape, widen_factor, widenable
 
 #: The value domains of :data:`.recipe.DOMAINS` as code appended to a tensor's expression.
 DOMAIN_CODE = {"none": "", "pos": ".abs() + 0.5", "ge1": ".abs() + 1.5", "half": " * 0.5", "ge2": ".abs() + 2.5",
@@ -202,12 +202,7 @@ def _parts(case: Case, device: str, shapes):
         recipe = {**recipe, "fn": "op"}
     views, made = {}, []
     for i, od in enumerate(recipe["operands"]):
-        shape = list(od["shape"])
-        if k != 1:
-            shape[-1] *= k
-        if g != 1:
-            shape[-2] *= g
-            shape[-1] *= g
+        shape = sample_shape(od, k, g)
         d = od["dim"]
         if d is not None:  # stored batch-first, as the sweep stores it; the op sees it moved back
             shape.insert(0, shape.pop(d) * case.batch)

@@ -307,15 +307,23 @@ def grow_factor(recipe: dict, th) -> int:  # noqa: ANN001 - Thresholds
     return max(1, min(GROW_SIDE // side, math.isqrt(th.t31 // (per * GROW_MIN_BATCHES))))
 
 
+def sample_shape(od: dict, k: int = 1, g: int = 1) -> list[int]:
+    """An operand's sample shape (``od``: a recipe's operand) widened ``k`` times along its
+    last dim (widenable recipes: one batch-scaled operand of 3+ dims) and grown ``g`` times
+    along its last two (growable recipes: one batch-scaled operand of square matrices)."""
+    shape = list(od["shape"])
+    if k != 1:
+        shape[-1] *= k
+    if g != 1:
+        shape[-2] *= g
+        shape[-1] *= g
+    return shape
+
+
 def _operand_objects(recipe: dict, B: int, k: int = 1, g: int = 1) -> list[Operand]:
     ops = []
     for od in recipe["operands"]:
-        shape = list(od["shape"])
-        if k != 1:  # widenable recipes only: one batch-scaled operand of 3+ dims
-            shape[-1] *= k
-        if g != 1:  # growable recipes only: one batch-scaled operand of square matrices
-            shape[-2] *= g
-            shape[-1] *= g
+        shape = sample_shape(od, k, g)
         kw = dict(kind="index", high=od["high"], grad=False) if od["kind"] == "index" else dict(grad=od["grad"])
         if od["dim"] is None:
             ops.append(Operand(tuple(shape), rows_per_batch=None, **kw))
