@@ -590,7 +590,6 @@ def _where_applies(node: cst.CSTNode, ctx: Context) -> bool:
 def _where_keep(i: int) -> Rewrite:
     def rewrite(node: cst.Call, ctx: Context) -> cst.CSTNode:
         kept = code_of(node.args[i].value)
-        other = code_of(node.args[3 - i].value)
         return _expr(f"({kept})")
     return rewrite
 
