@@ -31,7 +31,7 @@
 #   TABLES picks runs, e.g. "smalln_decode"; TABLES_DECODE_MS the small-N decode M values, default 1,2,4,8,16;
 #   smallsmall_decode: the sequential order's small-N decode rows, K = N = 512; smallk_prefill and
 #   smallsmall_prefill: the sequential order's prefill rows, K = 512, N = 4096 and 512 (smallsmall_prefill_m:
-#   the small row at M = 1024 and 8192; smallsmall_prefill_256 and _768: K = N = 256 and 768); fp32w_decode and
+#   the small row at M = 1024 and 8192; smallsmall_prefill_256: K = 512, N = 256; _768: K = N = 768); fp32w_decode and
 #   fp32w_prefill: the fp32-weight order's rows (8 x 4 lanes), K = N = 4096 at M = 1, 4, 16 and 8192 at M = 4096)
 #   gluonncu (issue 19: ncu of the Gluon prefill pass, 4 warps, and the warp-specialized table tile, with shared wavefronts and stall reasons; M = 4096, K = N = 8192)
 #   ldsncu (issue 19: ncu of fma_issue_ab's _outer_lds, the pass's K step without producers, and the warp-specialized pass side by side)
@@ -228,7 +228,7 @@ PY
                 "smallk_prefill:--sections prefill --prefill-ms 4096 --prefill-k 512 --n 4096" \
                 "smallsmall_prefill:--sections prefill --prefill-ms 4096 --prefill-k 512 --n 512" \
                 "smallsmall_prefill_m:--sections prefill --prefill-ms 1024,8192 --prefill-k 512 --n 512" \
-                "smallsmall_prefill_256:--sections prefill --prefill-ms 1024,4096,8192 --prefill-k 256 --n 256" \
+                "smallsmall_prefill_256:--sections prefill --prefill-ms 1024,4096,8192 --prefill-k 512 --n 256" \
                 "smallsmall_prefill_768:--sections prefill --prefill-ms 1024,4096,8192 --prefill-k 768 --n 768" \
                 "fp32w_decode:--sections decode --decode-kn 4096 --decode-ms 1,4,16 --weight-dtype float32" \
                 "fp32w_prefill:--sections prefill --prefill-ms 4096 --weight-dtype float32"; do
