@@ -113,7 +113,7 @@ def summary_cases():
 
 
 #: The full grid's run store of record (cumulative: every segment so far), compressed.
-FULL_GRID_STORE = ("benchmarks/results/2026-12-07-h100-grown-qr-ldl-ok-fp32-weight-tables/store/"
+FULL_GRID_STORE = ("benchmarks/results/2026-12-08-h100-small-prefill-row-grown-qr-ldl-2p32-ok/store/"
                    "verdicts.jsonl.gz")
 
 

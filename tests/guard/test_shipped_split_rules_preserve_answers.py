@@ -26,7 +26,7 @@ from kernelaudit.sweep.judge.execution import run_op
 ROOT = Path(__file__).resolve().parents[2]
 KNOWN = ROOT / "src/kernelaudit/guard/known_faults"
 #: The full grid's store of record, whose records the files below were derived from.
-STORE = ROOT / "benchmarks/results/2026-12-07-h100-grown-qr-ldl-ok-fp32-weight-tables/store/verdicts.jsonl.gz"
+STORE = ROOT / "benchmarks/results/2026-12-08-h100-small-prefill-row-grown-qr-ldl-2p32-ok/store/verdicts.jsonl.gz"
 FILES = ("full_grid_pools_factories.json", "full_grid_2_31.json", "full_grid_batched_lu_chunk_cat.json",
          "full_grid_float32.json", "batched_eigh_layer_norm_rows.json")
 BATCH = 24

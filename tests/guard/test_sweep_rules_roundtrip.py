@@ -381,7 +381,7 @@ def test_the_shipped_softmin_backward_rule_is_what_the_full_grids_later_store_gi
     assert torch.equal(got[1], bare[1])
 
 
-GRID_OF_RECORD = ROOT / "benchmarks/results/2026-12-07-h100-grown-qr-ldl-ok-fp32-weight-tables"
+GRID_OF_RECORD = ROOT / "benchmarks/results/2026-12-08-h100-small-prefill-row-grown-qr-ldl-2p32-ok"
 
 
 @pytest.mark.skipif(not GRID_OF_RECORD.is_dir(), reason="the full grid's store of record is not in this checkout")
