@@ -74,6 +74,20 @@ def test_table_buckets_follow_m_without_changing_a_bit(bits_equal, draw):
     assert seen == {"decode1", "decode2", "decode4", "decode8", "decode16", "prefill"}
 
 
+def test_the_small_prefill_row_gives_the_emulators_bits_across_row_and_column_blocks(bits_equal, draw):
+    """The sequential order's small-N prefill row (64 x 128 x 16, grouped row blocks)
+    through partial row and column blocks and 20 K steps: the emulator's bits, where
+    torch's own fp32 matmul (another order) differs."""
+    k = 320
+    w = draw((140, k), torch.bfloat16, 11)
+    x = draw((70, k), torch.float32, 12) * torch.logspace(-3, 3, k)
+    t = pick("ieee", 140, k, w.dtype, m=70)
+    assert t == IEEE_TABLE[("prefill", "small")] and t.dot and t.group_m > 1
+    want = emulate.linear_ieee(x, w)
+    assert bits_equal(gemm.linear(x, w, tiles=t), want)
+    assert not bits_equal(x @ w.float().t(), want)         # the comparison sees the order
+
+
 def test_rows_class_buckets():
     assert [rows_class(m) for m in (None, 1, 2, 3, 5, 9, 16, 17, 4096)] == [
         "prefill", "decode1", "decode2", "decode4", "decode8", "decode16", "decode16", "prefill", "prefill"]

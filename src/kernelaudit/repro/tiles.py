@@ -311,7 +311,12 @@ TABLE: dict[tuple[str, str, str], Tiles] = {
 #: benchmarks/results/2026-12-04-h200-repro-tiled-decode-bits); small-N rows: chosen from
 #: compiled sm_90 register counts (no spills). Prefill rows: the fp32 ``tl.dot`` path,
 #: the best of 7 at M = 2048, K = N = 4096 on the H200 (27.6 TFLOP/s,
-#: benchmarks/results/2026-12-03-h200-repro-gemm).
+#: benchmarks/results/2026-12-03-h200-repro-gemm). The small-N prefill row (N and K under
+#: 1024: the sequential order): the least geometric mean of its time over the fastest's
+#: across M = 1024, 4096, 8192 at K = N = 512 and 768, 1.13x (at worst 1.65x, M = 8192, N =
+#: 512), where the 64 x 64 x 16 tile it replaced took 1.54x (the fastest only at M = 1024,
+#: N = 512); the best of 15 tiles timed, every one the order's bits (H100, 2026-12-07 and
+#: 08, benchmarks/results/2026-12-08-h100-small-prefill-row-grown-qr-ldl-2p32-ok/).
 DECODE_ROWS = (1, 2, 4, 8, 16)
 IEEE_TABLE: dict[tuple[str, str], Tiles] = {
     ("decode1", "small"): Tiles(1, 16, 64, num_warps=1, num_stages=1, tiled=True, prefetch=True),
@@ -324,7 +329,7 @@ IEEE_TABLE: dict[tuple[str, str], Tiles] = {
     ("decode4", "large"): Tiles(4, 16, 32, num_warps=1, num_stages=1, tiled=True, prefetch=True),
     ("decode8", "large"): Tiles(8, 64, 16, num_warps=4, num_stages=1, tiled=True, prefetch=True),
     ("decode16", "large"): Tiles(16, 16, 8, num_warps=1, num_stages=1, tiled=True, prefetch=True),
-    ("prefill", "small"): Tiles(64, 64, 16, num_warps=4, num_stages=3, dot=True),
+    ("prefill", "small"): Tiles(64, 128, 16, num_warps=4, num_stages=4, dot=True, group_m=8),
     ("prefill", "large"): Tiles(128, 128, 32, num_warps=4, num_stages=2, dot=True),
 }
 
