@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call for what issues 16 and 19 have left (as of the 2026-12-07 stops),
+# One device call for what issues 16 and 19 have left (as of the 2026-12-08 stop),
 # fitted to the GPU it lands on and to the call's time limit: each step runs only if its
 # longest time still fits before LIMIT_S (else it says so and is left out).
 # Usage (device tool, carry [".kb", "runs/h200z"]):
@@ -14,17 +14,17 @@
 #   2. the GPU bit tests of the table's prefill rows (NEXT_TESTS=1; they passed on an H100
 #      on 2026-12-07; 170 s); the tile tables' other rows timed per shape (NEXT_TABLES=1:
 #      h200_session.sh tables; TABLES picks runs, TABLES_TIMEOUT_S bounds each, 150 s by
-#      default: every bf16 decode row was timed by 2026-12-07; left:
-#      TABLES="smallk_prefill smallsmall_prefill fp32w_prefill fp32w_decode");
-#   3. issue 16, NEXT_PLAIN=1 (waiting at the 2026-12-07 stops: NEXT_PLAIN_OPS=linalg.pinv.singular,
+#      default: every bf16 row was timed by 2026-12-08; left: TABLES=fp32w_decode with
+#      TABLES_TIMEOUT_S=200 (M = 4 and 16), smallsmall_prefill_256 (N = 256));
+#   3. issue 16, NEXT_PLAIN=1 (waiting at the 2026-12-08 stop: NEXT_PLAIN_OPS=linalg.pinv.singular,
 #      about 100 s a run): the findings of NEXT_PLAIN_OPS as plain torch and again under
 #      `kernelaudit run` (h200_session.sh plain, guarded), but those NEXT_PLAIN_DONE's results
 #      settled; no snippet starts after a third of what is left;
 #   4. issue 16: the full grid resumed (runs/h200z) until 60 s before LIMIT_S: on an H200 the
 #      cases H100s skipped for memory (452 at the 2026-12-07 stop, each op's smallest first,
-#      the ops in turns); the grown QR/LDL cases the 2026-12-07 H100 calls left (2 timed out at
-#      20 s, 9 held back: 24 to 122 s each, past the 20-s case timeout, so the 120-s slow pass
-#      or NEXT_SWEEP_ARGS below);
+#      the ops in turns); the grown QR/LDL cases left at the 2026-12-08 stop (8 waiting,
+#      24 to 126 s each, past the 20-s case timeout, so the 120-s slow pass or NEXT_SWEEP_ARGS
+#      below; qr and linalg.qr backward at 2^31 elements and up need an H200's memory);
 #      the other waiting cases (norm.nuc, linalg.cond about 130 s; mode, bernoulli,
 #      cumulative_trapezoid, cummax/cummin.flat stop returning) need --slow-timeout 600.
 # Outputs: $OUT/h200_results.tgz (each h200_session.sh step: plain/, tables/, the sweep's
@@ -81,7 +81,7 @@ if [ "$h200" = 1 ]; then
 fi
 # NEXT_SWEEP_ARGS: more options for the sweep step, e.g. the grown QR/LDL cases alone with a
 # longer slow pass: NEXT_SWEEP_ARGS="--ops qr,linalg.qr,linalg.ldl_factor,linalg.ldl_factor_ex
-# --slow-timeout 300" (their 11 cases left: 24 to 122 s each, as their judged cases project).
+# --slow-timeout 300" (their 8 cases left: 24 to 126 s each, as their judged cases project).
 export SWEEP_ARGS="${SWEEP_ARGS:-} ${NEXT_SWEEP_ARGS:-}"
 left=$((limit - SECONDS - 60))
 if [ "$left" -gt 60 ]; then
