@@ -21,7 +21,7 @@
 #      `kernelaudit run` (h200_session.sh plain, guarded), but those NEXT_PLAIN_DONE's results
 #      settled; no snippet starts after a third of what is left;
 #   4. issue 16: the full grid resumed (runs/h200z) until 60 s before LIMIT_S: on an H200 the
-#      cases H100s skipped for memory (452 at the 2026-12-07 stop, each op's smallest first,
+#      cases H100s skipped for memory (453 at the 2026-12-08 stop, each op's smallest first,
 #      the ops in turns); the grown QR/LDL cases left at the 2026-12-08 stop (8 waiting,
 #      24 to 126 s each, past the 20-s case timeout, so the 120-s slow pass or NEXT_SWEEP_ARGS
 #      below; qr and linalg.qr backward at 2^31 elements and up need an H200's memory);
