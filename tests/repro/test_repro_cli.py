@@ -10,7 +10,10 @@ import sys
 import pytest
 from click.testing import CliRunner
 
+import torch
+
 import kernelaudit.repro as repro
+from kernelaudit.repro import subjects as repro_subjects
 from kernelaudit.errors import EXIT_FOUND, EXIT_OK, EXIT_UNJUDGED, EXIT_USAGE
 from kernelaudit.repro.cli import COMMANDS
 
@@ -49,6 +52,35 @@ def test_op_invariant_writes_summary_json_and_figure(tmp_path):
     assert (tmp_path / "r.png").stat().st_size > 1000
 
 
+@pytest.mark.parametrize("op, k, n", [("softmax", 24, 1), ("rms_norm", 24, 1), ("attention", 8, 4), ("sum", 24, 1)])
+def test_row_ops_and_attention_are_invariant_as_torch_runs_them_and_under_ieee(op, k, n):
+    r = _invoke("op", "--op", op, "--dtype", "float32", "-k", str(k), "-n", str(n), "--impl", "torch,ieee",
+                "--batch-sizes", "1,3", "--runs", "2")
+    assert r.exit_code == EXIT_OK, r.output
+    assert r.output.count(": invariant") == 2
+    assert f"{op} float32 K={k}" in r.output
+
+
+def test_a_torch_function_by_dotted_name_gets_its_keywords_and_a_tuple_is_judged_on_its_first(tmp_path):
+    r = _invoke("op", "--op", "torch.sort(dim=-1, descending=True)", "--impl", "torch", "-k", "16",
+                "--batch-sizes", "1,4", "--json", str(tmp_path / "r.json"))
+    assert r.exit_code == EXIT_OK, r.output
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["op"] == "torch.sort(dim=-1, descending=True)"
+    assert data["reports"][0]["dtype"] == "bfloat16"   # the sorted values, not the int64 indices
+    fn, x = repro_subjects.op_subject("torch.sort(dim=-1, descending=True)", "torch", "float32", 16, 1, 4, "cpu")
+    assert torch.equal(fn(x), x.sort(dim=-1, descending=True).values)
+
+
+def test_a_random_dotted_function_diverges_run_to_run_and_exits_1():
+    # dropout draws a new mask each call: every probe must see it
+    r = _invoke("op", "--op", "torch.nn.functional.dropout(p=0.5)", "--dtype", "float32", "--impl", "torch",
+                "-k", "64", "--batch-sizes", "1,4", "--runs", "2")
+    assert r.exit_code == EXIT_FOUND, r.output
+    assert "run to run      diverges from run = 1 on" in r.output
+    assert "batch size      diverges" in r.output
+
+
 def test_model_entry_point_that_diverges_exits_1_and_says_where(tmp_path):
     (tmp_path / "subj.py").write_text(SPLIT_MODEL)
     r = _invoke("model", f"{tmp_path / 'subj.py'}:subject", "--impl", "torch", "--batch-sizes", "1,2,3,4,8")
@@ -66,6 +98,9 @@ def test_model_that_raises_exits_3(tmp_path):
 @pytest.mark.parametrize("args, named", [
     (("op", "--impl", "cublas"), "impl"), (("op", "--op", "conv"), "op"), (("op", "--dtype", "int8"), "dtype"),
     (("op", "--batch-sizes", "0,4"), "batch-sizes"), (("op", "--runs", "0"), "runs"),
+    (("op", "--op", "torch.nope"), "op"), (("op", "--op", "torch.cumsum(1)"), "op"),
+    (("op", "--op", "torch.cumsum(dim=x)"), "op"), (("op", "--op", "os.system"), "op"),
+    (("op", "--op", "torch._C._nn.linear"), "op"), (("op", "--op", "torch.pi"), "op"), (("op", "-k", "0"), "k"),
     (("model", "no_colon_here"), "entry point"), (("model", "kernelaudit.repro.tinylm:nothing"), "entry point"),
 ])
 def test_bad_arguments_exit_2_naming_the_argument(args, named):

@@ -10,7 +10,6 @@ Exit codes: 0 every subject invariant, 1 bits diverge somewhere, 2 bad arguments
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import importlib.util
 import sys
@@ -18,11 +17,8 @@ from pathlib import Path
 
 import click
 
-from ..errors import EXIT_FOUND, EXIT_OK, EXIT_UNJUDGED, EXIT_USAGE, InvalidArgument, check_choice, check_choices
-
-IMPLS = ("torch", "ieee", "mma")
-OPS = ("mm", "addmm", "linear", "bmm")
-DTYPES = ("bfloat16", "float16", "float32")
+from ..errors import EXIT_FOUND, EXIT_OK, EXIT_UNJUDGED, EXIT_USAGE, InvalidArgument, check_choices
+from .subjects import DOTTED_HINT, DTYPES, IMPLS, OPS, check_op, describe, impl_context, op_subject
 
 
 def _ints(name: str, text: str) -> list[int]:
@@ -33,37 +29,6 @@ def _ints(name: str, text: str) -> list[int]:
     if not values or min(values) < 1:
         raise InvalidArgument(f"Cannot have {name}={text!r}: allowed values are comma-separated integers >= 1")
     return values
-
-
-def _context(impl: str):
-    if impl == "torch":
-        return contextlib.nullcontext()
-    from .mode import deterministic
-    return deterministic(impl)
-
-
-def op_subject(op: str, impl: str, dtype: str, k: int, n: int, rows: int, device: str, seed: int = 0):
-    """(fn, x) for one op: ``x`` [rows, K] activations (bmm: [rows, 4, K]), fixed weights."""
-    import torch
-
-    check_choice("op", op, OPS)
-    check_choice("impl", impl, IMPLS)
-    check_choice("dtype", dtype, DTYPES)
-    dt = getattr(torch, dtype)
-    g = torch.Generator().manual_seed(seed)
-    w = torch.randn(n, k, generator=g).to(dt).to(device)            # [N, K]
-    bias = torch.randn(n, generator=g).to(dt).to(device)
-    x = torch.randn(rows, 4, k, generator=g).to(dt).to(device) if op == "bmm" else \
-        torch.randn(rows, k, generator=g).to(dt).to(device)
-    F = torch.nn.functional
-    calls = {"mm": lambda t: t @ w.t(), "addmm": lambda t: torch.addmm(bias, t, w.t()),
-             "linear": lambda t: F.linear(t, w, bias), "bmm": lambda t: torch.bmm(t, w.t().expand(t.shape[0], k, n))}
-    call = calls[op]
-
-    def fn(t):
-        with _context(impl), torch.inference_mode():
-            return call(t)
-    return fn, x
 
 
 def load_entry_point(spec: str):
@@ -150,17 +115,27 @@ def repro() -> None:
 
 
 @repro.command("op")
-@click.option("--op", "op", default="linear", show_default=True, help=f"one of {', '.join(OPS)}")
+@click.option("--op", "op", default="linear", show_default=True,
+              help=f"one of {', '.join(OPS)}, or {DOTTED_HINT}")
 @click.option("--dtype", default="bfloat16", show_default=True, help=f"one of {', '.join(DTYPES)}")
-@click.option("-k", "k", default=256, show_default=True, type=int)
-@click.option("-n", "n", default=256, show_default=True, type=int)
+@click.option("-k", "k", default=256, show_default=True, type=int, help="the size each sample reduces over")
+@click.option("-n", "n", default=256, show_default=True, type=int,
+              help="output columns (the GEMMs' weights are N x K); attention: tokens")
 @click.option("--seed", default=0, show_default=True, type=int)
 @_with_common
 def op_cmd(op, dtype, k, n, seed, impl, device, batch_sizes, runs, json_path, figure_path) -> None:
-    """One op with fixed weights (N x K) on growing batches of activations."""
+    """One op on growing batches of samples: a GEMM with fixed weights (N x K), a softmax,
+    norm, attention or row reduction, or any torch function by its dotted name
+    (``kernelaudit.repro.subjects`` says what each gets)."""
+    try:
+        check_op(op)
+    except InvalidArgument as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(EXIT_USAGE)
+
     def make(i, rows):
         return op_subject(op, i, dtype, k, n, rows, device, seed)
-    _run(make, impl, device, batch_sizes, runs, json_path, figure_path, f"{op} {dtype} K={k} N={n}",
+    _run(make, impl, device, batch_sizes, runs, json_path, figure_path, describe(op, dtype, k, n),
          {"op": op, "dtype": dtype, "k": k, "n": n})
 
 
@@ -183,7 +158,7 @@ def model_cmd(entry_point, impl, device, batch_sizes, runs, json_path, figure_pa
         fn, x = factory(device=device, rows=rows)
 
         def wrapped(t):
-            with _context(i), torch.inference_mode():
+            with impl_context(i), torch.inference_mode():
                 return fn(t)
         return wrapped, x
     _run(make, impl, device, batch_sizes, runs, json_path, figure_path, entry_point, {"entry_point": entry_point})
