@@ -6,6 +6,9 @@
 #   . benchmarks/device_env.sh && bash benchmarks/next_call.sh LIMIT_S
 # LIMIT_S: the call's limit in seconds (default 540); the sweep takes what the rest leaves.
 # In order:
+#   0. issue 19: benchmarks/repro_ops_survey.py, which ops keep their bits at every batch
+#      size as torch runs them and under deterministic("ieee") (NEXT_SURVEY=0 leaves it
+#      out; at most 100 s; $OUT/extra/ops_survey/);
 #   1. on an H200 (more than 100 GB), what only an H200 can tell: issue 19's prefill row
 #      against the warp-specialized tile (benchmarks/prefill_lanes_ab.py; NEXT_PREFILL=1 runs
 #      it on an H100 too, where 2026-12-07 measured it; NEXT_PREFILL=0 leaves it out;
@@ -42,6 +45,12 @@ room() {  # room SECONDS NAME: whether a step that may take SECONDS ends 60 s be
 }
 
 h200=0; [ "${mem:-0}" -gt 100000 ] && h200=1
+if [ "${NEXT_SURVEY:-1}" = 1 ] && room 100 "ops survey"; then
+  # issue 19: which ops keep their bits at every batch size, torch and ieee (about 60 s)
+  timeout 100 python3 benchmarks/repro_ops_survey.py --device cuda --budget-s 70 --out "$X/ops_survey" \
+    > "$X/ops_survey.log" 2>&1
+  tail -3 "$X/ops_survey.log"
+fi
 prefill=${NEXT_PREFILL:-$h200}
 if [ "$prefill" = 1 ]; then
   for m in ${NEXT_PREFILL_MS:-4096 1024 8192}; do
