@@ -119,7 +119,9 @@ def _fail_usage(e: Exception) -> None:
               help="The hand specs at every dtype, layout, threshold (2*2^32 too), position and size axis.")
 @click.option("--mode", default="auto", show_default=True,
               help="auto (Freivalds + spot checks for matmuls; a chunk with the bits of the op called on it "
-                   "alone needs no reference) or full (the reference everywhere).")
+                   "alone needs no reference), full (the reference everywhere) or sampled (auto on the chunks "
+                   "at the limits, the first and last, and 4 at random, where every output is batched: faster, "
+                   "blind to a fault confined between the limits).")
 @click.option("--reference", "reference", default="device", show_default=True,
               help="Where the float64 reference runs: device (the one under test, in chunks far below "
                    "2^31 elements) or cpu (fully independent of the device's kernels, slower).")

@@ -31,6 +31,12 @@ from .tolerance import CALIBRATION_FACTOR, calibrated
 from ..verdict import Status, Verdict
 
 
+#: How cases are judged (``--mode``): ``auto`` (Freivalds and spot checks for matmuls, a
+#: chunk with the bits of the op called on it alone needs no reference), ``full`` (the
+#: reference everywhere), ``sampled`` (auto on the chunks at the limits, the ends and a few
+#: drawn at random, where every output is batched: :mod:`.judge.sampling`).
+MODES = ("auto", "full", "sampled")
+
 #: Order in which thresholds are swept.
 SCHEDULE = ("2^32", "2^31", "2*2^32")
 
@@ -133,7 +139,7 @@ def run_sweep(spec: GridSpec, out: Path, *, device: str = "auto", fault_model: s
         raise InvalidArgument(f"Cannot have calibration_workers={calibration_workers}: it must be 1 or more")
     if case_workers is not None and case_workers < 1:
         raise InvalidArgument(f"Cannot have case_workers={case_workers} (--workers): it must be 1 or more")
-    check_choice("mode", mode, ("auto", "full"))
+    check_choice("mode", mode, MODES)
     check_choice("reference", reference, ("device", "cpu"))
     check_choice("memory_plan", memory_plan, MEMORY_PLANS)
     check_choice("executor", executor, EXECUTORS)

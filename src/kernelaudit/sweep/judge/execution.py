@@ -38,6 +38,7 @@ from .matmul import (_fused_freivalds_enabled, inputs_with_projections, judge_ma
 from .metrics import Judgement, compare_rows
 from .operands import _as_tuple, _sync, device_inputs, materialized, placed_operands
 from .reference import RefContext, _reference_chunk, chunk_batches
+from .sampling import sampled_chunks
 
 
 def run_op(case: Case, device, fault_model: str, timing: dict | None = None, aux: dict | None = None):
@@ -126,7 +127,9 @@ def execute(case: Case, device="cpu", *, fault_model: str = "none",
             mode: str = "auto", ref_chunk: int | None = None) -> Outcome:
     """Run ``case`` on ``device`` and judge it. ``tolerances=None`` calibrates (no verdict
     on correctness: returns the worst metrics). ``mode``: ``auto`` (Freivalds and spot
-    checks for matmul forward outputs, full chunked references elsewhere) or ``full``.
+    checks for matmul forward outputs, full chunked references elsewhere), ``full``, or
+    ``sampled`` (``auto`` on the chunks :func:`.sampling.sampled_chunks` picks, where every
+    output is batched; the verdict's first output says ``sampled_chunks``: n of m).
 
     A float32 convolution on CUDA is judged no tighter than TF32's precision where cuDNN
     may use it (:func:`~kernelaudit.sweep.tolerance.tf32_floor`; ``tf32_floor`` in the
@@ -238,7 +241,7 @@ def _execute_once(case: Case, device: torch.device, fault_model: str, tolerances
         for x in verdicts:
             why = None
             if x.status is Status.WRONG:
-                tail = _precision_tail(x, case.batch)
+                tail = _precision_tail(x, x.details.get("judged_batches", case.batch))
                 why = {"precision_tail": tail} if tail else None
                 if why is None:
                     phase.enter("recheck")
@@ -456,14 +459,15 @@ def _judge(case, placed, outs, out_rows, ref_device, tolerances, mode, ref_chunk
     def tol(name, metric):
         return tolerance_for(tolerances, name, metric)
 
-    if (spec.bilinear is not None and case.direction == "bwd" and mode == "auto"
+    auto = mode in ("auto", "sampled")  # sampled: auto's judges on fewer chunks
+    if (spec.bilinear is not None and case.direction == "bwd" and auto
             and _fused_freivalds_enabled(ctx.device)):
         js = judge_matmul_grads(case, ctx, outs, tol)
         if js is not None:
             return js
     exact = exact_spec or not DTYPES[case.dtype].is_floating_point
     rel = "exact" if exact else "rel"
-    use_freivalds = spec.bilinear is not None and case.direction == "fwd" and mode == "auto"
+    use_freivalds = spec.bilinear is not None and case.direction == "fwd" and auto
     judgements: list[Judgement] = []
     batched = [j for j in range(len(outs)) if out_rows[j] is not None]
     shared = [j for j in range(len(outs)) if out_rows[j] is None]
@@ -486,10 +490,18 @@ def _judge(case, placed, outs, out_rows, ref_device, tolerances, mode, ref_chunk
     if use_freivalds and _fused_freivalds_enabled(ctx.device):
         step = B  # the fused check reads C in place and holds no chunk: one launch for all batches
     same = None  # the bit-equality pre-check (see _bit_equal_chunk), where it applies
-    if (mode == "auto" and tolerances is not None and not use_freivalds and not shared and not exact
+    if (auto and tolerances is not None and not use_freivalds and not shared and not exact
             and spec.reference is None and DTYPES[case.dtype].is_floating_point):
         same = {"ctx": RefContext(case, placed, ref_device, ref_chunk, exact=True), "chunks": 0, "equal": 0}
-    for b0 in range(0, B, step):
+    starts = range(0, B, step)
+    if mode == "sampled" and not shared and tolerances is not None and len(starts) > 1:
+        # every output batched: a batch left out changes no other batch's verdict
+        starts = sampled_chunks(case, placed, outs, out_rows, step)
+        if judgements:
+            judgements[0].details["sampled_chunks"] = f"{len(starts)} of {-(-B // step)}"
+            for j in judgements:
+                j.details["judged_batches"] = sum(min(B, b0 + step) - b0 for b0 in starts)
+    for b0 in starts:
         b1 = min(B, b0 + step)
         phase.advance(b0, B)
         if same is not None:

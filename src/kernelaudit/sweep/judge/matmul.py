@@ -29,7 +29,7 @@ def project_at_generation(case: Case, device, ref_device, mode: str) -> bool:
     ms with the extra generation counted, against 8.6 ms for the row-sum kernel
     regenerating them (``benchmarks/results/2026-12-03-h200-generate-and-project``)."""
     device, ref_device = torch.device(device), torch.device(ref_device)
-    if not (case.spec.bilinear is not None and case.direction == "fwd" and mode == "auto"
+    if not (case.spec.bilinear is not None and case.direction == "fwd" and mode in ("auto", "sampled")
             and device == ref_device and _fused_freivalds_enabled(device) and PROJECT_AT_GENERATION.flag()):
         return False
     from ..kernels.freivalds import flat_eligible
