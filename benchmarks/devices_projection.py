@@ -36,11 +36,15 @@ def list_schedule(times: list[float], devices: int) -> float:
     return max(free)
 
 
-def projection(store: str, devices: list[int], calibration_workers: int = 4) -> dict:
-    """Per device count: calibration, cases and total seconds, and whether the goal holds."""
+def projection(store: str, devices: list[int], calibration_workers: int = 4,
+               saved_s: dict[str, float] | None = None) -> dict:
+    """Per device count: calibration, cases and total seconds, and whether the goal holds.
+    ``saved_s``: seconds to take off a record's time, by record key (what another judge
+    would have saved on it: ``sampled_judge_projection.py``)."""
     run = load_run(store)
     records = sorted(run.records, key=lambda r: r.recorded or "")
-    times = [float(r.elapsed_s or 0.0) for r in records]
+    saved_s = saved_s or {}
+    times = [max(0.0, float(r.elapsed_s or 0.0) - saved_s.get(r.key, 0.0)) for r in records]
     segments = run.manifest.segments
     calibration_s = sum(float((s.get("calibration") or {}).get("worker_s") or 0.0) for s in segments)
     rows = []
