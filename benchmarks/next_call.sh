@@ -8,7 +8,9 @@
 # In order:
 #   0. issue 19: benchmarks/repro_ops_survey.py, which ops keep their bits at every batch
 #      size as torch runs them and under deterministic("ieee") (NEXT_SURVEY=0 leaves it
-#      out; at most 100 s; $OUT/extra/ops_survey/);
+#      out; at most 100 s; $OUT/extra/ops_survey/); then issue 16's --mode sampled against
+#      auto, side by side on four ops whose judge reruns them (benchmarks/sampled_ab.py,
+#      NEXT_SAMPLED_AB=0 leaves it out; at most 120 s; $OUT/extra/sampled_ab.json);
 #   1. on an H200 (more than 100 GB), what only an H200 can tell: issue 19's prefill row
 #      against the warp-specialized tile (benchmarks/prefill_lanes_ab.py; NEXT_PREFILL=1 runs
 #      it on an H100 too, where 2026-12-07 measured it; NEXT_PREFILL=0 leaves it out;
@@ -50,6 +52,13 @@ if [ "${NEXT_SURVEY:-1}" = 1 ] && room 100 "ops survey"; then
   timeout 100 python3 benchmarks/repro_ops_survey.py --device cuda --budget-s 70 --out "$X/ops_survey" \
     > "$X/ops_survey.log" 2>&1
   tail -3 "$X/ops_survey.log"
+fi
+if [ "${NEXT_SAMPLED_AB:-1}" = 1 ] && room 120 "sampled judge A/B"; then
+  # issue 16: --mode sampled against auto on the ops whose judge reruns them (about 100 s)
+  timeout 120 python3 benchmarks/sampled_ab.py --device cuda --budget-s 80 \
+    --ops linalg.svdvals,norm.nuc,nn.functional.layer_norm,linalg.ldl_factor --axes bytes --sizes "2^31 B+" \
+    --out "$X/sampled_ab.json" > "$X/sampled_ab.log" 2>&1
+  tail -3 "$X/sampled_ab.log"
 fi
 prefill=${NEXT_PREFILL:-$h200}
 if [ "$prefill" = 1 ]; then
