@@ -56,7 +56,7 @@ fi
 if [ "${NEXT_SAMPLED_AB:-1}" = 1 ] && room 120 "sampled judge A/B"; then
   # issue 16: --mode sampled against auto on the ops whose judge reruns them (about 100 s)
   timeout 120 python3 benchmarks/sampled_ab.py --device cuda --budget-s 80 \
-    --ops linalg.svdvals,norm.nuc,nn.functional.layer_norm,linalg.ldl_factor --axes bytes --sizes "2^31 B+" \
+    --ops linalg.svdvals,norm.nuc,nn.functional.layer_norm,linalg.cond --axes bytes --sizes "2^31 B+" \
     --out "$X/sampled_ab.json" > "$X/sampled_ab.log" 2>&1
   tail -3 "$X/sampled_ab.log"
 fi
