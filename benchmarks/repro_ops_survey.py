@@ -3,8 +3,8 @@
 
 For each op, dtype and impl: run to run, batch size (row 0 of ``fn(x[:M])`` against
 ``fn(x[:1])[0]``) and batch position, as :func:`kernelaudit.repro.check` does. Writes a JSON
-record of every report and a markdown table (where each probe first diverges, the worst
-ULPs), so the figure "cuBLAS bf16 diverges from M = 64 on, the deterministic kernels
+record of every report, a markdown table (where each probe first diverges, the worst
+ULPs) and a figure (survey.png: one cell per op and dtype / impl), so the figure "cuBLAS bf16 diverges from M = 64 on, the deterministic kernels
 never" extends to the norms, softmaxes, attention and reductions.
 
     python benchmarks/repro_ops_survey.py --device cuda --out DIR          # K = N = 4096
@@ -45,8 +45,10 @@ def survey(ops, dtypes, impls, k, n, batch_sizes, runs, device, seed=0, budget_s
                 kk, nn = (min(k, 128), min(n, 256)) if op == "attention" else (k, n)
                 fn, x = op_subject(op, impl, dtype, kk, nn, max(batch_sizes), device, seed)
                 r = check(fn, x, subject=f"{op} {dtype} [{impl}]", batch_sizes=batch_sizes, runs=runs)
-                rows.append({"op": op, "dtype": dtype, "impl": impl, "k": kk, "n": nn,
-                             "seconds": round(time.perf_counter() - t, 3)} | r.to_json())
+                got = r.to_json()
+                got["out_dtype"] = got.pop("dtype")   # the output's; "dtype" is the samples'
+                rows.append(got | {"op": op, "dtype": dtype, "impl": impl, "k": kk, "n": nn,
+                                   "seconds": round(time.perf_counter() - t, 3)})
                 del fn, x
     return rows
 
@@ -73,6 +75,46 @@ def table(rows) -> str:
     return "\n".join(out) + "\n"
 
 
+def figure(rows, path: Path, title: str) -> None:
+    """One cell per op (rows) and dtype / impl (columns): green where every probe gave the
+    same bits, red where the batch-size or position probe diverged (the batch size it
+    diverges from written in), orange where only run to run did, grey where it could not
+    be judged."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ops = list(dict.fromkeys(r["op"] for r in rows))
+    cols = list(dict.fromkeys((r["dtype"], r["impl"]) for r in rows))
+    colour = {"same": "#4caf50", "batch": "#e53935", "run": "#fb8c00", "error": "#9e9e9e"}
+    fig, ax = plt.subplots(figsize=(1.2 + 1.1 * len(cols), 0.8 + 0.32 * len(ops)))
+    for r in rows:
+        y, x = ops.index(r["op"]), cols.index((r["dtype"], r["impl"]))
+        if r["error"]:
+            kind, text = "error", "?"
+        elif r["invariant"]:
+            kind, text = "same", ""
+        elif any(not p["equal"] for p in r["probes"] if p["probe"] != "run"):
+            start = r["diverges_from"]["batch"] or r["diverges_from"]["position"]
+            kind, text = "batch", "" if start is None else f"M>={start}" if r["diverges_from"]["batch"] else f"p>={start}"
+        else:
+            kind, text = "run", "run"
+        ax.add_patch(plt.Rectangle((x, y), 0.95, 0.9, color=colour[kind]))
+        ax.text(x + 0.47, y + 0.45, text, ha="center", va="center", fontsize=7, color="white")
+    ax.set_xlim(0, len(cols))
+    ax.set_ylim(len(ops), 0)
+    ax.set_xticks([i + 0.47 for i in range(len(cols))], [f"{d}\n{i}" for d, i in cols], fontsize=7)
+    ax.set_yticks([i + 0.45 for i in range(len(ops))], ops, fontsize=7)
+    ax.tick_params(length=0)
+    for side in ax.spines.values():
+        side.set_visible(False)
+    ax.set_title(title, fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="cuda")
@@ -86,15 +128,25 @@ def main(argv=None) -> int:
     ap.add_argument("--batch-sizes", default="1,2,4,8,16,32,64,128,256,512,1024")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--budget-s", type=float, default=None, help="start no report after this many seconds")
-    ap.add_argument("--out", required=True, help="a folder: survey.json and survey.md")
+    ap.add_argument("--out", required=True, help="a folder: survey.json, survey.md and survey.png")
     a = ap.parse_args(argv)
     import torch
 
     if a.device.startswith("cuda") and not torch.cuda.is_available():
         print("repro_ops_survey: no CUDA device", file=sys.stderr)
         return 3
+    from kernelaudit.errors import InvalidArgument
+    from kernelaudit.repro.subjects import check_op
+
+    ops = [o for o in a.ops.split(",") if o]
+    try:
+        for op in ops:
+            check_op(op)
+    except InvalidArgument as e:
+        print(f"repro_ops_survey: {e}", file=sys.stderr)
+        return 2
     sizes = [int(v) for v in a.batch_sizes.split(",")]
-    rows = survey([o for o in a.ops.split(",") if o], a.dtypes.split(","), a.impls.split(","), a.k, a.n, sizes,
+    rows = survey(ops, a.dtypes.split(","), a.impls.split(","), a.k, a.n, sizes,
                   a.runs, a.device, budget_s=a.budget_s)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -104,6 +156,8 @@ def main(argv=None) -> int:
     (out / "survey.json").write_text(json.dumps(meta | {"reports": rows}, indent=1) + "\n")
     md = table(rows)
     (out / "survey.md").write_text(f"{meta['device']}, torch {meta['torch']}, K = {a.k}, N = {a.n}\n\n" + md)
+    figure(rows, out / "survey.png", f"same bits at every batch size?\n{meta['device']}, torch {meta['torch']}, "
+           f"K = {a.k}, N = {a.n}")
     print(md)
     return 1 if any(r["judged"] and not r["invariant"] for r in rows) else 0
 
