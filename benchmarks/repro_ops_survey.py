@@ -27,9 +27,10 @@ TORCH_ONLY = ("sum", "mean", "torch.logsumexp(dim=-1)", "torch.cumsum(dim=-1)", 
               "torch.nn.functional.gelu", "torch.sort(dim=-1)")
 
 
-def survey(ops, dtypes, impls, k, n, batch_sizes, runs, device, seed=0, budget_s=None):
+def survey(ops, dtypes, impls, k, n, batch_sizes, runs, device, seed=0, budget_s=None, on_report=None):
     """One report per (op, dtype, impl) as JSON-ready dicts, in order; stops starting new
-    ones once ``budget_s`` seconds have passed (the rest are left out, not guessed)."""
+    ones once ``budget_s`` seconds have passed (the rest are left out, not guessed).
+    ``on_report(rows)`` is called after each report (to save what is done so far)."""
     from kernelaudit.repro.invariance import check
     from kernelaudit.repro.subjects import op_subject
 
@@ -49,6 +50,8 @@ def survey(ops, dtypes, impls, k, n, batch_sizes, runs, device, seed=0, budget_s
                 got["out_dtype"] = got.pop("dtype")   # the output's; "dtype" is the samples'
                 rows.append(got | {"op": op, "dtype": dtype, "impl": impl, "k": kk, "n": nn,
                                    "seconds": round(time.perf_counter() - t, 3)})
+                if on_report is not None:
+                    on_report(rows)
                 del fn, x
     return rows
 
@@ -146,14 +149,18 @@ def main(argv=None) -> int:
         print(f"repro_ops_survey: {e}", file=sys.stderr)
         return 2
     sizes = [int(v) for v in a.batch_sizes.split(",")]
-    rows = survey(ops, a.dtypes.split(","), a.impls.split(","), a.k, a.n, sizes,
-                  a.runs, a.device, budget_s=a.budget_s)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     meta = {"device": torch.cuda.get_device_name() if a.device.startswith("cuda") else platform.processor() or "cpu",
             "torch": torch.__version__, "cuda": torch.version.cuda, "k": a.k, "n": a.n, "batch_sizes": sizes,
             "runs": a.runs, "date": time.strftime("%Y-%m-%d")}
-    (out / "survey.json").write_text(json.dumps(meta | {"reports": rows}, indent=1) + "\n")
+
+    def save(rows):  # after every report: a run cut short keeps what it judged
+        (out / "survey.json").write_text(json.dumps(meta | {"reports": rows}, indent=1) + "\n")
+
+    rows = survey(ops, a.dtypes.split(","), a.impls.split(","), a.k, a.n, sizes,
+                  a.runs, a.device, budget_s=a.budget_s, on_report=save)
+    save(rows)
     md = table(rows)
     (out / "survey.md").write_text(f"{meta['device']}, torch {meta['torch']}, K = {a.k}, N = {a.n}\n\n" + md)
     figure(rows, out / "survey.png", f"same bits at every batch size?\n{meta['device']}, torch {meta['torch']}, "
