@@ -99,3 +99,17 @@ def test_checker_records_a_subject_that_raises_as_not_judged():
 def test_checker_bad_arguments_raise_invalid_argument(kwargs):
     with pytest.raises(InvalidArgument, match="Cannot have"):
         check(lambda t: t, torch.ones(4, 2), **kwargs)
+
+
+def test_progress_is_told_before_every_call_of_the_subject_with_the_total():
+    calls, told = [], []
+
+    def fn(t):
+        calls.append(t.shape[0])
+        return t * 2
+
+    x = torch.arange(8.0).reshape(8, 1)
+    check(fn, x, batch_sizes=(1, 2, 8), runs=2, progress=lambda d, t, what: told.append((d, t, what)))
+    assert [d for d, _, _ in told] == list(range(len(calls)))            # once before each call
+    assert {t for _, t, _ in told} == {len(calls)}                        # the total known up front
+    assert [w for _, _, w in told][:3] == ["batch 1", "batch 8", "run 2"]

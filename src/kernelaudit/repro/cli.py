@@ -10,6 +10,7 @@ Exit codes: 0 every subject invariant, 1 bits diverge somewhere, 2 bad arguments
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import sys
@@ -88,6 +89,24 @@ def _with_common(f):
     return f
 
 
+@contextlib.contextmanager
+def _progress():
+    """A transient progress line on stderr (only on a terminal): ``step(what, done, total)``."""
+    from rich.console import Console
+    from rich.progress import Progress
+
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield lambda *_: None
+        return
+    with Progress(console=console, transient=True) as bar:
+        task = bar.add_task("probing", total=None)
+
+        def step(what: str, done: int, total: int) -> None:
+            bar.update(task, description=f"probing {what}", completed=done, total=total)
+        yield step
+
+
 def _run(make, impls, device, batch_sizes, runs, json_path, figure_path, title, meta) -> None:
     from .invariance import Report, check
 
@@ -100,9 +119,11 @@ def _run(make, impls, device, batch_sizes, runs, json_path, figure_path, title, 
             reports = [Report(f"{title} [{i}]", device, "", error=f"no {device} device") for i in impls_]
         else:
             reports = []
-            for impl in impls_:
-                fn, x = make(impl, max(sizes))
-                reports.append(check(fn, x, subject=f"{title} [{impl}]", batch_sizes=sizes, runs=runs))
+            with _progress() as step:
+                for impl in impls_:
+                    fn, x = make(impl, max(sizes))
+                    reports.append(check(fn, x, subject=f"{title} [{impl}]", batch_sizes=sizes, runs=runs,
+                                         progress=lambda d, t, what, impl=impl: step(f"[{impl}] {what}", d, t)))
     except InvalidArgument as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(EXIT_USAGE)

@@ -112,10 +112,11 @@ class Report:
 
 def check(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, *, subject: str = "fn",
           batch_sizes: Sequence[int] = (1, 2, 4, 8, 16, 32, 64, 128), positions: Sequence[int] | None = None,
-          runs: int = 3) -> Report:
+          runs: int = 3, progress: Callable[[int, int, str], None] | None = None) -> Report:
     """Probe ``fn`` on the samples ``x`` (leading dim: at least ``max(batch_sizes)``).
     ``positions`` default: 1, the middle and the last row of the largest batch. An
-    exception from ``fn`` is recorded (``error``): the subject could not be judged."""
+    exception from ``fn`` is recorded (``error``): the subject could not be judged.
+    ``progress(done, total, what)`` is called before each call of ``fn``."""
     sizes = sorted(set(batch_sizes))
     if not sizes or sizes[0] < 1:
         raise InvalidArgument(f"Cannot have batch_sizes={list(batch_sizes)}: allowed values are integers >= 1")
@@ -128,20 +129,30 @@ def check(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, *, subjec
     if any(p >= big or p < 0 for p in positions):
         raise InvalidArgument(f"Cannot have positions={positions}: allowed values are 1..{big - 1}")
     report = Report(subject, str(x.device), "")
+    total = 2 + (runs - 1) + sum(m != big for m in sizes) + len(positions)
+    done = 0
+
+    def call(t: torch.Tensor, what: str) -> torch.Tensor:
+        nonlocal done
+        if progress is not None:
+            progress(done, total, what)
+        done += 1
+        return fn(t)
+
     try:
-        ref = fn(x[:1])[0]
+        ref = call(x[:1], "batch 1")[0]
         report.dtype = str(ref.dtype).replace("torch.", "")
-        first = fn(x[:big])
+        first = call(x[:big], f"batch {big}")
         for r in range(1, runs):
-            report.probes.append(compare("run", r, fn(x[:big]), first))
+            report.probes.append(compare("run", r, call(x[:big], f"run {r + 1}"), first))
         for m in sizes:
-            y = first if m == big else fn(x[:m])
+            y = first if m == big else call(x[:m], f"batch {m}")
             report.probes.append(compare("batch", m, y[0], ref))
         for p in positions:
             xp = x[:big].clone()
             xp[p] = x[0]
             xp[0] = x[p]
-            report.probes.append(compare("position", p, fn(xp)[p], ref))
+            report.probes.append(compare("position", p, call(xp, f"position {p}")[p], ref))
     except (RuntimeError, ValueError, TypeError, AssertionError, KernelAuditError) as e:
         report.error = f"{type(e).__name__}: {e}"
     return report
