@@ -68,3 +68,35 @@ def test_sweep_workers_allocate_in_expandable_segments_and_the_run_records_it(tm
             "segs = torch.cuda.memory_snapshot(); print(len(segs) > 0 and all(s.get('is_expandable') for s in segs))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ), timeout=120)
     assert out.stdout.strip() == "True", out.stderr[-2000:]
+
+
+@pytest.mark.parametrize("fault", ["none", "wrap32", "unwritten-tail", "bytes32"])
+def test_sampled_judge_gives_autos_verdicts_on_cuda_on_fewer_chunks(fault):
+    """--mode sampled on the device: the verdict and first bad index auto gives, for every
+    case of a small grid, with the judge cut into many chunks so sampling leaves some out."""
+    from kernelaudit.sweep.cases import GridSpec, grid
+    from kernelaudit.sweep.judge.execution import execute
+    from kernelaudit.sweep.tolerance import calibrated
+
+    cases = grid(GridSpec(ops=("add", "softmax", "cat", "sort", "linalg.svdvals"), dtypes=("float32", "float16"),
+                          thresholds=("2^31", "2^32"), positions=("above",), axes=("elements", "bytes"), scale=20))
+    tols, kept_all, total_all, statuses = {}, 0, 0, []
+    for case in cases:
+        if case.tolerance_key not in tols:
+            tols[case.tolerance_key] = calibrated(execute(case.with_batch(4), "cuda", tolerances=None).worst,
+                                                  case.dtype)
+        auto = execute(case, "cuda", fault_model=fault, tolerances=tols[case.tolerance_key], ref_chunk=2**14).verdict
+        sampled = execute(case, "cuda", fault_model=fault, tolerances=tols[case.tolerance_key], ref_chunk=2**14,
+                          mode="sampled").verdict
+        assert (sampled.status, sampled.first_bad_index) == (auto.status, auto.first_bad_index), case.id
+        statuses.append(auto.status.value)
+        n = next((o["details"]["sampled_chunks"] for o in sampled.details.get("outputs", ())
+                  if o.get("details", {}).get("sampled_chunks")), None)
+        if n:
+            kept, total = map(int, n.split(" of "))
+            kept_all, total_all = kept_all + kept, total_all + total
+    assert kept_all < 0.8 * total_all, (kept_all, total_all)
+    if fault == "none":
+        assert set(statuses) == {"ok"}, statuses
+    else:
+        assert "wrong" in statuses, statuses
